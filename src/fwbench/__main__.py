@@ -1,0 +1,3 @@
+from fwbench.cli.app import main
+
+main()

@@ -1,0 +1,183 @@
+"""run_cases: validated cases in, stored Results out. The CLI and tests call this.
+
+Each case runs in its own worker process; whatever happens to it becomes its Result,
+stored in one transaction before the next case starts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fwbench.case import Case
+from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.launch import local
+from fwbench.launch.protocol import CaseReport, CaseRequest, CountItem, CountRequest
+from fwbench.measure.timing import Timing, TimingConfig
+from fwbench.models.parity import Parity, compare
+from fwbench.result import Measurement, Result, StepTime
+from fwbench.store.db import ResultStore
+
+DEFAULT_TIMEOUT_S = 900.0
+COUNT_TIMEOUT_S = 600.0
+
+ParityKey = tuple[str, int, int]  # model, input size, classes
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    timing: TimingConfig = TimingConfig()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    resume: bool = False
+
+
+def parity_key(case: Case) -> ParityKey:
+    return (case.model, case.input_size, case.num_classes)
+
+
+def compared_frameworks(cases: Sequence[Case]) -> list[str]:
+    """Frameworks whose parameter counts each case is checked against.
+
+    Those of the run itself; a single-framework run is checked against every other
+    installed framework, so `fwbench run` alone still flags different work.
+    """
+    named = sorted({c.framework for c in cases})
+    if len(named) > 1:
+        return named
+    return sorted({*named, *(n for n, info in FRAMEWORKS.items() if info.installed())})
+
+
+def ensure_param_counts(
+    store: ResultStore,
+    keys: Iterable[ParityKey],
+    frameworks: Iterable[str],
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[tuple[str, ParityKey], int]:
+    """Trainable-parameter counts per (framework, key), from the cache or a count worker."""
+    keys = sorted(set(keys))
+    counts: dict[tuple[str, ParityKey], int] = {}
+    for fw in frameworks:
+        info = FRAMEWORKS[fw]
+        version = info.version()
+        if version is None:
+            continue
+        missing: list[ParityKey] = []
+        for key in keys:
+            cached = store.param_count((key[0], fw, version, key[1], key[2]))
+            if cached is None:
+                missing.append(key)
+            elif cached[0] is not None:
+                counts[(fw, key)] = cached[0]
+        if not missing:
+            continue
+        if on_progress:
+            on_progress(f"counting parameters in {info.label} ({len(missing)} models)")
+        request = CountRequest(
+            framework=fw,
+            items=tuple(CountItem(model=m, input_size=s, num_classes=c) for m, s, c in missing),
+        )
+        report = local.run_count(request, COUNT_TIMEOUT_S)
+        if isinstance(report, local.WorkerFailure):
+            # The parity check is best effort: a framework that cannot build the model
+            # here leaves the comparison to the frameworks that can.
+            continue
+        for key, n, err in zip(missing, report.counts, report.errors, strict=True):
+            store.put_param_count((key[0], fw, version, key[1], key[2]), n, err)
+            if n is not None:
+                counts[(fw, key)] = n
+    return counts
+
+
+def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | None) -> Parity:
+    key = parity_key(case)
+    found = {fw: n for (fw, k), n in counts.items() if k == key}
+    if own is not None:
+        found[case.framework] = own
+    return compare(found)
+
+
+def result_from_report(
+    case: Case,
+    run_id: str,
+    report: CaseReport | local.WorkerFailure,
+    counts: dict[tuple[str, ParityKey], int],
+    timing_config: TimingConfig,
+) -> Result:
+    common: dict[str, Any] = {
+        "result_id": uuid.uuid4().hex,
+        "run_id": run_id,
+        "recorded_at": datetime.now(),
+        "case": case,
+        "timing_config": timing_config.model_dump(),
+    }
+    if isinstance(report, local.WorkerFailure):
+        return Result(
+            **common,
+            status=report.status,
+            error=report.error,
+            parity=parity_for(case, counts, None),
+            settings={"worker_log_tail": report.log_tail},
+        )
+    measurement = None
+    warnings: tuple[str, ...] = ()
+    if report.status == "ok" and report.timing is not None:
+        timing = Timing(**report.timing)
+        measurement = Measurement(
+            step_time_s=StepTime(
+                median=timing.median_s, ci_low=timing.ci_low_s, ci_high=timing.ci_high_s
+            ),
+            samples=timing.samples,
+            steps_per_block=timing.steps_per_block,
+            build_s=report.build_s or 0.0,
+            first_step_s=timing.first_step_s,
+            warmup_steps=timing.warmup_steps,
+            warmup_s=timing.warmup_s,
+            warmup_stop=timing.warmup_stop,
+            stop_reason=timing.stop_reason,
+            sync_overhead_s=timing.sync_overhead_s,
+        )
+        warnings = timing.warnings
+    parity = parity_for(case, counts, report.param_count)
+    if parity.mismatch:
+        warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
+    return Result(
+        **common,
+        status=report.status,  # type: ignore[arg-type]
+        error=report.error,
+        measurement=measurement,
+        param_count=report.param_count,
+        parity=parity,
+        warnings=warnings,
+        environment=report.environment,
+        settings=report.settings,
+    )
+
+
+def run_cases(
+    cases: Sequence[Case],
+    store: ResultStore,
+    run_id: str,
+    options: RunOptions = RunOptions(),
+    on_start: Callable[[Case], None] | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> Iterator[Result]:
+    """Run each case in a fresh worker, store its result, and yield it.
+
+    With `options.resume`, cases already in the store are skipped (not yielded).
+    """
+    done = store.recorded_keys() if options.resume else set()
+    todo = [c for c in cases if c.key() not in done]
+    counts = ensure_param_counts(
+        store, (parity_key(c) for c in todo), compared_frameworks(cases), on_status
+    )
+    for case in todo:
+        if on_start:
+            on_start(case)
+        request = CaseRequest(case=case, timing=options.timing)
+        report = local.run_case(request, options.timeout_s)
+        result = result_from_report(case, run_id, report, counts, options.timing)
+        store.add(result)
+        yield result

@@ -1,0 +1,48 @@
+"""The `fwbench` command: registers one module per command and turns errors into one line."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from fwbench.cli import env, export, models, report, results, run, sweep
+from fwbench.cli.common import console
+from fwbench.errors import FwbenchError
+
+app = typer.Typer(
+    name="fwbench",
+    help="Benchmark deep learning frameworks against each other on this machine, fairly.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("run")(run.command)
+app.command("sweep")(sweep.command)
+app.command("models")(models.command)
+app.command("env")(env.command)
+app.command("results")(results.command)
+app.command("export")(export.command)
+app.command("report")(report.command)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except FwbenchError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        console.print("interrupted: results stored so far are kept")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""What several commands share: consoles, common options, result rendering."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.result import Result
+from fwbench.store.db import DEFAULT_DB
+
+# Human output goes to stderr so that stdout stays clean for --json.
+console = Console(stderr=True)
+out = Console()
+
+DbOption = Annotated[
+    Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+DEFAULT_DB_PATH = DEFAULT_DB
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def summary_table(results: list[Result], title: str = "Summary") -> Table:
+    variants, rows = summarise(results)
+    table = Table(title=title, title_justify="left")
+    for col in ("model", "task", "batch", "input"):
+        table.add_column(col)
+    for v in variants:
+        table.add_column(f"{v}\nms (95% CI) rel", justify="right")
+    table.add_column("verdict")
+    for row in rows:
+        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+        style = "yellow" if row.different_work else None
+        table.add_row(
+            w["model"],
+            w["task"],
+            str(w["batch_size"]),
+            str(w["input_size"]),
+            *(cell(row.results.get(v), row.relative(v)) for v in variants),
+            row.verdict(),
+            style=style,
+        )
+    return table
+
+
+def describe_result(r: Result) -> str:
+    lines = [f"[bold]{r.case.label()}[/bold]  status: [bold]{r.status}[/bold]"]
+    if r.error:
+        lines.append(f"  error: {r.error}")
+    m = r.measurement
+    if m is not None:
+        st = m.step_time_s
+        lines += [
+            f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
+            f"{st.ci_high * 1e3:.3f}), {len(m.samples)} samples of {m.steps_per_block} step(s), "
+            f"stopped by {m.stop_reason}",
+            f"  throughput: {r.throughput:.1f} samples/s",
+            f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
+            f"warmup {m.warmup_steps} steps ({m.warmup_stop})",
+        ]
+    if r.parity is not None:
+        lines.append(f"  {r.parity.describe()}")
+    lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
+    return "\n".join(lines)

@@ -1,0 +1,61 @@
+"""Run validated cases with a progress bar, storing each result as it arrives."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from fwbench.api import RunOptions, run_cases
+from fwbench.case import Case
+from fwbench.cli.common import console
+from fwbench.environment import host_environment
+from fwbench.result import Result
+from fwbench.store.db import ResultStore
+
+
+def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
+    """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
+    with ResultStore(db) as store:
+        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host_environment())
+        skipped = len({c.key() for c in cases} & store.recorded_keys()) if options.resume else 0
+        if skipped:
+            console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        with progress:
+            task = progress.add_task("preparing", total=len(cases) - skipped)
+
+            def on_status(text: str) -> None:
+                progress.update(task, description=text)
+
+            def on_start(case: Case) -> None:
+                progress.update(task, description=case.label())
+
+            for result in run_cases(cases, store, run_id, options, on_start, on_status):
+                progress.advance(task)
+                if result.status != "ok":
+                    progress.console.print(
+                        f"[red]{result.status}[/red] {result.case.label()}: {result.error}"
+                    )
+            progress.update(task, description="done")
+        return store.latest([c.key() for c in cases])

@@ -1,0 +1,45 @@
+"""`fwbench results`: what is stored."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, out, print_json, summary_table
+from fwbench.store.db import ResultStore
+
+
+def command(
+    db: DbOption = DEFAULT_DB_PATH,
+    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    summary: Annotated[bool, typer.Option(help="Side-by-side frameworks instead of rows.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """List stored results (all runs, oldest first)."""
+    with ResultStore(db, read_only=True) as store:
+        results = store.results(run_id=run)
+    if json:
+        print_json([r.to_record() for r in results])
+        return
+    if summary:
+        out.print(summary_table(results, title=f"Results in {db}"))
+        return
+    table = Table(title=f"{len(results)} results in {db}", title_justify="left")
+    for col in ("run", "case", "status", "median ms", "95% CI ms", "samples/s", "params", "note"):
+        table.add_column(col)
+    for r in results:
+        m = r.measurement
+        table.add_row(
+            r.run_id,
+            r.case.label(),
+            r.status,
+            f"{m.step_time_s.median * 1e3:.2f}" if m else "-",
+            f"{m.step_time_s.ci_low * 1e3:.2f}-{m.step_time_s.ci_high * 1e3:.2f}" if m else "-",
+            f"{r.throughput:.1f}" if r.throughput else "-",
+            f"{r.param_count:,}" if r.param_count else "-",
+            (r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
+            style="yellow" if r.different_work else None,
+        )
+    out.print(table)

@@ -1,0 +1,63 @@
+"""`fwbench sweep`: a grid of cases from a YAML file or a built-in preset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fwbench import sweep as sweeps
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    JsonOption,
+    console,
+    print_json,
+    summary_table,
+)
+from fwbench.cli.execute import execute
+from fwbench.errors import SpecError
+from fwbench.report import markdown
+
+
+def command(
+    file: Annotated[Path | None, typer.Argument(help="Sweep YAML file.")] = None,
+    preset: Annotated[
+        str | None, typer.Option(help="A built-in sweep instead of a file, e.g. quick.")
+    ] = None,
+    db: DbOption = DEFAULT_DB_PATH,
+    resume: Annotated[bool, typer.Option(help="Skip cases already recorded in --db.")] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds per case before its worker is stopped.")
+    ] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Also write a Markdown report of the sweep here.")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="List the cases and stop.")] = False,
+    json: JsonOption = False,
+) -> None:
+    """Run every case of a sweep, each in its own worker; a failed case never stops it."""
+    if (file is None) == (preset is None):
+        raise SpecError(
+            f"give a sweep FILE or --preset NAME (presets: {', '.join(sweeps.presets())})"
+        )
+    sweep = sweeps.load_file(file) if file is not None else sweeps.load_preset(str(preset))
+    if dry_run:
+        for case in sweep.cases:
+            console.print(case.label())
+        console.print(f"{len(sweep.cases)} cases")
+        return
+    timeout_s = timeout or sweep.timeout_s or DEFAULT_TIMEOUT_S
+    options = RunOptions(timing=sweep.timing, timeout_s=timeout_s, resume=resume)
+    console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}")
+    results = execute(sweep.cases, db, options)
+    if json:
+        print_json([r.to_record() for r in results])
+    else:
+        console.print(summary_table(results, title=f"Sweep {sweep.name}"))
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(markdown.render(results, title=f"fwbench sweep {sweep.name}"))
+        console.print(f"report written to {report}")

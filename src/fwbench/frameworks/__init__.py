@@ -1,0 +1,1 @@
+"""Framework adapters. Only the adapter modules import their framework, inside a worker."""

@@ -1,0 +1,62 @@
+"""The interface every framework adapter implements.
+
+An adapter runs inside a worker process (see fwbench.launch.worker): it may import its
+framework at module level, and nothing outside a worker may import it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from fwbench.case import Case
+
+
+class Workload(ABC):
+    """A built model with its synthetic data already on the device, ready to step."""
+
+    param_count: int
+
+    @abstractmethod
+    def step(self) -> None:
+        """One training or inference step; may return before the device finishes."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Block until every step issued so far has finished on the device."""
+
+    def counters(self) -> dict[str, Any]:
+        """Framework counters worth recording after the measurement (e.g. traces)."""
+        return {}
+
+
+class Adapter(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        """Apply process-wide settings before any framework work; return them as recorded."""
+
+    @abstractmethod
+    def unavailable_reason(self, device: str) -> str | None:
+        """Why `device` cannot be used here, or None when it can."""
+
+    @abstractmethod
+    def environment(self, device: str) -> dict[str, Any]:
+        """Framework and library versions, and the device's name."""
+
+    @abstractmethod
+    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
+        """The framework-native model, with random weights."""
+
+    @abstractmethod
+    def count_params(self, model: Any) -> int:
+        """Trainable parameters: the count both frameworks define the same way."""
+
+    @abstractmethod
+    def build(self, case: Case) -> Workload:
+        """Model, loss, optimizer and synthetic data on the device for `case`."""
+
+    @abstractmethod
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether `exc` is this framework's out-of-memory error."""

@@ -1,0 +1,82 @@
+"""Framework metadata that the CLI can read without importing any framework.
+
+A new framework is one adapter module plus one entry here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from importlib import metadata
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fwbench.frameworks.base import Adapter
+
+
+@dataclass(frozen=True)
+class FrameworkInfo:
+    name: str
+    label: str
+    modes: tuple[str, ...]
+    devices: tuple[str, ...]
+    # Top-level packages the adapter needs; checked with find_spec, never imported here.
+    packages: tuple[str, ...]
+    adapter_path: str  # "module:Class", imported only inside a worker
+    # Distribution names the framework may be installed under (CPU and CUDA flavours).
+    distributions: tuple[str, ...]
+
+    def installed(self) -> bool:
+        return all(importlib.util.find_spec(p) is not None for p in self.packages)
+
+    def version(self) -> str | None:
+        """Installed version, read from package metadata: nothing is imported."""
+        for dist in self.distributions:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+        return None
+
+    def load_adapter(self) -> Adapter:
+        module_name, _, class_name = self.adapter_path.partition(":")
+        cls = getattr(importlib.import_module(module_name), class_name)
+        adapter: Adapter = cls()
+        return adapter
+
+
+FRAMEWORKS: dict[str, FrameworkInfo] = {
+    info.name: info
+    for info in (
+        FrameworkInfo(
+            name="torch",
+            label="PyTorch",
+            modes=("eager",),
+            devices=("cpu", "cuda"),
+            packages=("torch", "torchvision"),
+            adapter_path="fwbench.frameworks.torch:TorchAdapter",
+            distributions=("torch",),
+        ),
+        FrameworkInfo(
+            name="tensorflow",
+            label="TensorFlow",
+            modes=("eager", "graph"),
+            devices=("cpu", "cuda"),
+            packages=("tensorflow", "keras"),
+            adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
+            distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+        ),
+    )
+}
+
+
+def get_framework(name: str) -> FrameworkInfo:
+    try:
+        return FRAMEWORKS[name]
+    except KeyError:
+        from fwbench.errors import SpecError
+
+        raise SpecError(
+            f"unknown framework {name!r}; valid choices: {', '.join(FRAMEWORKS)}"
+        ) from None

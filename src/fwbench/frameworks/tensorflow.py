@@ -1,0 +1,136 @@
+"""TensorFlow adapter: keras.applications models, eager or tf.function graph mode."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from fwbench.case import Case
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.models.registry import get_model
+
+LEARNING_RATE = 0.01
+MOMENTUM = 0.9
+
+
+class TensorFlowWorkload(Workload):
+    def __init__(self, model: keras.Model, case: Case, device_name: str) -> None:
+        self.model = model
+        self.param_count = count_trainable(model)
+        self.on_gpu = case.device == "cuda"
+        with tf.device(device_name):
+            # Keras' default image layout on every device is channels_last (NHWC).
+            self.x = tf.random.normal((case.batch_size, case.input_size, case.input_size, 3))
+            self.y = tf.random.uniform(
+                (case.batch_size,), maxval=case.num_classes, dtype=tf.int32
+            )
+        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        self.optimizer: keras.optimizers.Optimizer | None = None
+        if case.task == "train":
+            self.optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
+            # Build the slots now: creating variables inside a traced step is an error.
+            self.optimizer.build(model.trainable_variables)
+            fn: Any = self._train
+        else:
+            fn = self._infer
+        self.graph = case.mode == "graph"
+        self.fn = tf.function(fn) if self.graph else fn
+        self.last: Any = None
+
+    def _train(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        assert self.optimizer is not None
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(y, self.model(x, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
+        return loss
+
+    def _infer(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+        return self.model(x, training=False)
+
+    def step(self) -> None:
+        self.last = self.fn(self.x, self.y)
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            # Waits for every queued kernel, including the optimizer update that the
+            # returned loss does not depend on.
+            tf.test.experimental.sync_devices()
+        elif self.last is not None:
+            # On CPU the step has run when the call returns; fetching its output is the
+            # documented way to be sure, and costs microseconds.
+            self.last.numpy()
+
+    def counters(self) -> dict[str, Any]:
+        if self.graph:
+            return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
+        return {}
+
+
+def count_trainable(model: keras.Model) -> int:
+    return sum(int(v.shape.num_elements()) for v in model.trainable_weights)
+
+
+class TensorFlowAdapter(Adapter):
+    name = "tensorflow"
+
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        settings: dict[str, Any] = {
+            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
+            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+            "layout": "channels_last (NHWC)",
+            "dtype": "float32",
+            "keras_backend": keras.backend.backend(),
+            "optimizer": f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM})",
+            "loss": "sparse categorical cross-entropy on logits",
+        }
+        for gpu in tf.config.list_physical_devices("GPU"):
+            # Otherwise TensorFlow reserves all GPU memory at start (METHODOLOGY rule 14).
+            tf.config.experimental.set_memory_growth(gpu, True)
+        if device == "cuda":
+            tf.config.experimental.enable_tensor_float_32_execution(False)
+            settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
+            settings["memory_growth"] = True
+        return settings
+
+    def unavailable_reason(self, device: str) -> str | None:
+        if device == "cuda" and not tf.config.list_physical_devices("GPU"):
+            return "TensorFlow sees no GPU on this machine"
+        return None
+
+    def environment(self, device: str) -> dict[str, Any]:
+        build = dict(tf.sysconfig.get_build_info())
+        env: dict[str, Any] = {
+            "tensorflow": tf.__version__,
+            "keras": keras.__version__,
+            "tf_cuda": build.get("cuda_version"),
+            "tf_cudnn": build.get("cudnn_version"),
+            "onednn_opts_env": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+        }
+        if device == "cuda":
+            gpus = tf.config.list_physical_devices("GPU")
+            if gpus:
+                details = tf.config.experimental.get_device_details(gpus[0])
+                env["device_name"] = details.get("device_name")
+        return env
+
+    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
+        return get_model(model).builder("tensorflow")(num_classes, input_size)
+
+    def count_params(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def build(self, case: Case) -> Workload:
+        device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
+        with tf.device(device_name):
+            model = self.build_model(case.model, case.num_classes, case.input_size)
+        return TensorFlowWorkload(model, case, device_name)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, tf.errors.ResourceExhaustedError)
+

@@ -1,0 +1,119 @@
+"""PyTorch adapter: torchvision models, eager mode, CUDA synchronisation when on GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from fwbench.case import Case
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.models.registry import get_model
+
+LEARNING_RATE = 0.01
+MOMENTUM = 0.9
+
+
+class TorchWorkload(Workload):
+    def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
+        self.model = model.to(device)
+        self.param_count = count_trainable(model)
+        self.device = device
+        self.x = torch.randn(case.batch_size, 3, case.input_size, case.input_size, device=device)
+        self.y = torch.randint(0, case.num_classes, (case.batch_size,), device=device)
+        self.optimizer: torch.optim.Optimizer | None = None
+        if case.task == "train":
+            self.model.train()
+            self.optimizer = torch.optim.SGD(
+                self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
+            )
+        else:
+            self.model.eval()
+
+    def step(self) -> None:
+        if self.optimizer is None:
+            with torch.inference_mode():
+                self.model(self.x)
+            return
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.model(self.x), self.y)
+        loss.backward()
+        self.optimizer.step()
+
+    def sync(self) -> None:
+        # CPU kernels run synchronously in eager mode: nothing is pending.
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+def count_trainable(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+class TorchAdapter(Adapter):
+    name = "torch"
+
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(threads)
+        settings: dict[str, Any] = {
+            "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "layout": "channels_first (NCHW)",
+            "dtype": "float32",
+            "inference_grad_mode": "torch.inference_mode",
+            "optimizer": f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM})",
+            "loss": "cross_entropy on logits",
+            "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
+        }
+        if device == "cuda":
+            # fp32 means fp32: TF32 is pinned off in every framework (METHODOLOGY rule 8).
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cudnn.benchmark = False
+            settings |= {
+                "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+                "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            }
+        return settings
+
+    def unavailable_reason(self, device: str) -> str | None:
+        if device == "cuda" and not torch.cuda.is_available():
+            return "PyTorch sees no CUDA device on this machine"
+        return None
+
+    def environment(self, device: str) -> dict[str, Any]:
+        import torchvision
+
+        env: dict[str, Any] = {
+            "torch": torch.__version__,
+            "torchvision": torchvision.__version__,
+            "torch_cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "parallel_info": torch.__config__.parallel_info().strip().splitlines()[:6],
+        }
+        if device == "cuda" and torch.cuda.is_available():
+            env["device_name"] = torch.cuda.get_device_name(0)
+        return env
+
+    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
+        return get_model(model).builder("torch")(num_classes, input_size)
+
+    def count_params(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def build(self, case: Case) -> Workload:
+        device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
+        model = self.build_model(case.model, case.num_classes, case.input_size)
+        return TorchWorkload(model, case, device)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        if isinstance(exc, torch.OutOfMemoryError):
+            return True
+        text = str(exc)
+        return isinstance(exc, RuntimeError) and (
+            "can't allocate memory" in text or "not enough memory" in text
+        )

@@ -1,0 +1,35 @@
+"""Do two frameworks' versions of a model do the same work? Compare parameter counts.
+
+Standard implementations agree at their default input size but can diverge away from it
+(torchvision's VGG pools adaptively to 7x7, keras.applications flattens whatever is
+left), so the check is made at each case's own input size and class count.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+TOLERANCE = 0.02
+
+
+class Parity(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    counts: dict[str, int]  # framework -> trainable parameters
+    max_rel_diff: float | None  # (largest - smallest) / smallest; None with one framework
+    mismatch: bool
+
+    def describe(self) -> str:
+        counts = ", ".join(f"{fw} {n:,}" for fw, n in sorted(self.counts.items()))
+        if self.max_rel_diff is None:
+            return f"parameters: {counts} (no other framework to compare)"
+        verdict = "DIFFERENT WORK" if self.mismatch else "same work"
+        return f"parameters: {counts}, differ by {self.max_rel_diff:.2%}: {verdict}"
+
+
+def compare(counts: dict[str, int], tolerance: float = TOLERANCE) -> Parity:
+    if len(counts) < 2:
+        return Parity(counts=counts, max_rel_diff=None, mismatch=False)
+    low, high = min(counts.values()), max(counts.values())
+    diff = (high - low) / low if low > 0 else float("inf")
+    return Parity(counts=counts, max_rel_diff=diff, mismatch=diff > tolerance)

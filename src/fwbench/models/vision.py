@@ -1,0 +1,64 @@
+"""The vision zoo: torchvision on the PyTorch side, keras.applications on TensorFlow's.
+
+Every builder returns logits (no final softmax) so both frameworks train on the same
+loss, and takes random weights: nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.models.registry import ModelSpec, register
+
+
+def _torchvision(name: str) -> Any:
+    def build(num_classes: int, input_size: int) -> Any:
+        import torchvision
+
+        return getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
+
+    return build
+
+
+def _keras_app(name: str) -> Any:
+    def build(num_classes: int, input_size: int) -> Any:
+        import keras
+
+        return getattr(keras.applications, name)(
+            weights=None,
+            input_shape=(input_size, input_size, 3),
+            classes=num_classes,
+            classifier_activation=None,
+        )
+
+    return build
+
+
+def _keras_resnet18(num_classes: int, input_size: int) -> Any:
+    from fwbench.models.keras_resnet18 import resnet18
+
+    return resnet18(num_classes=num_classes, input_size=input_size)
+
+
+def _vision(name: str, torch_name: str, keras_builder: Any, description: str) -> None:
+    register(
+        ModelSpec(
+            name=name,
+            family="vision",
+            input_kind="image",
+            default_input_size=224,
+            # keras.applications refuses inputs under 32 pixels; torchvision would
+            # pool them away to nothing.
+            min_input_size=32,
+            builders={"torch": _torchvision(torch_name), "tensorflow": keras_builder},
+            description=description,
+        )
+    )
+
+
+_vision("resnet18", "resnet18", _keras_resnet18, "ResNet-18 (He et al. 2015)")
+_vision("resnet50", "resnet50", _keras_app("ResNet50"), "ResNet-50 v1")
+_vision("resnet152", "resnet152", _keras_app("ResNet152"), "ResNet-152 v1")
+_vision("vgg16", "vgg16", _keras_app("VGG16"), "VGG-16 (no batch norm)")
+_vision("mobilenet_v2", "mobilenet_v2", _keras_app("MobileNetV2"), "MobileNetV2, width 1.0")
+_vision("efficientnet_b4", "efficientnet_b4", _keras_app("EfficientNetB4"), "EfficientNet-B4")

@@ -1,0 +1,50 @@
+"""A Markdown report of stored results: summary table, failures, environment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.result import Result
+
+
+def render(results: Sequence[Result], title: str = "fwbench report") -> str:
+    variants, rows = summarise(results)
+    out = [f"# {title}", "", f"Generated {datetime.now():%Y-%m-%d %H:%M} from {len(results)} results.", ""]
+    out += [
+        "Median step time in milliseconds with its 95% confidence interval, and the time",
+        "relative to the fastest framework for the same work (x1.00 = fastest).",
+        "",
+    ]
+    head = ["model", "task", "batch", "input", *variants, "verdict"]
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    for row in rows:
+        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+        cells = [cell(row.results.get(v), row.relative(v)) for v in variants]
+        out.append(
+            f"| {w['model']} | {w['task']} | {w['batch_size']} | {w['input_size']} | "
+            + " | ".join(cells)
+            + f" | {row.verdict()} |"
+        )
+    failures = [r for r in results if r.status != "ok"]
+    if failures:
+        out += ["", "## Cases without a measurement", ""]
+        out += [f"- `{r.case.label()}`: **{r.status}**: {r.error}" for r in failures]
+    warned = [r for r in results if r.warnings]
+    if warned:
+        out += ["", "## Warnings", ""]
+        out += [f"- `{r.case.label()}`: {w}" for r in warned for w in r.warnings]
+    out += ["", "## Environment", ""]
+    seen: set[str] = set()
+    for r in results:
+        env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True)
+        if env not in seen:
+            seen.add(env)
+            out += ["```json", json.dumps(json.loads(env), indent=2), "```"]
+    settings = {r.case.variant: r.settings for r in results if r.status == "ok"}
+    if settings:
+        out += ["", "## Settings per framework", "", "```json", json.dumps(settings, indent=2, default=str), "```"]
+    return "\n".join(out) + "\n"

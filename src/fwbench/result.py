@@ -1,0 +1,122 @@
+"""Result: the immutable, validated record of one case, as stored and as exported.
+
+Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema):
+  1  first version: case fields, status, step-time statistics with every sample,
+     start-up times, parameter parity, environment and settings.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fwbench.case import Case
+from fwbench.models.parity import Parity
+
+SCHEMA_VERSION = 1
+Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
+STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
+
+
+class StepTime(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    median: float = Field(gt=0)
+    ci_low: float = Field(gt=0)
+    ci_high: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> StepTime:
+        if not self.ci_low <= self.median <= self.ci_high:
+            raise ValueError("step time interval must contain the median")
+        return self
+
+
+class Measurement(BaseModel):
+    """What the timing loop found; present only when status is ok."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step_time_s: StepTime
+    samples: tuple[float, ...] = Field(min_length=1)
+    steps_per_block: int = Field(ge=1)
+    build_s: float = Field(ge=0)
+    first_step_s: float = Field(ge=0)
+    warmup_steps: int = Field(ge=0)
+    warmup_s: float = Field(ge=0)
+    warmup_stop: str
+    stop_reason: str
+    sync_overhead_s: float = Field(ge=0)
+
+
+class Result(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    result_id: str
+    run_id: str
+    recorded_at: datetime
+    case: Case
+    status: Status
+    error: str | None = None
+    measurement: Measurement | None = None
+    param_count: int | None = None
+    parity: Parity | None = None
+    warnings: tuple[str, ...] = ()
+    environment: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    timing_config: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Result:
+        if self.status == "ok" and self.measurement is None:
+            raise ValueError("an ok result needs its measurement")
+        if self.status != "ok" and not self.error:
+            raise ValueError(f"a {self.status} result needs its reason in `error`")
+        return self
+
+    @property
+    def case_key(self) -> str:
+        return self.case.key()
+
+    @property
+    def throughput(self) -> float | None:
+        """Samples per second at the median step time."""
+        if self.measurement is None:
+            return None
+        return self.case.batch_size / self.measurement.step_time_s.median
+
+    @property
+    def different_work(self) -> bool:
+        return self.parity is not None and self.parity.mismatch
+
+    def to_record(self) -> dict[str, Any]:
+        """The flat JSON form printed by `--json` and exported; stable keys."""
+        m = self.measurement
+        record: dict[str, Any] = {
+            "schema_version": self.schema_version,
+            "result_id": self.result_id,
+            "run_id": self.run_id,
+            "case_key": self.case_key,
+            "recorded_at": self.recorded_at.isoformat(),
+            **self.case.model_dump(),
+            "status": self.status,
+            "error": self.error,
+            "step_time_s": m.step_time_s.model_dump() if m else None,
+            "throughput": self.throughput,
+            "samples": list(m.samples) if m else [],
+            "param_count": self.param_count,
+            "parity": self.parity.model_dump() if self.parity else None,
+            "different_work": self.different_work,
+            "warnings": list(self.warnings),
+        }
+        if m:
+            record |= m.model_dump(exclude={"step_time_s", "samples"})
+        record |= {
+            "environment": self.environment,
+            "settings": self.settings,
+            "timing_config": self.timing_config,
+        }
+        return record

@@ -1,0 +1,253 @@
+"""ResultStore: open (create, migrate), write one result per transaction, read back."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import duckdb
+
+from fwbench.case import Case
+from fwbench.errors import StoreError
+from fwbench.models.parity import Parity
+from fwbench.result import Measurement, Result, StepTime
+from fwbench.store.schema import CREATE, MIGRATIONS, SCHEMA_VERSION
+
+DEFAULT_DB = Path("fwbench-results/results.duckdb")
+
+_CASE_FIELDS = tuple(Case.model_fields)
+_MEASUREMENT_FIELDS = (
+    "steps_per_block",
+    "build_s",
+    "first_step_s",
+    "warmup_steps",
+    "warmup_s",
+    "warmup_stop",
+    "stop_reason",
+    "sync_overhead_s",
+)
+_JSON_FIELDS = ("environment", "settings", "timing_config")
+
+
+class ResultStore:
+    """One DuckDB file. Use as a context manager; one writer process at a time."""
+
+    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise StoreError(f"no results file at {self.path}; run a case or pass --db PATH")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(_open_error(self.path, exc)) from None
+        try:
+            self._ensure_schema(read_only)
+        except BaseException:
+            self.con.close()
+            raise
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    # schema ---------------------------------------------------------------
+
+    def _version(self) -> int | None:
+        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        if "meta" not in tables:
+            if tables:
+                raise StoreError(f"{self.path} is a DuckDB file but not an fwbench results file")
+            return None
+        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            raise StoreError(f"{self.path} has no schema version; it is not an fwbench results file")
+        return int(row[0])
+
+    def _ensure_schema(self, read_only: bool) -> None:
+        version = self._version()
+        if version is None:
+            if read_only:
+                raise StoreError(f"{self.path} holds no fwbench results")
+            self._transaction(
+                [(sql, None) for sql in CREATE]
+                + [("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])]
+            )
+            return
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} was written by a newer fwbench (schema {version}, this one reads "
+                f"up to {SCHEMA_VERSION}); upgrade fwbench"
+            )
+        if version < SCHEMA_VERSION:
+            if read_only:
+                raise StoreError(
+                    f"{self.path} uses schema {version}; open it once for writing to migrate it"
+                )
+            for v in range(version, SCHEMA_VERSION):
+                self.con.begin()
+                MIGRATIONS[v](self.con)
+                self.con.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(v + 1)]
+                )
+                self.con.commit()
+
+    def _transaction(self, statements: Iterable[tuple[str, list[Any] | None]]) -> None:
+        self.con.begin()
+        try:
+            for sql, params in statements:
+                self.con.execute(sql, params)
+        except BaseException:
+            self.con.rollback()
+            raise
+        self.con.commit()
+
+    # writing --------------------------------------------------------------
+
+    def start_run(self, command: str, host: dict[str, Any]) -> str:
+        run_id = uuid.uuid4().hex[:12]
+        self._transaction(
+            [
+                (
+                    "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                    [run_id, datetime.now(), command, json.dumps(host)],
+                )
+            ]
+        )
+        return run_id
+
+    def add(self, result: Result) -> None:
+        """Store one result atomically: a killed sweep loses at most the case in flight."""
+        row = _to_row(result)
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        self._transaction([(f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))])
+
+    def put_param_count(
+        self, case_fields: tuple[str, str, str, int, int], params: int | None, error: str | None
+    ) -> None:
+        self._transaction(
+            [
+                (
+                    "INSERT OR REPLACE INTO param_counts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [*case_fields, params, error],
+                )
+            ]
+        )
+
+    # reading --------------------------------------------------------------
+
+    def recorded_keys(self) -> set[str]:
+        return {r[0] for r in self.con.execute("SELECT DISTINCT case_key FROM results").fetchall()}
+
+    def param_count(self, key: tuple[str, str, str, int, int]) -> tuple[int | None, str | None] | None:
+        row = self.con.execute(
+            "SELECT params, error FROM param_counts WHERE model = ? AND framework = ? "
+            "AND framework_version = ? AND input_size = ? AND num_classes = ?",
+            list(key),
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def results(self, run_id: str | None = None, case_keys: Iterable[str] | None = None) -> list[Result]:
+        sql = "SELECT * FROM results"
+        params: list[Any] = []
+        if run_id is not None:
+            sql += " WHERE run_id = ?"
+            params.append(run_id)
+        sql += " ORDER BY recorded_at, result_id"
+        cur = self.con.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+        results = [_from_row(r) for r in rows]
+        if case_keys is not None:
+            keys = set(case_keys)
+            results = [r for r in results if r.case_key in keys]
+        return results
+
+    def latest(self, case_keys: Iterable[str]) -> list[Result]:
+        """The most recent result of each of `case_keys` that is stored, in their order."""
+        keys = list(case_keys)
+        by_key: dict[str, Result] = {}
+        for r in self.results(case_keys=keys):
+            by_key[r.case_key] = r
+        return [by_key[k] for k in keys if k in by_key]
+
+    def runs(self) -> list[dict[str, Any]]:
+        cur = self.con.execute("SELECT run_id, started_at, command FROM runs ORDER BY started_at")
+        return [{"run_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()]
+
+
+def _open_error(path: Path, exc: duckdb.Error) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "lock" in text.lower():
+        return f"results file {path} is in use by another process (is a sweep still running?)"
+    return f"cannot open results file {path}: {text}"
+
+
+def _to_row(r: Result) -> dict[str, Any]:
+    m = r.measurement
+    row: dict[str, Any] = {
+        "result_id": r.result_id,
+        "run_id": r.run_id,
+        "case_key": r.case_key,
+        "recorded_at": r.recorded_at,
+        "schema_version": r.schema_version,
+        **{f: getattr(r.case, f) for f in _CASE_FIELDS},
+        "status": r.status,
+        "error": r.error,
+        "median_s": m.step_time_s.median if m else None,
+        "ci_low_s": m.step_time_s.ci_low if m else None,
+        "ci_high_s": m.step_time_s.ci_high if m else None,
+        "throughput": r.throughput,
+        "samples": list(m.samples) if m else [],
+        **{f: getattr(m, f) if m else None for f in _MEASUREMENT_FIELDS},
+        "param_count": r.param_count,
+        "parity": r.parity.model_dump_json() if r.parity else None,
+        "different_work": r.different_work,
+        "warnings": list(r.warnings),
+    }
+    row |= {f: json.dumps(getattr(r, f)) for f in _JSON_FIELDS}
+    return row
+
+
+def _from_row(row: dict[str, Any]) -> Result:
+    measurement = None
+    if row["median_s"] is not None:
+        measurement = Measurement(
+            step_time_s=StepTime(
+                median=row["median_s"], ci_low=row["ci_low_s"], ci_high=row["ci_high_s"]
+            ),
+            samples=tuple(row["samples"]),
+            **{f: row[f] for f in _MEASUREMENT_FIELDS},
+        )
+    return Result(
+        schema_version=row["schema_version"],
+        result_id=row["result_id"],
+        run_id=row["run_id"],
+        recorded_at=row["recorded_at"],
+        # Stored cases are not re-validated: a plugin model may not be loaded when reading.
+        case=Case.model_construct(**{f: row[f] for f in _CASE_FIELDS}),
+        status=row["status"],
+        error=row["error"],
+        measurement=measurement,
+        param_count=row["param_count"],
+        parity=Parity.model_validate_json(row["parity"]) if row["parity"] else None,
+        warnings=tuple(row["warnings"] or ()),
+        **{f: json.loads(row[f]) if row[f] else {} for f in _JSON_FIELDS},
+    )

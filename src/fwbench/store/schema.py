@@ -1,0 +1,77 @@
+"""DuckDB schema of the results file, and its migrations.
+
+Version history (keep in step with fwbench.result.SCHEMA_VERSION):
+  1  meta, runs, results (one row per case result, every sample in a list column),
+     param_counts (cache of trainable-parameter counts for the parity check).
+A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
+takes a connection at version v to version v + 1 inside one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+CREATE = [
+    "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    """CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,
+        started_at TIMESTAMP,
+        command VARCHAR,
+        host VARCHAR
+    )""",
+    """CREATE TABLE results (
+        result_id VARCHAR PRIMARY KEY,
+        run_id VARCHAR,
+        case_key VARCHAR,
+        recorded_at TIMESTAMP,
+        schema_version INTEGER,
+        framework VARCHAR,
+        model VARCHAR,
+        task VARCHAR,
+        batch_size INTEGER,
+        input_size INTEGER,
+        num_classes INTEGER,
+        device VARCHAR,
+        mode VARCHAR,
+        threads INTEGER,
+        status VARCHAR,
+        error VARCHAR,
+        median_s DOUBLE,
+        ci_low_s DOUBLE,
+        ci_high_s DOUBLE,
+        throughput DOUBLE,
+        samples DOUBLE[],
+        steps_per_block INTEGER,
+        build_s DOUBLE,
+        first_step_s DOUBLE,
+        warmup_steps INTEGER,
+        warmup_s DOUBLE,
+        warmup_stop VARCHAR,
+        stop_reason VARCHAR,
+        sync_overhead_s DOUBLE,
+        param_count BIGINT,
+        parity VARCHAR,
+        different_work BOOLEAN,
+        warnings VARCHAR[],
+        environment VARCHAR,
+        settings VARCHAR,
+        timing_config VARCHAR
+    )""",
+    "CREATE INDEX results_case_key ON results (case_key)",
+    """CREATE TABLE param_counts (
+        model VARCHAR,
+        framework VARCHAR,
+        framework_version VARCHAR,
+        input_size INTEGER,
+        num_classes INTEGER,
+        params BIGINT,
+        error VARCHAR,
+        PRIMARY KEY (model, framework, framework_version, input_size, num_classes)
+    )""",
+]
+
+# version v -> function migrating a connection from v to v + 1
+MIGRATIONS: dict[int, Callable[[Any], None]] = {}

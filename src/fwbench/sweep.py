@@ -1,0 +1,214 @@
+"""Sweeps: a YAML file (or a built-in preset) that expands to a grid of Cases.
+
+Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
+framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`).
+`exclude` is a list of partial cases; a case matching every key of one rule is dropped.
+`timing` overrides measurement settings and `timeout_s` the per-case time limit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fwbench.case import Case, default_threads
+from fwbench.errors import SpecError
+from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.measure.timing import TimingConfig
+
+# Outer to inner: the framework varies fastest, so both frameworks of one workload run
+# back to back and share the machine's state (thermal, background load) as far as possible.
+AXES: tuple[str, ...] = (
+    "model",
+    "task",
+    "batch_size",
+    "input_size",
+    "num_classes",
+    "device",
+    "threads",
+    "framework",
+    "mode",
+)
+OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")
+DEFAULTS: dict[str, Any] = {
+    "framework": list(FRAMEWORKS),
+    "task": ["train"],
+    "batch_size": [32],
+    "input_size": [224],
+    "num_classes": [1000],
+    "device": ["cpu"],
+    "mode": ["eager"],
+}
+
+
+class Sweep:
+    """A parsed, validated sweep: its cases and how to measure them."""
+
+    def __init__(
+        self,
+        name: str,
+        cases: list[Case],
+        timing: TimingConfig,
+        timeout_s: float | None,
+        description: str = "",
+    ) -> None:
+        self.name = name
+        self.cases = cases
+        self.timing = timing
+        self.timeout_s = timeout_s
+        self.description = description
+
+
+def presets() -> list[str]:
+    files = resources.files("fwbench.presets").iterdir()
+    return sorted(p.name.removesuffix(".yaml") for p in files if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> Sweep:
+    if name not in presets():
+        raise SpecError(f"unknown preset {name!r}; valid choices: {', '.join(presets())}")
+    text = resources.files("fwbench.presets").joinpath(f"{name}.yaml").read_text()
+    return parse(text, source=f"preset {name}")
+
+
+def load_file(path: Path) -> Sweep:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read sweep file {path}: {exc.strerror or exc}") from None
+    return parse(text, source=str(path))
+
+
+def parse(text: str, source: str = "sweep") -> Sweep:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise SpecError(f"{source}: broken YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a sweep must be a YAML mapping of keys like 'model: resnet18'")
+    unknown = sorted(set(data) - set(AXES) - set(OTHER_KEYS))
+    if unknown:
+        raise SpecError(
+            f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join((*AXES, *OTHER_KEYS))}"
+        )
+    if "model" not in data:
+        raise SpecError(f"{source}: missing key 'model' (a model name or a list of them)")
+    axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis))) for axis in AXES}
+    if axes["threads"] == [None]:
+        axes["threads"] = [default_threads()]
+    excludes = _excludes(source, data.get("exclude") or [])
+    try:
+        timing = TimingConfig(**(data.get("timing") or {}))
+    except (ValidationError, TypeError) as exc:
+        raise SpecError(f"{source}: timing: {_first_error(exc)}") from None
+    timeout = data.get("timeout_s")
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        raise SpecError(f"{source}: timeout_s must be a positive number of seconds")
+    cases = _expand(source, axes, excludes)
+    if not cases:
+        raise SpecError(f"{source}: the sweep expands to no case (every case is excluded)")
+    return Sweep(
+        name=str(data.get("name") or source),
+        cases=cases,
+        timing=timing,
+        timeout_s=float(timeout) if timeout is not None else None,
+        description=str(data.get("description") or ""),
+    )
+
+
+def _axis(source: str, axis: str, value: Any) -> Any:
+    """A list of values, or a dict framework -> list of values."""
+    if isinstance(value, dict):
+        if axis == "framework":
+            raise SpecError(f"{source}: framework must be a name or a list of names")
+        bad = sorted(set(value) - set(FRAMEWORKS))
+        if bad:
+            raise SpecError(
+                f"{source}: {axis}: unknown framework {bad[0]!r} as a key; "
+                f"valid choices: {', '.join(FRAMEWORKS)}"
+            )
+        return {fw: _values(source, axis, v) for fw, v in value.items()}
+    return _values(source, axis, value)
+
+
+def _values(source: str, axis: str, value: Any) -> list[Any]:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise SpecError(f"{source}: {axis} is an empty list")
+    for v in values:
+        if isinstance(v, dict | list):
+            raise SpecError(f"{source}: {axis}: {v!r} is not a single value")
+    return values
+
+
+def _excludes(source: str, rules: Any) -> list[dict[str, list[Any]]]:
+    if not isinstance(rules, list):
+        raise SpecError(f"{source}: exclude must be a list of mappings like '- {{model: vgg16}}'")
+    out = []
+    for rule in rules:
+        if not isinstance(rule, dict) or not rule:
+            raise SpecError(f"{source}: exclude: each rule must be a mapping, got {rule!r}")
+        bad = sorted(set(rule) - set(AXES))
+        if bad:
+            raise SpecError(
+                f"{source}: exclude: unknown key {bad[0]!r}; valid keys: {', '.join(AXES)}"
+            )
+        out.append({k: _values(source, f"exclude.{k}", v) for k, v in rule.items()})
+    return out
+
+
+def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any]]]) -> list[Case]:
+    cases: list[Case] = []
+    seen: set[str] = set()
+    outer = [a for a in AXES if a not in ("framework", "mode")]
+    for combo in itertools.product(*(_flat(axes[a]) for a in outer)):
+        fields = dict(zip(outer, combo, strict=True))
+        for fw in axes["framework"]:
+            per_fw = {a: _for(axes[a], fw) for a in outer}
+            if any(fields[a] not in per_fw[a] for a in outer):
+                continue
+            for mode in _for(axes["mode"], fw):
+                candidate = {**fields, "framework": fw, "mode": mode}
+                if any(_matches(candidate, rule) for rule in excludes):
+                    continue
+                try:
+                    case = Case.build(**candidate)
+                except SpecError as exc:
+                    raise SpecError(f"{source}: {exc}") from None
+                if case.key() not in seen:
+                    seen.add(case.key())
+                    cases.append(case)
+    return cases
+
+
+def _flat(axis: Any) -> list[Any]:
+    if isinstance(axis, dict):
+        return list(dict.fromkeys(v for vs in axis.values() for v in vs))
+    return list(axis)
+
+
+def _for(axis: Any, framework: str) -> list[Any]:
+    """The values of an axis for one framework; a framework missing from a mapping gets none."""
+    if isinstance(axis, dict):
+        return list(axis.get(framework, []))
+    return list(axis)
+
+
+def _matches(case: dict[str, Any], rule: dict[str, list[Any]]) -> bool:
+    return all(str(case[k]).lower() in {str(v).lower() for v in vs} for k, vs in rule.items())
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        return f"{loc}: {err['msg']}"
+    return str(exc)
