@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from fwbench.case import Case
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import local
-from fwbench.launch.protocol import CaseReport, CaseRequest, CountItem, CountRequest
+from fwbench.launch.protocol import (
+    CaseReport,
+    CaseRequest,
+    CountItem,
+    CountReport,
+    CountRequest,
+)
 from fwbench.measure.timing import Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
 from fwbench.result import Measurement, Result, StepTime
@@ -29,7 +36,7 @@ ParityKey = tuple[str, int, int]  # model, input size, classes
 
 @dataclass(frozen=True)
 class RunOptions:
-    timing: TimingConfig = TimingConfig()
+    timing: TimingConfig = field(default_factory=TimingConfig)
     timeout_s: float = DEFAULT_TIMEOUT_S
     resume: bool = False
 
@@ -59,9 +66,9 @@ def ensure_param_counts(
     """Trainable-parameter counts per (framework, key), from the cache or a count worker."""
     keys = sorted(set(keys))
     counts: dict[tuple[str, ParityKey], int] = {}
+    requests: dict[str, tuple[str, list[ParityKey]]] = {}  # framework -> version, missing
     for fw in frameworks:
-        info = FRAMEWORKS[fw]
-        version = info.version()
+        version = FRAMEWORKS[fw].version()
         if version is None:
             continue
         missing: list[ParityKey] = []
@@ -71,19 +78,28 @@ def ensure_param_counts(
                 missing.append(key)
             elif cached[0] is not None:
                 counts[(fw, key)] = cached[0]
-        if not missing:
-            continue
-        if on_progress:
-            on_progress(f"counting parameters in {info.label} ({len(missing)} models)")
-        request = CountRequest(
-            framework=fw,
-            items=tuple(CountItem(model=m, input_size=s, num_classes=c) for m, s, c in missing),
+        if missing:
+            requests[fw] = (version, missing)
+    if not requests:
+        return counts
+    if on_progress:
+        on_progress(f"counting parameters of {len(keys)} models in {', '.join(requests)}")
+
+    def count(fw: str) -> CountReport | local.WorkerFailure:
+        items = tuple(
+            CountItem(model=m, input_size=s, num_classes=c) for m, s, c in requests[fw][1]
         )
-        report = local.run_count(request, COUNT_TIMEOUT_S)
+        return local.run_count(CountRequest(framework=fw, items=items), COUNT_TIMEOUT_S)
+
+    # Counting is not timing, so the frameworks' count workers may share the machine.
+    with ThreadPoolExecutor(len(requests)) as pool:
+        reports = dict(zip(requests, pool.map(count, requests), strict=True))
+    for fw, report in reports.items():
         if isinstance(report, local.WorkerFailure):
-            # The parity check is best effort: a framework that cannot build the model
-            # here leaves the comparison to the frameworks that can.
+            # Best effort: a framework that cannot build the model here leaves the
+            # comparison to the frameworks that can.
             continue
+        version, missing = requests[fw]
         for key, n, err in zip(missing, report.counts, report.errors, strict=True):
             store.put_param_count((key[0], fw, version, key[1], key[2]), n, err)
             if n is not None:
@@ -145,7 +161,7 @@ def result_from_report(
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
     return Result(
         **common,
-        status=report.status,  # type: ignore[arg-type]
+        status=report.status,
         error=report.error,
         measurement=measurement,
         param_count=report.param_count,
@@ -160,7 +176,7 @@ def run_cases(
     cases: Sequence[Case],
     store: ResultStore,
     run_id: str,
-    options: RunOptions = RunOptions(),
+    options: RunOptions | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> Iterator[Result]:
@@ -168,6 +184,7 @@ def run_cases(
 
     With `options.resume`, cases already in the store are skipped (not yielded).
     """
+    options = options or RunOptions()
     done = store.recorded_keys() if options.resume else set()
     todo = [c for c in cases if c.key() not in done]
     counts = ensure_param_counts(

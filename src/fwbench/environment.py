@@ -44,9 +44,7 @@ def gpus() -> list[dict[str, str]]:
     except (OSError, subprocess.SubprocessError):
         return []
     rows = [[c.strip() for c in line.split(",")] for line in out.strip().splitlines()]
-    return [
-        {"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) == 3
-    ]
+    return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) == 3]
 
 
 def host_environment() -> dict[str, Any]:

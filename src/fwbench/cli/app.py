@@ -28,20 +28,10 @@ app.command("report")(report.command)
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        app()  # standalone: usage errors print click's message and exit 2
     except FwbenchError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        console.print("interrupted: results stored so far are kept")
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
 
 
 if __name__ == "__main__":

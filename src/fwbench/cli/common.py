@@ -15,13 +15,18 @@ from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
 
-# Human output goes to stderr so that stdout stays clean for --json.
-console = Console(stderr=True)
-out = Console()
 
-DbOption = Annotated[
-    Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)
-]
+def _console(stderr: bool) -> Console:
+    # Logs and CI are not terminals; rich would squeeze tables into 80 columns there.
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=160)
+
+
+# Human output goes to stderr so that stdout stays clean for --json.
+console = _console(stderr=True)
+out = _console(stderr=False)
+
+DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 DEFAULT_DB_PATH = DEFAULT_DB
 
@@ -36,7 +41,7 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
     for col in ("model", "task", "batch", "input"):
         table.add_column(col)
     for v in variants:
-        table.add_column(f"{v}\nms (95% CI) rel", justify="right")
+        table.add_column(f"{v}\nms ±95%CI rel", justify="right")
     table.add_column("verdict")
     for row in rows:
         w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
@@ -46,8 +51,8 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
             w["task"],
             str(w["batch_size"]),
             str(w["input_size"]),
-            *(cell(row.results.get(v), row.relative(v)) for v in variants),
-            row.verdict(),
+            *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
+            row.verdict(short=True),
             style=style,
         )
     return table

@@ -41,6 +41,8 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
             TimeRemainingColumn(),
             console=console,
             transient=False,
+            # A redraw costs CPU that the worker being measured would otherwise have.
+            refresh_per_second=2,
         )
         with progress:
             task = progress.add_task("preparing", total=len(cases) - skipped)

@@ -26,11 +26,16 @@ def command(
     """List the models; flag any whose frameworks differ by more than 2% in parameters."""
     specs = sorted(all_models().values(), key=lambda s: s.name)
     items = tuple(
-        CountItem(model=s.name, input_size=input_size or s.default_input_size, num_classes=num_classes)
+        CountItem(
+            model=s.name, input_size=input_size or s.default_input_size, num_classes=num_classes
+        )
         for s in specs
     )
     installed = [fw for fw, info in FRAMEWORKS.items() if info.installed()]
-    with console.status(f"building every model in {', '.join(installed)} to count parameters"), ThreadPoolExecutor(len(installed) or 1) as pool:
+    with (
+        console.status(f"building every model in {', '.join(installed)} to count parameters"),
+        ThreadPoolExecutor(len(installed) or 1) as pool,
+    ):
         # Counting is not timing: the frameworks' workers may share the machine.
         reports = dict(
             zip(

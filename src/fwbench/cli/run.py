@@ -8,7 +8,14 @@ import typer
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import Case, default_threads
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, describe_result, print_json
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    JsonOption,
+    console,
+    describe_result,
+    print_json,
+)
 from fwbench.cli.execute import execute
 from fwbench.measure.timing import TimingConfig
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from importlib import metadata
 from dataclasses import dataclass
+from importlib import metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:

@@ -24,9 +24,7 @@ class TensorFlowWorkload(Workload):
         with tf.device(device_name):
             # Keras' default image layout on every device is channels_last (NHWC).
             self.x = tf.random.normal((case.batch_size, case.input_size, case.input_size, 3))
-            self.y = tf.random.uniform(
-                (case.batch_size,), maxval=case.num_classes, dtype=tf.int32
-            )
+            self.y = tf.random.uniform((case.batch_size,), maxval=case.num_classes, dtype=tf.int32)
         self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         self.optimizer: keras.optimizers.Optimizer | None = None
         if case.task == "train":
@@ -133,4 +131,3 @@ class TensorFlowAdapter(Adapter):
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, tf.errors.ResourceExhaustedError)
-

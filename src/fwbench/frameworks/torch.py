@@ -92,7 +92,9 @@ class TorchAdapter(Adapter):
             "torch": torch.__version__,
             "torchvision": torchvision.__version__,
             "torch_cuda": torch.version.cuda,
-            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+            "cudnn": torch.backends.cudnn.version()
+            if torch.backends.cudnn.is_available()
+            else None,
             "parallel_info": torch.__config__.parallel_info().strip().splitlines()[:6],
         }
         if device == "cuda" and torch.cuda.is_available():

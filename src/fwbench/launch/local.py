@@ -14,6 +14,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -21,7 +22,12 @@ from fwbench.launch.protocol import CaseReport, CaseRequest, CountReport, CountR
 
 # Phrases frameworks print to stderr when they die of memory exhaustion instead of
 # raising (TensorFlow aborts in some allocators; the kernel's OOM killer sends SIGKILL).
-_OOM_PHRASES = ("out of memory", "oom when allocating", "can't allocate memory", "resourceexhausted")
+_OOM_PHRASES = (
+    "out of memory",
+    "oom when allocating",
+    "can't allocate memory",
+    "resourceexhausted",
+)
 _LOG_TAIL_LINES = 40
 
 
@@ -29,7 +35,7 @@ _LOG_TAIL_LINES = 40
 class WorkerFailure:
     """The worker left no report: it crashed, was killed, or timed out."""
 
-    status: str  # "error" | "oom" | "timeout"
+    status: Literal["error", "oom", "timeout"]
     error: str
     log_tail: str
 
@@ -48,13 +54,16 @@ def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
     return env
 
 
-def _run(request: BaseModel, env: dict[str, str], timeout_s: float) -> tuple[str | None, WorkerFailure | None]:
+def _run(
+    request: BaseModel, label: str, env: dict[str, str], timeout_s: float
+) -> tuple[str | None, WorkerFailure | None]:
     with tempfile.TemporaryDirectory(prefix="fwbench-") as tmp:
         out = Path(tmp) / "report.json"
         log_path = Path(tmp) / "worker.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "fwbench.launch.worker", str(out)],
+                # The label only shows in `ps`, so a user can tell which case is running.
+                [sys.executable, "-m", "fwbench.launch.worker", str(out), label],
                 stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -80,7 +89,7 @@ def _run(request: BaseModel, env: dict[str, str], timeout_s: float) -> tuple[str
 
 def run_case(request: CaseRequest, timeout_s: float) -> CaseReport | WorkerFailure:
     env = worker_env(request.case.threads, request.case.device)
-    text, failure = _run(request, env, timeout_s)
+    text, failure = _run(request, f"case: {request.case.label()}", env, timeout_s)
     if failure is not None:
         return failure
     assert text is not None
@@ -88,7 +97,8 @@ def run_case(request: CaseRequest, timeout_s: float) -> CaseReport | WorkerFailu
 
 
 def run_count(request: CountRequest, timeout_s: float) -> CountReport | WorkerFailure:
-    text, failure = _run(request, worker_env(None, "cpu"), timeout_s)
+    label = f"count: {request.framework}"
+    text, failure = _run(request, label, worker_env(None, "cpu"), timeout_s)
     if failure is not None:
         return failure
     assert text is not None

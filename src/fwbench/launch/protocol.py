@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
+from fwbench.result import Status
 
 
 class CaseRequest(BaseModel):
@@ -40,7 +41,7 @@ class CountRequest(BaseModel):
 class CaseReport(BaseModel):
     """The worker's account of one case. `timing` is a fwbench.measure.timing.Timing."""
 
-    status: str
+    status: Status
     error: str | None = None
     build_s: float | None = None
     timing: dict[str, Any] | None = None

@@ -8,7 +8,6 @@ report here; what kills the process (a segfault, a time-out) the launcher record
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 import time
@@ -89,12 +88,24 @@ def run_count(request: CountRequest) -> CountReport:
             errors.append(one_line(exc))
         finally:
             model = None
-    return CountReport(
-        counts=counts, errors=errors, framework_version=info.version()
-    )
+    return CountReport(counts=counts, errors=errors, framework_version=info.version())
+
+
+def _die_with_parent() -> None:
+    """Linux: if the launcher is killed (even with SIGKILL), take this worker down too."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
 
 
 def main(argv: list[str]) -> int:
+    _die_with_parent()
     out = Path(argv[1])
     request: Request = TypeAdapter(Request).validate_json(sys.stdin.read())
     report: Any = run_case(request) if isinstance(request, CaseRequest) else run_count(request)

@@ -114,7 +114,8 @@ def measure(
             break
 
     overhead = _sync_overhead(sync, clock)
-    estimate = stats.median(warm[-config.warmup_window :]) if warm else first
+    # Warmup steps were timed with a sync each: take the sync out of the step estimate.
+    estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)
     per_block = max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1
 

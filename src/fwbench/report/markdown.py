@@ -12,7 +12,12 @@ from fwbench.result import Result
 
 def render(results: Sequence[Result], title: str = "fwbench report") -> str:
     variants, rows = summarise(results)
-    out = [f"# {title}", "", f"Generated {datetime.now():%Y-%m-%d %H:%M} from {len(results)} results.", ""]
+    out = [
+        f"# {title}",
+        "",
+        f"Generated {datetime.now():%Y-%m-%d %H:%M} from {len(results)} results.",
+        "",
+    ]
     out += [
         "Median step time in milliseconds with its 95% confidence interval, and the time",
         "relative to the fastest framework for the same work (x1.00 = fastest).",
@@ -46,5 +51,12 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
             out += ["```json", json.dumps(json.loads(env), indent=2), "```"]
     settings = {r.case.variant: r.settings for r in results if r.status == "ok"}
     if settings:
-        out += ["", "## Settings per framework", "", "```json", json.dumps(settings, indent=2, default=str), "```"]
+        out += [
+            "",
+            "## Settings per framework",
+            "",
+            "```json",
+            json.dumps(settings, indent=2, default=str),
+            "```",
+        ]
     return "\n".join(out) + "\n"

@@ -37,7 +37,7 @@ class SummaryRow:
     def different_work(self) -> bool:
         return any(r.different_work for r in self.results.values())
 
-    def verdict(self) -> str:
+    def verdict(self, short: bool = False) -> str:
         ok = self.ok
         if len(ok) < 2:
             failed = [f"{v} {r.status}" for v, r in self.results.items() if r.measurement is None]
@@ -47,12 +47,15 @@ class SummaryRow:
         assert fast.measurement and slow.measurement
         ratio = _median(slow) / _median(fast)
         # Until the significance test lands, disjoint intervals are the evidence asked for.
-        if fast.measurement.step_time_s.ci_high >= slow.measurement.step_time_s.ci_low:
+        overlap = fast.measurement.step_time_s.ci_high >= slow.measurement.step_time_s.ci_low
+        if short:
+            text = f"~ {ratio:.2f}x, CIs overlap" if overlap else f"{ranked[0]} {ratio:.2f}x faster"
+        elif overlap:
             text = f"no clear difference ({ratio:.2f}x, intervals overlap)"
         else:
             text = f"{ranked[0]} {ratio:.2f}x faster than {ranked[1]}"
         if self.different_work:
-            text += " [DIFFERENT WORK: parameter counts differ]"
+            text += " [DIFFERENT WORK]" if short else " [DIFFERENT WORK: parameter counts differ]"
         return text
 
 
@@ -75,13 +78,18 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
     return variants, list(rows.values())
 
 
-def cell(result: Result | None, relative: float | None) -> str:
+def cell(result: Result | None, relative: float | None, short: bool = False) -> str:
+    """`12.34 ms (12.10-12.60) x1.08`; short: `12.34 ±1.2% x1.08`."""
     if result is None:
         return "-"
     if result.measurement is None:
         return result.status.upper()
     st = result.measurement.step_time_s
-    text = f"{st.median * 1e3:.2f} ms ({st.ci_low * 1e3:.2f}-{st.ci_high * 1e3:.2f})"
+    if short:
+        half = (st.ci_high - st.ci_low) / 2 / st.median
+        text = f"{st.median * 1e3:.2f} ±{half:.1%}"
+    else:
+        text = f"{st.median * 1e3:.2f} ms ({st.ci_low * 1e3:.2f}-{st.ci_high * 1e3:.2f})"
     if relative is not None:
         text += f" x{relative:.2f}"
     return text

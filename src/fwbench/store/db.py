@@ -70,14 +70,19 @@ class ResultStore:
     # schema ---------------------------------------------------------------
 
     def _version(self) -> int | None:
-        tables = {r[0] for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        tables = {
+            r[0]
+            for r in self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        }
         if "meta" not in tables:
             if tables:
                 raise StoreError(f"{self.path} is a DuckDB file but not an fwbench results file")
             return None
         row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
-            raise StoreError(f"{self.path} has no schema version; it is not an fwbench results file")
+            raise StoreError(
+                f"{self.path} has no schema version; it is not an fwbench results file"
+            )
         return int(row[0])
 
     def _ensure_schema(self, read_only: bool) -> None:
@@ -156,7 +161,9 @@ class ResultStore:
     def recorded_keys(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT DISTINCT case_key FROM results").fetchall()}
 
-    def param_count(self, key: tuple[str, str, str, int, int]) -> tuple[int | None, str | None] | None:
+    def param_count(
+        self, key: tuple[str, str, str, int, int]
+    ) -> tuple[int | None, str | None] | None:
         row = self.con.execute(
             "SELECT params, error FROM param_counts WHERE model = ? AND framework = ? "
             "AND framework_version = ? AND input_size = ? AND num_classes = ?",
@@ -164,7 +171,9 @@ class ResultStore:
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
-    def results(self, run_id: str | None = None, case_keys: Iterable[str] | None = None) -> list[Result]:
+    def results(
+        self, run_id: str | None = None, case_keys: Iterable[str] | None = None
+    ) -> list[Result]:
         sql = "SELECT * FROM results"
         params: list[Any] = []
         if run_id is not None:

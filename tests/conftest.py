@@ -1,0 +1,50 @@
+"""Shared fixtures. Framework tests run the real frameworks, in worker processes:
+PyTorch and TensorFlow must never be imported into the same process (importing
+torchvision after TensorFlow segfaults), and the test process imports neither."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwbench.measure.timing import TimingConfig
+
+PLUGINS_DIR = Path(__file__).parent / "plugins"
+
+# Enough to exercise every stage of the timing loop, quickly.
+FAST_TIMING = TimingConfig(
+    min_warmup_steps=1, max_warmup_s=0.3, min_samples=5, max_time_s=0.3, max_warmup_steps=10
+)
+FAST_TIMING_YAML = (
+    "timing: {min_warmup_steps: 1, max_warmup_s: 0.3, min_samples: 5, max_time_s: 0.3}\n"
+)
+
+
+@pytest.fixture
+def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the test-only models (crash, hang) in this process and in workers."""
+    monkeypatch.setenv("FWBENCH_PLUGINS", "fwbench_test_models")
+    path = os.pathsep.join(filter(None, [str(PLUGINS_DIR), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.syspath_prepend(str(PLUGINS_DIR))
+    import fwbench.models.registry as registry
+
+    monkeypatch.setattr(registry, "_loaded", False)
+    return dict(os.environ)
+
+
+def fwbench(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """Run the real CLI in a subprocess, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from fwbench.case import Case
+from fwbench.models.parity import compare
+from fwbench.report.summary import summarise
+from fwbench.result import Measurement, Result, StepTime
+
+
+def test_parity_flags_more_than_two_percent() -> None:
+    assert not compare({"torch": 100, "tensorflow": 102}).mismatch
+    p = compare({"torch": 138_357_544, "tensorflow": 43_985_704})
+    assert p.mismatch and p.max_rel_diff is not None and p.max_rel_diff > 2
+    assert compare({"torch": 5}).max_rel_diff is None
+
+
+def result(framework: str, mode: str, median: float, half: float, status: str = "ok") -> Result:
+    case = Case.build(framework=framework, model="resnet18", mode=mode, threads=2)
+    m = None
+    if status == "ok":
+        m = Measurement(
+            step_time_s=StepTime(median=median, ci_low=median - half, ci_high=median + half),
+            samples=(median,),
+            steps_per_block=1,
+            build_s=0.1,
+            first_step_s=0.2,
+            warmup_steps=3,
+            warmup_s=0.3,
+            warmup_stop="stable",
+            stop_reason="precision",
+            sync_overhead_s=0.0,
+        )
+    return Result(
+        result_id=f"{framework}{mode}",
+        run_id="r",
+        recorded_at=datetime.now(),
+        case=case,
+        status=status,  # type: ignore[arg-type]
+        error=None if status == "ok" else "boom",
+        measurement=m,
+    )
+
+
+def test_summary_relative_times_and_verdicts() -> None:
+    variants, rows = summarise(
+        [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)]
+    )
+    assert variants == ["torch/eager", "tensorflow/graph"]
+    (row,) = rows
+    assert row.best == "torch/eager"
+    assert row.relative("tensorflow/graph") == 1.3
+    assert row.verdict() == "torch/eager 1.30x faster than tensorflow/graph"
+
+
+def test_overlapping_intervals_are_no_clear_difference() -> None:
+    _, (row,) = summarise(
+        [result("torch", "eager", 0.100, 0.01), result("tensorflow", "graph", 0.105, 0.01)]
+    )
+    assert row.verdict().startswith("no clear difference")
+
+
+def test_failed_variant_is_reported_as_such() -> None:
+    _, (row,) = summarise(
+        [result("torch", "eager", 0.1, 0.001), result("tensorflow", "graph", 0, 0, "oom")]
+    )
+    assert row.relative("tensorflow/graph") is None
+    assert row.verdict() == "tensorflow/graph oom"

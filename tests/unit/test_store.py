@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from fwbench.errors import StoreError
+from fwbench.store.db import ResultStore
+from fwbench.store.export import export
+from fwbench.store.schema import SCHEMA_VERSION
+
+from .test_parity_and_summary import result
+
+
+def test_results_round_trip_with_every_sample(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    ok, oom = result("torch", "eager", 0.1, 0.001), result("tensorflow", "graph", 0, 0, "oom")
+    with ResultStore(db) as store:
+        store.add(ok)
+        store.add(oom)
+    with ResultStore(db, read_only=True) as store:
+        back = store.results()
+        assert store.recorded_keys() == {ok.case_key, oom.case_key}
+    assert [r.to_record() for r in back] == [ok.to_record(), oom.to_record()]
+
+
+def test_latest_result_of_each_case_wins(tmp_path: Path) -> None:
+    first, second = result("torch", "eager", 0.1, 0.001), result("torch", "eager", 0.2, 0.001)
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.add(first)
+        store.add(second.model_copy(update={"result_id": "later"}))
+        (latest,) = store.latest([first.case_key])
+    assert latest.result_id == "later"
+
+
+def test_unreadable_file_is_a_one_line_error(tmp_path: Path) -> None:
+    bad = tmp_path / "results.duckdb"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match=r"cannot open results file .*results.duckdb"):
+        ResultStore(bad)
+    with pytest.raises(StoreError, match="no results file at"):
+        ResultStore(tmp_path / "missing.duckdb", read_only=True)
+
+
+def test_foreign_duckdb_and_newer_schema_are_refused(tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.duckdb"
+    duckdb.connect(str(foreign)).execute("CREATE TABLE t (x INT)").close()
+    with pytest.raises(StoreError, match="not an fwbench results file"):
+        ResultStore(foreign)
+    newer = tmp_path / "newer.duckdb"
+    ResultStore(newer).close()
+    con = duckdb.connect(str(newer))
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    con.close()
+    with pytest.raises(StoreError, match="written by a newer fwbench"):
+        ResultStore(newer)
+
+
+def test_export_formats(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+        for fmt in ("csv", "parquet", "json"):
+            assert export(store, fmt, tmp_path / f"out.{fmt}") == 1
+        with pytest.raises(StoreError, match="valid choices: csv, parquet, json"):
+            export(store, "xlsx", tmp_path / "out.xlsx")
+    records = json.loads((tmp_path / "out.json").read_text())
+    assert records[0]["step_time_s"]["median"] == 0.1
+    parquet = duckdb.sql(f"SELECT median_s, samples FROM '{tmp_path / 'out.parquet'}'").fetchall()
+    assert parquet == [(0.1, [0.1])]
+    assert "median_s" in (tmp_path / "out.csv").read_text().splitlines()[0]
+    assert not (tmp_path / "out.xlsx").exists()

@@ -1,0 +1,133 @@
+"""The timing loop, driven by a fake clock: steps and syncs advance it by scripted costs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from fwbench.measure.timing import TimingConfig, is_stable, measure
+
+
+class FakeDevice:
+    """A clock plus a step whose cost follows a script; sync costs `sync_cost`."""
+
+    def __init__(self, step_costs: Iterator[float], sync_cost: float = 0.0) -> None:
+        self.now = 0.0
+        self.costs = step_costs
+        self.sync_cost = sync_cost
+        self.steps = 0
+        self.syncs = 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def step(self) -> None:
+        self.steps += 1
+        self.now += next(self.costs)
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.now += self.sync_cost
+
+
+def costs(first: float, warm: list[float], steady: float) -> Iterator[float]:
+    yield first
+    yield from warm
+    while True:
+        yield steady
+
+
+def test_first_step_is_reported_apart_from_the_steady_state() -> None:
+    dev = FakeDevice(costs(2.0, [], 0.010))
+    t = measure(dev.step, dev.sync, TimingConfig(), dev.clock)
+    assert t.first_step_s == pytest.approx(2.0)
+    assert t.median_s == pytest.approx(0.010)
+    assert t.ci_low_s == pytest.approx(0.010) and t.ci_high_s == pytest.approx(0.010)
+
+
+def test_warmup_runs_until_step_times_are_stable() -> None:
+    warm = [0.5, 0.3, 0.2, 0.15, 0.1]
+    dev = FakeDevice(costs(1.0, warm, 0.1))
+    t = measure(dev.step, dev.sync, TimingConfig(warmup_window=3), dev.clock)
+    assert t.warmup_stop == "stable"
+    # The slow steps are all in warmup, and stability needs two windows of 0.1 s steps.
+    assert t.warmup_steps >= len(warm) + 1
+    assert all(s == pytest.approx(0.1) for s in t.samples)
+
+
+def test_warmup_ends_at_its_budget_when_never_stable() -> None:
+    def drifting() -> Iterator[float]:
+        c = 0.1
+        while True:
+            c *= 1.2
+            yield c
+
+    dev = FakeDevice(drifting())
+    cfg = TimingConfig(max_warmup_s=2.0, max_time_s=1.0, min_samples=3, max_samples=5)
+    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    assert t.warmup_stop == "budget"
+    assert t.warmup_s >= 2.0
+
+
+def test_blocks_are_long_enough_to_hide_the_sync_overhead() -> None:
+    # 50 us per sync, 100 us per step: a block must last >= 1000 x 50 us = 50 ms.
+    dev = FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6)
+    t = measure(dev.step, dev.sync, TimingConfig(), dev.clock)
+    assert t.sync_overhead_s == pytest.approx(50e-6)
+    assert t.steps_per_block * 100e-6 >= 0.05
+    # The per-step sample includes the one sync, spread over the block: overhead < 0.1%.
+    assert t.median_s == pytest.approx(100e-6, rel=1e-3)
+
+
+def test_precision_target_stops_a_quiet_measurement_early() -> None:
+    dev = FakeDevice(costs(0.1, [], 0.02))
+    t = measure(dev.step, dev.sync, TimingConfig(min_samples=10, max_time_s=100), dev.clock)
+    assert t.stop_reason == "precision"
+    assert len(t.samples) == 10
+    assert t.warnings == ()
+
+
+def test_noisy_measurement_stops_at_the_budget_and_warns() -> None:
+    def noisy() -> Iterator[float]:
+        yield 0.1
+        i = 0
+        while True:
+            i += 1
+            yield 0.01 if i % 2 else 0.02
+
+    dev = FakeDevice(noisy())
+    cfg = TimingConfig(min_samples=10, max_time_s=1.0, max_warmup_s=0.1, min_warmup_steps=1)
+    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    assert t.stop_reason == "budget"
+    assert t.measured_s >= 1.0
+    assert any("precision target not reached" in w for w in t.warnings)
+    assert any("large spread" in w for w in t.warnings)
+
+
+def test_max_samples_caps_the_measurement() -> None:
+    def jitter() -> Iterator[float]:
+        i = 0
+        while True:
+            i += 1
+            yield 0.020 if i % 2 else 0.021
+
+    dev = FakeDevice(jitter())
+    cfg = TimingConfig(min_samples=5, max_samples=5, target_ci=1e-9, max_time_s=100)
+    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    assert t.stop_reason == "max_samples"
+    assert len(t.samples) == 5
+
+
+def test_every_timed_block_ends_with_a_sync() -> None:
+    dev = FakeDevice(costs(0.1, [], 0.02))
+    t = measure(dev.step, dev.sync, TimingConfig(min_samples=10, max_time_s=100), dev.clock)
+    timed_syncs = 1 + t.warmup_steps + len(t.samples)
+    overhead_probes = 21
+    assert dev.syncs == timed_syncs + overhead_probes
+
+
+def test_is_stable() -> None:
+    assert is_stable([1.0, 1.0, 1.0, 1.01, 1.0, 0.99], window=3, tolerance=0.05)
+    assert not is_stable([2.0, 2.0, 2.0, 1.0, 1.0, 1.0], window=3, tolerance=0.05)
+    assert not is_stable([1.0, 1.0], window=3, tolerance=0.05)
