@@ -1,0 +1,34 @@
+# Two commands do everything on a fresh machine (Python 3.11 as python3):
+#   make demo   set up, then run the quick PyTorch-vs-TensorFlow comparison
+#   make test   set up, then lint, type-check and run the test suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,dev
+EXTRAS ?= torch,tensorflow,dev
+RESULTS := fwbench-results
+
+.PHONY: setup demo test lint clean
+
+$(BIN)/fwbench: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	touch $@
+
+setup: $(BIN)/fwbench
+
+demo: setup
+	$(BIN)/fwbench env
+	$(BIN)/fwbench sweep --preset quick --db $(RESULTS)/quick.duckdb --report $(RESULTS)/quick-report.md
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) $(RESULTS)
