@@ -8,28 +8,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from fwbench.case import Case
+from fwbench.environment import host_environment
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.launch import local
-from fwbench.launch.protocol import (
-    CaseReport,
-    CaseRequest,
-    CountItem,
-    CountReport,
-    CountRequest,
-)
+from fwbench.launch import counting, local
+from fwbench.launch.protocol import CaseReport, CaseRequest, CountItem
 from fwbench.measure.timing import Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
 from fwbench.result import Measurement, Result, StepTime
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
-COUNT_TIMEOUT_S = 600.0
 
 ParityKey = tuple[str, int, int]  # model, input size, classes
 
@@ -61,47 +54,40 @@ def ensure_param_counts(
     store: ResultStore,
     keys: Iterable[ParityKey],
     frameworks: Iterable[str],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
     on_progress: Callable[[str], None] | None = None,
 ) -> dict[tuple[str, ParityKey], int]:
-    """Trainable-parameter counts per (framework, key), from the cache or a count worker."""
+    """Trainable-parameter counts per (framework, key), from the cache or count workers.
+
+    Best effort: a framework that cannot build a model here (its error is cached too)
+    leaves the comparison to the frameworks that can.
+    """
     keys = sorted(set(keys))
     counts: dict[tuple[str, ParityKey], int] = {}
-    requests: dict[str, tuple[str, list[ParityKey]]] = {}  # framework -> version, missing
+    missing: dict[str, list[ParityKey]] = {}
+    versions: dict[str, str] = {}
     for fw in frameworks:
         version = FRAMEWORKS[fw].version()
         if version is None:
             continue
-        missing: list[ParityKey] = []
+        versions[fw] = version
         for key in keys:
             cached = store.param_count((key[0], fw, version, key[1], key[2]))
             if cached is None:
-                missing.append(key)
+                missing.setdefault(fw, []).append(key)
             elif cached[0] is not None:
                 counts[(fw, key)] = cached[0]
-        if missing:
-            requests[fw] = (version, missing)
-    if not requests:
+    if not missing:
         return counts
     if on_progress:
-        on_progress(f"counting parameters of {len(keys)} models in {', '.join(requests)}")
-
-    def count(fw: str) -> CountReport | local.WorkerFailure:
-        items = tuple(
-            CountItem(model=m, input_size=s, num_classes=c) for m, s, c in requests[fw][1]
-        )
-        return local.run_count(CountRequest(framework=fw, items=items), COUNT_TIMEOUT_S)
-
-    # Counting is not timing, so the frameworks' count workers may share the machine.
-    with ThreadPoolExecutor(len(requests)) as pool:
-        reports = dict(zip(requests, pool.map(count, requests), strict=True))
-    for fw, report in reports.items():
-        if isinstance(report, local.WorkerFailure):
-            # Best effort: a framework that cannot build the model here leaves the
-            # comparison to the frameworks that can.
-            continue
-        version, missing = requests[fw]
-        for key, n, err in zip(missing, report.counts, report.errors, strict=True):
-            store.put_param_count((key[0], fw, version, key[1], key[2]), n, err)
+        on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
+    requests = {
+        fw: [CountItem(model=m, input_size=s, num_classes=c) for m, s, c in fw_keys]
+        for fw, fw_keys in missing.items()
+    }
+    for fw, found in counting.count_in_each(requests, timeout_s).items():
+        for key, (n, err) in zip(missing[fw], found, strict=True):
+            store.put_param_count((key[0], fw, versions[fw], key[1], key[2]), n, err)
             if n is not None:
                 counts[(fw, key)] = n
     return counts
@@ -121,7 +107,10 @@ def result_from_report(
     report: CaseReport | local.WorkerFailure,
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
+    host: dict[str, Any],
 ) -> Result:
+    """Assemble the stored record; the host environment goes into every record so an
+    exported row stands on its own."""
     common: dict[str, Any] = {
         "result_id": uuid.uuid4().hex,
         "run_id": run_id,
@@ -135,6 +124,7 @@ def result_from_report(
             status=report.status,
             error=report.error,
             parity=parity_for(case, counts, None),
+            environment={"host": host},
             settings={"worker_log_tail": report.log_tail},
         )
     measurement = None
@@ -167,7 +157,7 @@ def result_from_report(
         param_count=report.param_count,
         parity=parity,
         warnings=warnings,
-        environment=report.environment,
+        environment={"host": host, **report.environment},
         settings=report.settings,
     )
 
@@ -179,22 +169,28 @@ def run_cases(
     options: RunOptions | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_status: Callable[[str], None] | None = None,
+    host: dict[str, Any] | None = None,
 ) -> Iterator[Result]:
     """Run each case in a fresh worker, store its result, and yield it.
 
     With `options.resume`, cases already in the store are skipped (not yielded).
     """
     options = options or RunOptions()
+    host = host if host is not None else host_environment()
     done = store.recorded_keys() if options.resume else set()
     todo = [c for c in cases if c.key() not in done]
     counts = ensure_param_counts(
-        store, (parity_key(c) for c in todo), compared_frameworks(cases), on_status
+        store,
+        (parity_key(c) for c in todo),
+        compared_frameworks(cases),
+        options.timeout_s,
+        on_status,
     )
     for case in todo:
         if on_start:
             on_start(case)
         request = CaseRequest(case=case, timing=options.timing)
         report = local.run_case(request, options.timeout_s)
-        result = result_from_report(case, run_id, report, counts, options.timing)
+        result = result_from_report(case, run_id, report, counts, options.timing, host)
         store.add(result)
         yield result

@@ -27,7 +27,8 @@ from fwbench.store.db import ResultStore
 def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
     with ResultStore(db) as store:
-        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host_environment())
+        host = host_environment()
+        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host)
         skipped = len({c.key() for c in cases} & store.recorded_keys()) if options.resume else 0
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
@@ -53,7 +54,7 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
             def on_start(case: Case) -> None:
                 progress.update(task, description=case.label())
 
-            for result in run_cases(cases, store, run_id, options, on_start, on_status):
+            for result in run_cases(cases, store, run_id, options, on_start, on_status, host):
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(

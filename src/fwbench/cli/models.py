@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 
 import typer
@@ -10,8 +9,8 @@ from rich.table import Table
 
 from fwbench.cli.common import JsonOption, console, out, print_json
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.launch import local
-from fwbench.launch.protocol import CountItem, CountRequest
+from fwbench.launch import counting
+from fwbench.launch.protocol import CountItem
 from fwbench.models.parity import compare
 from fwbench.models.registry import all_models
 
@@ -32,35 +31,21 @@ def command(
         for s in specs
     )
     installed = [fw for fw, info in FRAMEWORKS.items() if info.installed()]
-    with (
-        console.status(f"building every model in {', '.join(installed)} to count parameters"),
-        ThreadPoolExecutor(len(installed) or 1) as pool,
-    ):
-        # Counting is not timing: the frameworks' workers may share the machine.
-        reports = dict(
-            zip(
-                installed,
-                pool.map(
-                    lambda fw: local.run_count(CountRequest(framework=fw, items=items), 600),
-                    installed,
-                ),
-                strict=True,
-            )
-        )
+    with console.status(f"building every model in {', '.join(installed)} to count parameters"):
+        found = counting.count_in_each({fw: items for fw in installed}, timeout_s=600)
     rows: list[dict[str, Any]] = []
     for i, spec in enumerate(specs):
         counts: dict[str, int] = {}
         errors: dict[str, str] = {}
         for fw in FRAMEWORKS:
-            report = reports.get(fw)
-            if report is None:
+            if fw not in found:
                 errors[fw] = "not installed"
-            elif isinstance(report, local.WorkerFailure):
-                errors[fw] = report.error
-            elif report.counts[i] is None:
-                errors[fw] = report.errors[i] or "failed"
+                continue
+            n, err = found[fw][i]
+            if n is None:
+                errors[fw] = err or "failed"
             else:
-                counts[fw] = int(report.counts[i] or 0)
+                counts[fw] = n
         parity = compare(counts)
         rows.append(
             {

@@ -1,0 +1,38 @@
+"""Count trainable parameters of models in one framework, in a count worker.
+
+Counting builds models but times nothing, so count workers of different frameworks may
+run side by side. A model that kills its worker (a crash, a hang) is retried alone, so
+it costs only its own count, never the others' in the same batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from fwbench.launch import local
+from fwbench.launch.protocol import CountItem, CountRequest
+
+Count = tuple[int | None, str | None]  # (parameters, error)
+
+
+def count_params(framework: str, items: Sequence[CountItem], timeout_s: float) -> list[Count]:
+    report = local.run_count(CountRequest(framework=framework, items=tuple(items)), timeout_s)
+    if not isinstance(report, local.WorkerFailure):
+        return list(zip(report.counts, report.errors, strict=True))
+    if len(items) == 1:
+        return [(None, f"{report.status}: {report.error}")]
+    return [c for item in items for c in count_params(framework, [item], timeout_s)]
+
+
+def count_in_each(
+    requests: Mapping[str, Sequence[CountItem]], timeout_s: float
+) -> dict[str, list[Count]]:
+    """Counts per framework, one count worker per framework, all at once."""
+    if not requests:
+        return {}
+    with ThreadPoolExecutor(len(requests)) as pool:
+        futures = {
+            fw: pool.submit(count_params, fw, items, timeout_s) for fw, items in requests.items()
+        }
+        return {fw: f.result() for fw, f in futures.items()}
