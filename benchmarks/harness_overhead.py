@@ -43,8 +43,8 @@ import tensorflow as tf, keras
 b, s, threads, steps = map(int, sys.argv[1:5])
 tf.config.threading.set_intra_op_parallelism_threads(threads)
 tf.config.threading.set_inter_op_parallelism_threads(threads)
-from fwbench.models.keras_resnet18 import resnet18
-model = resnet18(num_classes=1000, input_size=s)
+from fwbench.models.keras_resnet import resnet
+model = resnet(18, num_classes=1000, input_size=s)
 opt = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9); opt.build(model.trainable_variables)
 loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 x = tf.random.normal((b, s, s, 3)); y = tf.random.uniform((b,), maxval=1000, dtype=tf.int32)

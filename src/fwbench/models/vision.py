@@ -34,10 +34,13 @@ def _keras_app(name: str) -> Any:
     return build
 
 
-def _keras_resnet18(num_classes: int, input_size: int) -> Any:
-    from fwbench.models.keras_resnet18 import resnet18
+def _keras_resnet(depth: int) -> Any:
+    def build(num_classes: int, input_size: int) -> Any:
+        from fwbench.models.keras_resnet import resnet
 
-    return resnet18(num_classes=num_classes, input_size=input_size)
+        return resnet(depth, num_classes=num_classes, input_size=input_size)
+
+    return build
 
 
 def _vision(name: str, torch_name: str, keras_builder: Any, description: str) -> None:
@@ -56,9 +59,10 @@ def _vision(name: str, torch_name: str, keras_builder: Any, description: str) ->
     )
 
 
-_vision("resnet18", "resnet18", _keras_resnet18, "ResNet-18 (He et al. 2015)")
-_vision("resnet50", "resnet50", _keras_app("ResNet50"), "ResNet-50 v1")
-_vision("resnet152", "resnet152", _keras_app("ResNet152"), "ResNet-152 v1")
+# ResNets: torchvision's v1.5 architecture in both frameworks (see keras_resnet.py).
+_vision("resnet18", "resnet18", _keras_resnet(18), "ResNet-18")
+_vision("resnet50", "resnet50", _keras_resnet(50), "ResNet-50 v1.5 (torchvision's)")
+_vision("resnet152", "resnet152", _keras_resnet(152), "ResNet-152 v1.5 (torchvision's)")
 _vision("vgg16", "vgg16", _keras_app("VGG16"), "VGG-16 (no batch norm)")
 _vision("mobilenet_v2", "mobilenet_v2", _keras_app("MobileNetV2"), "MobileNetV2, width 1.0")
 _vision("efficientnet_b4", "efficientnet_b4", _keras_app("EfficientNetB4"), "EfficientNet-B4")
