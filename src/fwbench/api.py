@@ -6,6 +6,7 @@ stored in one transaction before the next case starts.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,13 +14,13 @@ from datetime import datetime
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.environment import host_environment
+from fwbench.environment import host_environment, host_key
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
-from fwbench.launch.protocol import CaseReport, CaseRequest, CountItem
+from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure.timing import Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
-from fwbench.result import Measurement, Result, StepTime
+from fwbench.result import Energy, Measurement, Memory, Result, StepTime, Work
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -32,6 +33,9 @@ class RunOptions:
     timing: TimingConfig = field(default_factory=TimingConfig)
     timeout_s: float = DEFAULT_TIMEOUT_S
     resume: bool = False
+    # Alternate the variants (framework / mode) of each workload block by block.
+    interleave: bool = False
+    count_flops: bool = True
 
 
 def parity_key(case: Case) -> ParityKey:
@@ -101,13 +105,14 @@ def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | 
     return compare(found)
 
 
-def result_from_report(
+def result_from_outcome(
     case: Case,
     run_id: str,
-    report: CaseReport | local.WorkerFailure,
+    outcome: local.CaseOutcome,
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
     host: dict[str, Any],
+    peak_flops: float | None,
 ) -> Result:
     """Assemble the stored record; the host environment goes into every record so an
     exported row stands on its own."""
@@ -118,19 +123,21 @@ def result_from_report(
         "case": case,
         "timing_config": timing_config.model_dump(),
     }
-    if isinstance(report, local.WorkerFailure):
+    report = outcome.report
+    if report is None:
+        assert outcome.failure is not None
         return Result(
             **common,
-            status=report.status,
-            error=report.error,
+            status=outcome.failure.status,
+            error=outcome.failure.error,
             parity=parity_for(case, counts, None),
             environment={"host": host},
-            settings={"worker_log_tail": report.log_tail},
+            settings={"worker_log_tail": outcome.failure.log_tail},
         )
     measurement = None
     warnings: tuple[str, ...] = ()
-    if report.status == "ok" and report.timing is not None:
-        timing = Timing(**report.timing)
+    timing = outcome.timing
+    if report.status == "ok" and timing is not None:
         measurement = Measurement(
             step_time_s=StepTime(
                 median=timing.median_s, ci_low=timing.ci_low_s, ci_high=timing.ci_high_s
@@ -156,10 +163,38 @@ def result_from_report(
         measurement=measurement,
         param_count=report.param_count,
         parity=parity,
+        memory=Memory(**report.memory) if report.memory else None,
+        energy=Energy(**dataclasses.asdict(outcome.energy)) if measurement else None,
+        work=_work(report.flops, timing, peak_flops),
         warnings=warnings,
         environment={"host": host, **report.environment},
         settings=report.settings,
     )
+
+
+def _work(flops: dict[str, Any] | None, timing: Timing | None, peak: float | None) -> Work | None:
+    if flops is None:
+        return None
+    per_step = flops.get("per_step")
+    achieved = per_step / timing.median_s if per_step and timing else None
+    return Work(
+        flops_per_step=per_step,
+        counter=flops.get("counter"),
+        error=flops.get("error"),
+        achieved_flops_per_s=achieved,
+        peak_flops_per_s=peak,
+        share_of_peak=achieved / peak if achieved and peak else None,
+    )
+
+
+def groups(cases: Sequence[Case], interleave: bool) -> list[list[Case]]:
+    """Cases measured together: alone, or every variant of one workload in alternation."""
+    if not interleave:
+        return [[c] for c in cases]
+    by_workload: dict[tuple[Any, ...], list[Case]] = {}
+    for case in cases:
+        by_workload.setdefault(case.workload_key(), []).append(case)
+    return list(by_workload.values())
 
 
 def run_cases(
@@ -171,7 +206,8 @@ def run_cases(
     on_status: Callable[[str], None] | None = None,
     host: dict[str, Any] | None = None,
 ) -> Iterator[Result]:
-    """Run each case in a fresh worker, store its result, and yield it.
+    """Run each case in a fresh worker (with `options.interleave`, every variant of a
+    workload in alternation), store its result, and yield it.
 
     With `options.resume`, cases already in the store are skipped (not yielded).
     """
@@ -186,11 +222,17 @@ def run_cases(
         options.timeout_s,
         on_status,
     )
-    for case in todo:
+    for group in groups(todo, options.interleave):
         if on_start:
-            on_start(case)
-        request = CaseRequest(case=case, timing=options.timing)
-        report = local.run_case(request, options.timeout_s)
-        result = result_from_report(case, run_id, report, counts, options.timing, host)
-        store.add(result)
-        yield result
+            for case in group:
+                on_start(case)
+        requests = [
+            CaseRequest(case=c, timing=options.timing, count_flops=options.count_flops)
+            for c in group
+        ]
+        outcomes = local.run_group(requests, options.timeout_s, on_status)
+        for case, outcome in zip(group, outcomes, strict=True):
+            peak = store.best_peak(host_key(host), case.device, "fp32", case.threads)
+            result = result_from_outcome(case, run_id, outcome, counts, options.timing, host, peak)
+            store.add(result)
+            yield result

@@ -62,3 +62,8 @@ def host_environment() -> dict[str, Any]:
         "gpus": gpus(),
         "frameworks": {name: info.version() for name, info in FRAMEWORKS.items()},
     }
+
+
+def host_key(host: dict[str, Any]) -> str:
+    """Which machine a peak belongs to: results from it are compared with it."""
+    return f"{host.get('hostname')}|{host.get('cpu_model')}|{host.get('cpu_logical_cores')}"

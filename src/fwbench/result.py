@@ -3,6 +3,9 @@
 Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema):
   1  first version: case fields, status, step-time statistics with every sample,
      start-up times, parameter parity, environment and settings.
+  2  memory (host RSS baseline and steady-state peak, device allocator peaks), energy
+     (measured or unavailable with its reason), work (FLOPs per step, achieved FLOP/s,
+     share of the measured peak).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from fwbench.case import Case
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
@@ -51,6 +54,39 @@ class Measurement(BaseModel):
     sync_overhead_s: float = Field(ge=0)
 
 
+class Memory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    host_baseline_bytes: int  # worker RSS after the framework import, before the build
+    host_peak_bytes: int  # worker RSS peak during the steady state
+    host_framework_bytes: int  # peak minus baseline: what the case itself holds
+    host_method: str
+    device: dict[str, int] | None = None  # allocator peaks (GPU); None on the CPU
+
+
+class Energy(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["measured", "unavailable"]
+    reason: str | None = None
+    source: str | None = None
+    joules_per_step: float | None = None
+    joules_per_sample: float | None = None
+    average_power_w: float | None = None
+    window_s: float | None = None
+
+
+class Work(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    flops_per_step: float | None = None
+    counter: str | None = None
+    error: str | None = None
+    achieved_flops_per_s: float | None = None
+    peak_flops_per_s: float | None = None  # `fwbench peak` on this host, fp32
+    share_of_peak: float | None = None
+
+
 class Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -64,6 +100,9 @@ class Result(BaseModel):
     measurement: Measurement | None = None
     param_count: int | None = None
     parity: Parity | None = None
+    memory: Memory | None = None
+    energy: Energy | None = None
+    work: Work | None = None
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -110,6 +149,9 @@ class Result(BaseModel):
             "param_count": self.param_count,
             "parity": self.parity.model_dump() if self.parity else None,
             "different_work": self.different_work,
+            "memory": self.memory.model_dump() if self.memory else None,
+            "energy": self.energy.model_dump() if self.energy else None,
+            "work": self.work.model_dump() if self.work else None,
             "warnings": list(self.warnings),
         }
         if m:

@@ -15,20 +15,29 @@ from fwbench.cli.common import (
     console,
     describe_result,
     print_json,
+    summary_table,
 )
 from fwbench.cli.execute import execute
+from fwbench.errors import SpecError
 from fwbench.measure.timing import TimingConfig
 
 
 def command(
-    framework: Annotated[str, typer.Option(help="torch | tensorflow")],
+    framework: Annotated[
+        list[str], typer.Option(help="torch | tensorflow; repeat to compare frameworks.")
+    ],
     model: Annotated[str, typer.Option(help="Model name; see `fwbench models`.")],
     task: Annotated[str, typer.Option(help="train | infer")] = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: Annotated[int, typer.Option(help="Image side in pixels.")] = 224,
     num_classes: Annotated[int, typer.Option(help="Output classes.")] = 1000,
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
-    mode: Annotated[str, typer.Option(help="eager (both) | graph (tensorflow)")] = "eager",
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="eager (both) | graph (tensorflow); one for all frameworks, or one each."
+        ),
+    ] = None,
     threads: Annotated[
         int, typer.Option(help="Intra- and inter-op threads. [default: physical cores]")
     ] = 0,
@@ -42,23 +51,47 @@ def command(
     timeout: Annotated[float, typer.Option(help="Seconds before the worker is stopped.")] = (
         DEFAULT_TIMEOUT_S
     ),
+    interleave: Annotated[
+        bool,
+        typer.Option(help="Alternate the frameworks' workers block by block (needs two or more)."),
+    ] = False,
+    flops: Annotated[bool, typer.Option(help="Count FLOPs per step after timing.")] = True,
     json: JsonOption = False,
 ) -> None:
-    """Benchmark one case in a fresh worker process and store the result."""
-    case = Case.build(
-        framework=framework,
-        model=model,
-        task=task,
-        batch_size=batch_size,
-        input_size=input_size,
-        num_classes=num_classes,
-        device=device,
-        mode=mode,
-        threads=threads or default_threads(),
-    )
+    """Benchmark one case (per framework) in fresh worker processes and store the results.
+
+    With one framework, --json prints one record; with several, a list of records.
+    """
+    modes = mode or ["eager"]
+    if len(modes) not in (1, len(framework)):
+        raise SpecError(
+            f"mode: give one mode for all frameworks or one per framework "
+            f"({len(framework)}), not {len(modes)}"
+        )
+    if interleave and len(framework) < 2:
+        raise SpecError("interleave: give two or more --framework to alternate")
+    cases = [
+        Case.build(
+            framework=fw,
+            model=model,
+            task=task,
+            batch_size=batch_size,
+            input_size=input_size,
+            num_classes=num_classes,
+            device=device,
+            mode=modes[0] if len(modes) == 1 else modes[i],
+            threads=threads or default_threads(),
+        )
+        for i, fw in enumerate(framework)
+    ]
     timing = TimingConfig(target_ci=target_ci, max_time_s=max_time)
-    (result,) = execute([case], db, RunOptions(timing=timing, timeout_s=timeout))
+    options = RunOptions(timing=timing, timeout_s=timeout, interleave=interleave, count_flops=flops)
+    results = execute(cases, db, options)
     if json:
-        print_json(result.to_record())
-    else:
+        records = [r.to_record() for r in results]
+        print_json(records[0] if len(records) == 1 else records)
+        return
+    for result in results:
         console.print(describe_result(result))
+    if len(results) > 1:
+        console.print(summary_table(results, title="Comparison"))

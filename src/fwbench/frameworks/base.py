@@ -60,3 +60,22 @@ class Adapter(ABC):
     @abstractmethod
     def is_oom(self, exc: BaseException) -> bool:
         """Whether `exc` is this framework's out-of-memory error."""
+
+    @abstractmethod
+    def reset_device_memory(self, device: str) -> None:
+        """Forget the allocator's peak so far (no-op where there is no device allocator)."""
+
+    @abstractmethod
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        """Allocator peaks since the last reset, in bytes; None on the CPU."""
+
+    @abstractmethod
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        """FLOPs of one step (convolutions and matrix products), and the counter used.
+
+        May run one extra step: call it after the measurement.
+        """
+
+    @abstractmethod
+    def matmul(self, device: str, dtype: str, n: int) -> Workload:
+        """An n x n by n x n matrix product, for measuring the machine's peak FLOP/s."""

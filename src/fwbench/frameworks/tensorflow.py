@@ -34,6 +34,7 @@ class TensorFlowWorkload(Workload):
             fn: Any = self._train
         else:
             fn = self._infer
+        self.raw_fn = fn
         self.graph = case.mode == "graph"
         self.fn = tf.function(fn) if self.graph else fn
         self.last: Any = None
@@ -66,6 +67,48 @@ class TensorFlowWorkload(Workload):
         if self.graph:
             return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
         return {}
+
+
+# The op types torch.utils.flop_counter also counts, so the two counts are comparable.
+DENSE_OPS = frozenset(
+    {
+        "Conv2D",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3D",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+        "DepthwiseConv2dNative",
+        "DepthwiseConv2dNativeBackpropInput",
+        "DepthwiseConv2dNativeBackpropFilter",
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "Einsum",
+    }
+)
+
+
+class MatmulWorkload(Workload):
+    def __init__(self, device_name: str, dtype: str, n: int) -> None:
+        tf_dtype = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[dtype]
+        with tf.device(device_name):
+            self.a = tf.cast(tf.random.normal((n, n)), tf_dtype)
+            self.b = tf.cast(tf.random.normal((n, n)), tf_dtype)
+        self.on_gpu = device_name.startswith("/GPU")
+        self.fn = tf.function(tf.linalg.matmul)
+        self.last: Any = None
+        self.param_count = 0
+
+    def step(self) -> None:
+        self.last = self.fn(self.a, self.b)
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            tf.test.experimental.sync_devices()
+        elif self.last is not None:
+            self.last.numpy()
 
 
 def count_trainable(model: keras.Model) -> int:
@@ -128,6 +171,37 @@ class TensorFlowAdapter(Adapter):
         with tf.device(device_name):
             model = self.build_model(case.model, case.num_classes, case.input_size)
         return TensorFlowWorkload(model, case, device_name)
+
+    def reset_device_memory(self, device: str) -> None:
+        if device == "cuda" and tf.config.list_physical_devices("GPU"):
+            tf.config.experimental.reset_memory_stats("GPU:0")
+
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        if device != "cuda" or not tf.config.list_physical_devices("GPU"):
+            return None
+        info = tf.config.experimental.get_memory_info("GPU:0")
+        return {"allocated_peak_bytes": int(info["peak"])}
+
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        from tensorflow.python.profiler import model_analyzer, option_builder
+
+        assert isinstance(workload, TensorFlowWorkload)
+        fn = workload.fn if workload.graph else tf.function(workload.raw_fn)
+        graph = fn.get_concrete_function(workload.x, workload.y).graph
+        builder = option_builder.ProfileOptionBuilder
+        options = builder(builder.float_operation()).with_empty_output().build()
+        profile = model_analyzer.profile(graph, cmd="op", options=options)
+        by_op: dict[str, int] = {}
+        stack = list(profile.children)
+        while stack:  # the "op" view nests each op type under the previous one
+            node = stack.pop()
+            by_op[node.name] = by_op.get(node.name, 0) + int(node.float_ops)
+            stack.extend(node.children)
+        flops = sum(n for op, n in by_op.items() if op in DENSE_OPS)
+        return float(flops), "tf.profiler float_operation (convolutions and matmuls)"
+
+    def matmul(self, device: str, dtype: str, n: int) -> Workload:
+        return MatmulWorkload("/GPU:0" if device == "cuda" else "/CPU:0", dtype, n)
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, tf.errors.ResourceExhaustedError)

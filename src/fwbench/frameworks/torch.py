@@ -47,6 +47,22 @@ class TorchWorkload(Workload):
             torch.cuda.synchronize(self.device)
 
 
+class MatmulWorkload(Workload):
+    def __init__(self, device: torch.device, dtype: str, n: int) -> None:
+        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+        self.device = device
+        self.a = torch.randn(n, n, device=device, dtype=torch_dtype[dtype])
+        self.b = torch.randn(n, n, device=device, dtype=torch_dtype[dtype])
+        self.param_count = 0
+
+    def step(self) -> None:
+        torch.mm(self.a, self.b)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
 def count_trainable(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
@@ -111,6 +127,29 @@ class TorchAdapter(Adapter):
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
         model = self.build_model(case.model, case.num_classes, case.input_size)
         return TorchWorkload(model, case, device)
+
+    def reset_device_memory(self, device: str) -> None:
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        if device != "cuda":
+            return None
+        return {
+            "allocated_peak_bytes": int(torch.cuda.max_memory_allocated()),
+            "reserved_peak_bytes": int(torch.cuda.max_memory_reserved()),
+        }
+
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            workload.step()
+        workload.sync()
+        return float(counter.get_total_flops()), "torch.utils.flop_counter"
+
+    def matmul(self, device: str, dtype: str, n: int) -> Workload:
+        return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)
 
     def is_oom(self, exc: BaseException) -> bool:
         if isinstance(exc, torch.OutOfMemoryError):

@@ -1,6 +1,11 @@
-"""What the launcher sends a worker and what the worker writes back (JSON files).
+"""Messages between the launcher and a worker, as JSON lines.
 
-Kept apart from the worker so the launcher can build requests without importing it.
+The launcher writes a request as the first line of the worker's stdin. A count or peak
+request is answered by one `report` line. A case request is answered by `ready` once the
+worker has built the model and warmed up (or by a `report` if that failed); then each
+`{"op": "block"}` is answered by a `block` line with the block's duration, and
+`{"op": "finish"}` by the final `report`. The worker writes its lines to its original
+stdout; everything the frameworks print goes to the log instead.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class CaseRequest(BaseModel):
     kind: Literal["case"] = "case"
     case: Case
     timing: TimingConfig
+    count_flops: bool = True
 
 
 class CountItem(BaseModel):
@@ -38,14 +44,31 @@ class CountRequest(BaseModel):
     items: tuple[CountItem, ...]
 
 
+class PeakRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["peak"] = "peak"
+    framework: str
+    device: str
+    threads: int
+    dtypes: tuple[str, ...]
+    n: int
+    timing: TimingConfig
+
+
+Request = CaseRequest | CountRequest | PeakRequest
+
+
 class CaseReport(BaseModel):
-    """The worker's account of one case. `timing` is a fwbench.measure.timing.Timing."""
+    """The worker's account of one case; the timing itself is assembled by the launcher."""
 
     status: Status
     error: str | None = None
     build_s: float | None = None
-    timing: dict[str, Any] | None = None
+    prepared: dict[str, Any] | None = None
     param_count: int | None = None
+    memory: dict[str, Any] | None = None
+    flops: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     settings: dict[str, Any] = {}
 
@@ -54,3 +77,10 @@ class CountReport(BaseModel):
     counts: list[int | None]
     errors: list[str | None]
     framework_version: str | None = None
+
+
+class PeakReport(BaseModel):
+    # dtype -> {"flops_per_s", "median_s", "ci_low_s", "ci_high_s"} or {"error"}
+    results: dict[str, dict[str, Any]]
+    environment: dict[str, Any] = {}
+    settings: dict[str, Any] = {}

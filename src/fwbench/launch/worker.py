@@ -1,27 +1,38 @@
-"""The worker process: imports one framework, runs one request, writes one JSON file.
+"""The worker process: imports one framework and serves one request (see protocol.py).
 
-Run as `python -m fwbench.launch.worker OUT.json` with the request on stdin. Anything
-that can go wrong inside the framework (out of memory, an exception) is turned into a
-report here; what kills the process (a segfault, a time-out) the launcher records.
+Run as `python -m fwbench.launch.worker LABEL` (the label only shows in `ps`). Anything
+that goes wrong inside the framework (out of memory, an exception) becomes a report
+here; what kills the process (a segfault, a time-out) the launcher records.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
 import traceback
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
+from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
-from fwbench.launch.protocol import CaseReport, CaseRequest, CountReport, CountRequest
-from fwbench.measure.timing import measure
+from fwbench.launch.protocol import (
+    CaseReport,
+    CaseRequest,
+    CountReport,
+    CountRequest,
+    PeakReport,
+    PeakRequest,
+    Request,
+)
+from fwbench.measure.memory import HostMemoryTracker
+from fwbench.measure.timing import measure, prepare, run_block
 
-Request = CaseRequest | CountRequest
+Send = Callable[[dict[str, Any]], None]
 
 
 def one_line(exc: BaseException) -> str:
@@ -30,47 +41,77 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:500]
 
 
-def run_case(request: CaseRequest) -> CaseReport:
+def _thread_env() -> dict[str, str]:
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
     case = request.case
     adapter = get_framework(case.framework).load_adapter()
-    settings = adapter.configure(case.device, case.threads)
-    settings["env"] = {
-        k: os.environ[k]
-        for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
-        if k in os.environ
-    }
+    settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     environment = adapter.environment(case.device)
+
+    def report(**fields: Any) -> None:
+        msg = CaseReport(environment=environment, settings=settings, **fields)
+        send({"event": "report", "report": msg.model_dump()})
+
     reason = adapter.unavailable_reason(case.device)
     if reason:
-        return CaseReport(
-            status="unsupported", error=reason, environment=environment, settings=settings
-        )
+        report(status="unsupported", error=reason)
+        return
+    memory = HostMemoryTracker()
+    memory.mark_baseline()
     param_count = None
     try:
         start = time.perf_counter()
         workload = adapter.build(case)
         build_s = time.perf_counter() - start
         param_count = workload.param_count
-        timing = measure(workload.step, workload.sync, request.timing)
+        prepared = prepare(workload.step, workload.sync, request.timing)
+        # The steady state starts here: peaks from build and warmup are forgotten.
+        memory.start_window()
+        adapter.reset_device_memory(case.device)
+        send({"event": "ready", "prepared": dataclasses.asdict(prepared)})
+        k = prepared.steps_per_block
+        for line in commands:
+            op = json.loads(line)["op"]
+            if op != "block":
+                break
+            seconds = run_block(workload.step, workload.sync, k, time.perf_counter)
+            send({"event": "block", "seconds": seconds})
+        host = memory.result()
+        memory_fields = {
+            "host_baseline_bytes": host.baseline_rss_bytes,
+            "host_peak_bytes": host.peak_rss_bytes,
+            "host_framework_bytes": host.framework_bytes,
+            "host_method": host.method,
+            "device": adapter.device_memory(case.device),
+        }
         settings |= workload.counters()
+        flops = _flops(adapter, workload) if request.count_flops else None
     except Exception as exc:
         traceback.print_exc()
         status = "oom" if adapter.is_oom(exc) else "error"
-        return CaseReport(
-            status=status,
-            error=one_line(exc),
-            param_count=param_count,
-            environment=environment,
-            settings=settings,
-        )
-    return CaseReport(
+        report(status=status, error=one_line(exc), param_count=param_count)
+        return
+    report(
         status="ok",
         build_s=build_s,
-        timing=dataclasses.asdict(timing),
+        prepared=dataclasses.asdict(prepared),
         param_count=param_count,
-        environment=environment,
-        settings=settings,
+        memory=memory_fields,
+        flops=flops,
     )
+
+
+def _flops(adapter: Adapter, workload: Workload) -> dict[str, Any]:
+    try:
+        flops, counter = adapter.count_flops(workload)
+    except Exception as exc:  # a counter that cannot read a model must not lose the timing
+        traceback.print_exc()
+        return {"per_step": None, "counter": None, "error": one_line(exc)}
+    return {"per_step": flops, "counter": counter}
 
 
 def run_count(request: CountRequest) -> CountReport:
@@ -91,6 +132,28 @@ def run_count(request: CountRequest) -> CountReport:
     return CountReport(counts=counts, errors=errors, framework_version=info.version())
 
 
+def run_peak(request: PeakRequest) -> PeakReport:
+    adapter = get_framework(request.framework).load_adapter()
+    settings = adapter.configure(request.device, request.threads) | {"env": _thread_env()}
+    results: dict[str, dict[str, Any]] = {}
+    for dtype in request.dtypes:
+        try:
+            workload = adapter.matmul(request.device, dtype, request.n)
+            timing = measure(workload.step, workload.sync, request.timing)
+        except Exception as exc:
+            results[dtype] = {"error": one_line(exc)}
+            continue
+        results[dtype] = {
+            "flops_per_s": 2 * request.n**3 / timing.median_s,
+            "median_s": timing.median_s,
+            "ci_low_s": timing.ci_low_s,
+            "ci_high_s": timing.ci_high_s,
+        }
+    return PeakReport(
+        results=results, environment=adapter.environment(request.device), settings=settings
+    )
+
+
 def _die_with_parent() -> None:
     """Linux: if the launcher is killed (even with SIGKILL), take this worker down too."""
     if sys.platform.startswith("linux"):
@@ -104,17 +167,32 @@ def _die_with_parent() -> None:
             os._exit(1)
 
 
-def main(argv: list[str]) -> int:
+def _protocol_channel() -> TextIO:
+    """Keep the original stdout for protocol lines; send fd 1 (native prints) to the log."""
+    channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return channel
+
+
+def main() -> int:
     _die_with_parent()
-    out = Path(argv[1])
-    request: Request = TypeAdapter(Request).validate_json(sys.stdin.read())
-    report: Any = run_case(request) if isinstance(request, CaseRequest) else run_count(request)
-    # Atomic: the launcher sees a whole report or none.
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(report.model_dump_json())
-    tmp.replace(out)
+    channel = _protocol_channel()
+
+    def send(message: dict[str, Any]) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    request: Request = TypeAdapter(Request).validate_json(sys.stdin.readline())
+    if isinstance(request, CaseRequest):
+        serve_case(request, send, sys.stdin)
+        return 0
+    result: BaseModel = (
+        run_count(request) if isinstance(request, CountRequest) else run_peak(request)
+    )
+    send({"event": "report", "report": result.model_dump()})
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

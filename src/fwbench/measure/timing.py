@@ -1,17 +1,20 @@
 """Synchronised step timing: first step, warmup until stable, blocks until precise.
 
-The clock is injected so the logic is tested with a fake one. Every timed region is
-closed by the workload's own device sync (METHODOLOGY rules 1-5): a block of k steps has
-one sync at its end, and k is chosen so the clock and sync overhead stay under 0.1% of
-the block.
+Two halves, so that several workers can be measured in alternation (METHODOLOGY rule
+15): `prepare` runs inside a worker (first step, warmup, sync-overhead probe, block
+size); `steady` runs wherever the blocks are driven from and decides when to stop; it
+only sees block durations, so it never needs a clock. `measure` joins them for one
+workload in one process. Every timed region ends with the workload's own device sync; a
+block of k steps has one sync at its end, with k chosen so clock and sync overhead stay
+under 0.1% of the block.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fwbench.measure import stats
 
 Clock = Callable[[], float]
-StopReason = Literal["precision", "budget", "max_samples"]
+StopReason = Literal["precision", "budget", "max_samples", "failed"]
 WarmupStop = Literal["stable", "max_steps", "budget"]
 
 
@@ -41,10 +44,24 @@ class TimingConfig(BaseModel):
     target_ci: float = Field(0.01, gt=0)
     # ...or when steady-state measuring has taken this long (once min_samples are in).
     max_time_s: float = Field(10.0, gt=0)
+    # Never stop before this much steady-state time (energy counters need a window).
+    min_time_s: float = Field(0.0, ge=0)
     # Shortest block, whatever the sync overhead; blocks are also >= 1000x the overhead.
     min_block_s: float = Field(1e-3, ge=0)
     max_overhead_share: float = Field(1e-3, gt=0)
     spread_warning: float = Field(0.10, gt=0)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What happened before the steady state, and the block size chosen for it."""
+
+    first_step_s: float
+    warmup_steps: int
+    warmup_s: float
+    warmup_stop: WarmupStop
+    sync_overhead_s: float
+    steps_per_block: int
 
 
 @dataclass(frozen=True)
@@ -75,9 +92,13 @@ def is_stable(times: list[float], window: int, tolerance: float) -> bool:
     return abs(recent - before) <= tolerance * before
 
 
-def _timed(step: Callable[[], object], sync: Callable[[], None], clock: Clock) -> float:
+def run_block(
+    step: Callable[[], object], sync: Callable[[], None], steps: int, clock: Clock
+) -> float:
+    """Seconds for `steps` steps closed by one sync."""
     start = clock()
-    step()
+    for _ in range(steps):
+        step()
     sync()
     return clock() - start
 
@@ -91,19 +112,18 @@ def _sync_overhead(sync: Callable[[], None], clock: Clock, repeats: int = 21) ->
     return stats.median(costs)
 
 
-def measure(
+def prepare(
     step: Callable[[], object],
     sync: Callable[[], None],
     config: TimingConfig,
     clock: Clock = time.perf_counter,
-) -> Timing:
-    """Time `step` (which must leave work for `sync` to wait on) under `config`."""
-    first = _timed(step, sync, clock)
-
+) -> Prepared:
+    """First step, warmup until stable, then the block size for the steady state."""
+    first = run_block(step, sync, 1, clock)
     warm: list[float] = []
     warmup_stop: WarmupStop = "max_steps"
     while len(warm) < config.max_warmup_steps:
-        warm.append(_timed(step, sync, clock))
+        warm.append(run_block(step, sync, 1, clock))
         if len(warm) >= config.min_warmup_steps and is_stable(
             warm, config.warmup_window, config.warmup_tolerance
         ):
@@ -112,50 +132,109 @@ def measure(
         if sum(warm) >= config.max_warmup_s and len(warm) >= config.min_warmup_steps:
             warmup_stop = "budget"
             break
-
     overhead = _sync_overhead(sync, clock)
     # Warmup steps were timed with a sync each: take the sync out of the step estimate.
     estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)
     per_block = max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1
-
-    samples: list[float] = []
-    elapsed = 0.0
-    stop_reason: StopReason = "max_samples"
-    while len(samples) < config.max_samples:
-        start = clock()
-        for _ in range(per_block):
-            step()
-        sync()
-        block = clock() - start
-        elapsed += block
-        samples.append(block / per_block)
-        if len(samples) < config.min_samples:
-            continue
-        low, high = stats.median_ci(samples)
-        if stats.relative_half_width(low, high, stats.median(samples)) <= config.target_ci:
-            stop_reason = "precision"
-            break
-        if elapsed >= config.max_time_s:
-            stop_reason = "budget"
-            break
-
-    med = stats.median(samples)
-    low, high = stats.median_ci(samples)
-    return Timing(
+    return Prepared(
         first_step_s=first,
         warmup_steps=len(warm),
         warmup_s=sum(warm),
         warmup_stop=warmup_stop,
         sync_overhead_s=overhead,
         steps_per_block=per_block,
-        samples=tuple(samples),
-        stop_reason=stop_reason,
+    )
+
+
+@dataclass
+class Steady:
+    """The steady-state samples of one runner, and why its measurement ended."""
+
+    samples: list[float] = field(default_factory=list)  # seconds per step
+    elapsed_s: float = 0.0
+    stop_reason: StopReason = "max_samples"
+    error: BaseException | None = None
+
+    def state(self, config: TimingConfig) -> StopReason | None:
+        """The reason this runner could stop now, or None if it needs more samples."""
+        if self.error is not None:
+            return "failed"
+        if len(self.samples) >= config.max_samples:
+            return "max_samples"
+        if len(self.samples) < config.min_samples or self.elapsed_s < config.min_time_s:
+            return None
+        low, high = stats.median_ci(self.samples)
+        if stats.relative_half_width(low, high, stats.median(self.samples)) <= config.target_ci:
+            return "precision"
+        if self.elapsed_s >= config.max_time_s:
+            return "budget"
+        return None
+
+
+def steady(
+    blocks: Sequence[Callable[[], float]], steps_per_block: Sequence[int], config: TimingConfig
+) -> list[Steady]:
+    """Run one block of each runner in turn until every runner may stop.
+
+    Runners keep alternating until all are done, so that drift of a noisy machine hits
+    each of them alike; a runner whose block raises is dropped with its error.
+    """
+    runs = [Steady() for _ in blocks]
+    while True:
+        for block, per_block, run in zip(blocks, steps_per_block, runs, strict=True):
+            if run.error is not None:
+                continue
+            try:
+                seconds = block()
+            except Exception as exc:
+                run.error = exc
+                run.stop_reason = "failed"
+                continue
+            run.elapsed_s += seconds
+            run.samples.append(seconds / per_block)
+        states = [run.state(config) for run in runs]
+        if all(s is not None for s in states) or "max_samples" in states:
+            for run, reason in zip(runs, states, strict=True):
+                run.stop_reason = reason or "max_samples"
+            return runs
+
+
+def finish(prepared: Prepared, run: Steady, config: TimingConfig) -> Timing:
+    """The timing record of one runner: median, its 95% CI, and warnings."""
+    if not run.samples:
+        raise ValueError("no steady-state samples to summarise")
+    med = stats.median(run.samples)
+    low, high = stats.median_ci(run.samples)
+    return Timing(
+        first_step_s=prepared.first_step_s,
+        warmup_steps=prepared.warmup_steps,
+        warmup_s=prepared.warmup_s,
+        warmup_stop=prepared.warmup_stop,
+        sync_overhead_s=prepared.sync_overhead_s,
+        steps_per_block=prepared.steps_per_block,
+        samples=tuple(run.samples),
+        stop_reason=run.stop_reason,
         median_s=med,
         ci_low_s=low,
         ci_high_s=high,
-        warnings=tuple(_warnings(samples, med, low, high, stop_reason, config)),
+        warnings=tuple(_warnings(run.samples, med, low, high, run.stop_reason, config)),
     )
+
+
+def measure(
+    step: Callable[[], object],
+    sync: Callable[[], None],
+    config: TimingConfig,
+    clock: Clock = time.perf_counter,
+) -> Timing:
+    """Time `step` (which must leave work for `sync` to wait on) under `config`."""
+    prepared = prepare(step, sync, config, clock)
+    k = prepared.steps_per_block
+    (run,) = steady([lambda: run_block(step, sync, k, clock)], [k], config)
+    if run.error is not None:
+        raise run.error
+    return finish(prepared, run, config)
 
 
 def _warnings(

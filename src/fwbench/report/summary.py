@@ -9,7 +9,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwbench.measure.compare import Verdict, compare
 from fwbench.result import Result
+
+# FLOP counters of different frameworks may differ a little in what they count.
+FLOPS_TOLERANCE = 0.05
 
 
 @dataclass
@@ -37,25 +41,46 @@ class SummaryRow:
     def different_work(self) -> bool:
         return any(r.different_work for r in self.results.values())
 
-    def verdict(self, short: bool = False) -> str:
-        ok = self.ok
+    def comparison(self) -> Verdict | None:
+        """The fastest variant against the runner-up, on their samples."""
+        ok = {v: r for v, r in self.ok.items() if r.measurement and len(r.measurement.samples) > 1}
         if len(ok) < 2:
+            return None
+        first, second = sorted(ok, key=lambda v: _median(ok[v]))[:2]
+        a, b = ok[first].measurement, ok[second].measurement
+        assert a is not None and b is not None
+        return compare(a.samples, b.samples, first, second)
+
+    def flops_mismatch(self) -> float | None:
+        """Largest relative difference of FLOPs per step between variants, if over 5%."""
+        counts = [
+            r.work.flops_per_step
+            for r in self.results.values()
+            if r.work is not None and r.work.flops_per_step
+        ]
+        if len(counts) < 2:
+            return None
+        diff = (max(counts) - min(counts)) / min(counts)
+        return diff if diff > FLOPS_TOLERANCE else None
+
+    def verdict(self, short: bool = False) -> str:
+        verdict = self.comparison()
+        if verdict is None:
             failed = [f"{v} {r.status}" for v, r in self.results.items() if r.measurement is None]
             return "; ".join(failed) if failed else "one framework only"
-        ranked = sorted(ok, key=lambda v: _median(ok[v]))
-        fast, slow = ok[ranked[0]], ok[ranked[1]]
-        assert fast.measurement and slow.measurement
-        ratio = _median(slow) / _median(fast)
-        # Until the significance test lands, disjoint intervals are the evidence asked for.
-        overlap = fast.measurement.step_time_s.ci_high >= slow.measurement.step_time_s.ci_low
         if short:
-            text = f"~ {ratio:.2f}x, CIs overlap" if overlap else f"{ranked[0]} {ratio:.2f}x faster"
-        elif overlap:
-            text = f"no clear difference ({ratio:.2f}x, intervals overlap)"
+            text = (
+                f"{verdict.faster} {verdict.ratio:.2f}x faster"
+                if verdict.significant
+                else f"~ same ({verdict.ratio:.2f}x, p={verdict.p_value:.2g})"
+            )
         else:
-            text = f"{ranked[0]} {ratio:.2f}x faster than {ranked[1]}"
+            text = verdict.text()
         if self.different_work:
             text += " [DIFFERENT WORK]" if short else " [DIFFERENT WORK: parameter counts differ]"
+        flops = self.flops_mismatch()
+        if flops is not None:
+            text += f" [FLOPs differ {flops:.0%}]"
         return text
 
 

@@ -11,12 +11,13 @@ from types import TracebackType
 from typing import Any
 
 import duckdb
+from pydantic import BaseModel
 
 from fwbench.case import Case
 from fwbench.errors import StoreError
 from fwbench.models.parity import Parity
-from fwbench.result import Measurement, Result, StepTime
-from fwbench.store.schema import CREATE, MIGRATIONS, SCHEMA_VERSION
+from fwbench.result import Energy, Measurement, Memory, Result, StepTime, Work
+from fwbench.store.schema import CREATE_V1, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
 
@@ -32,6 +33,7 @@ _MEASUREMENT_FIELDS = (
     "sync_overhead_s",
 )
 _JSON_FIELDS = ("environment", "settings", "timing_config")
+_MODEL_FIELDS: dict[str, type[BaseModel]] = {"memory": Memory, "energy": Energy, "work": Work}
 
 
 class ResultStore:
@@ -91,10 +93,10 @@ class ResultStore:
             if read_only:
                 raise StoreError(f"{self.path} holds no fwbench results")
             self._transaction(
-                [(sql, None) for sql in CREATE]
-                + [("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])]
+                [(sql, None) for sql in CREATE_V1]
+                + [("INSERT INTO meta VALUES ('schema_version', '1')", None)]
             )
-            return
+            version = 1
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path} was written by a newer fwbench (schema {version}, this one reads "
@@ -107,10 +109,14 @@ class ResultStore:
                 )
             for v in range(version, SCHEMA_VERSION):
                 self.con.begin()
-                MIGRATIONS[v](self.con)
-                self.con.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(v + 1)]
-                )
+                try:
+                    MIGRATIONS[v](self.con)
+                    self.con.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(v + 1)]
+                    )
+                except BaseException:
+                    self.con.rollback()
+                    raise
                 self.con.commit()
 
     def _transaction(self, statements: Iterable[tuple[str, list[Any] | None]]) -> None:
@@ -156,7 +162,26 @@ class ResultStore:
             ]
         )
 
+    def add_peak(self, peak: dict[str, Any]) -> None:
+        cols = ", ".join(peak)
+        marks = ", ".join("?" for _ in peak)
+        self._transaction([(f"INSERT INTO peaks ({cols}) VALUES ({marks})", list(peak.values()))])
+
     # reading --------------------------------------------------------------
+
+    def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
+        """The machine's attainable FLOP/s: the best any framework reached here."""
+        row = self.con.execute(
+            "SELECT max(flops_per_s) FROM peaks WHERE host_key = ? AND device = ? "
+            "AND dtype = ? AND threads = ?",
+            [host_key, device, dtype, threads],
+        ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
+    def peaks(self) -> list[dict[str, Any]]:
+        cur = self.con.execute("SELECT * FROM peaks ORDER BY measured_at")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
     def recorded_keys(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT DISTINCT case_key FROM results").fetchall()}
@@ -230,9 +255,21 @@ def _to_row(r: Result) -> dict[str, Any]:
         "parity": r.parity.model_dump_json() if r.parity else None,
         "different_work": r.different_work,
         "warnings": list(r.warnings),
+        "host_peak_bytes": r.memory.host_peak_bytes if r.memory else None,
+        "device_peak_bytes": _device_peak(r.memory),
+        "joules_per_sample": r.energy.joules_per_sample if r.energy else None,
+        "flops_per_step": r.work.flops_per_step if r.work else None,
+        "achieved_flops": r.work.achieved_flops_per_s if r.work else None,
     }
     row |= {f: json.dumps(getattr(r, f)) for f in _JSON_FIELDS}
+    row |= {f: getattr(r, f).model_dump_json() if getattr(r, f) else None for f in _MODEL_FIELDS}
     return row
+
+
+def _device_peak(memory: Memory | None) -> int | None:
+    if memory is None or not memory.device:
+        return None
+    return memory.device.get("allocated_peak_bytes")
 
 
 def _from_row(row: dict[str, Any]) -> Result:
@@ -259,4 +296,5 @@ def _from_row(row: dict[str, Any]) -> Result:
         parity=Parity.model_validate_json(row["parity"]) if row["parity"] else None,
         warnings=tuple(row["warnings"] or ()),
         **{f: json.loads(row[f]) if row[f] else {} for f in _JSON_FIELDS},
+        **{f: m.model_validate_json(row[f]) if row[f] else None for f, m in _MODEL_FIELDS.items()},
     )

@@ -3,6 +3,9 @@
 Version history (keep in step with fwbench.result.SCHEMA_VERSION):
   1  meta, runs, results (one row per case result, every sample in a list column),
      param_counts (cache of trainable-parameter counts for the parity check).
+  2  results gain memory / energy / work (JSON) and flat columns for SQL users
+     (host_peak_bytes, device_peak_bytes, joules_per_sample, flops_per_step,
+     achieved_flops); new table peaks (`fwbench peak` measurements).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -12,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-CREATE = [
+# A new file is created at version 1 and migrated forward, so every migration runs
+# on every new file.
+CREATE_V1 = [
     "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
     """CREATE TABLE runs (
         run_id VARCHAR PRIMARY KEY,
@@ -73,5 +78,37 @@ CREATE = [
     )""",
 ]
 
+V2 = [
+    "ALTER TABLE results ADD COLUMN memory VARCHAR",
+    "ALTER TABLE results ADD COLUMN energy VARCHAR",
+    "ALTER TABLE results ADD COLUMN work VARCHAR",
+    "ALTER TABLE results ADD COLUMN host_peak_bytes BIGINT",
+    "ALTER TABLE results ADD COLUMN device_peak_bytes BIGINT",
+    "ALTER TABLE results ADD COLUMN joules_per_sample DOUBLE",
+    "ALTER TABLE results ADD COLUMN flops_per_step DOUBLE",
+    "ALTER TABLE results ADD COLUMN achieved_flops DOUBLE",
+    """CREATE TABLE peaks (
+        peak_id VARCHAR PRIMARY KEY,
+        measured_at TIMESTAMP,
+        host_key VARCHAR,
+        framework VARCHAR,
+        device VARCHAR,
+        dtype VARCHAR,
+        threads INTEGER,
+        n INTEGER,
+        flops_per_s DOUBLE,
+        median_s DOUBLE,
+        ci_low_s DOUBLE,
+        ci_high_s DOUBLE,
+        environment VARCHAR
+    )""",
+]
+
+
+def _to_v2(con: Any) -> None:
+    for sql in V2:
+        con.execute(sql)
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2}
