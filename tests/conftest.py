@@ -33,7 +33,8 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     monkeypatch.syspath_prepend(str(PLUGINS_DIR))
     import fwbench.models.registry as registry
 
-    # Load them afresh here, into a copy that is dropped after the test.
+    # Load them afresh here, into a copy of the loaded registry dropped after the test.
+    registry.all_models()
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))
     return dict(os.environ)

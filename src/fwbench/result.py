@@ -11,9 +11,9 @@ Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema)
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
 
 from fwbench.case import Case
 from fwbench.models.parity import Parity
@@ -94,7 +94,9 @@ class Result(BaseModel):
     result_id: str
     run_id: str
     recorded_at: datetime
-    case: Case
+    # Not re-validated here: a stored case stays readable when its model's plugin is
+    # not loaded; cases are validated where they are made (Case.build).
+    case: Annotated[Case, SkipValidation]
     status: Status
     error: str | None = None
     measurement: Measurement | None = None

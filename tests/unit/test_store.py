@@ -71,3 +71,28 @@ def test_export_formats(tmp_path: Path) -> None:
     assert parquet.fetchall() == [(0.1, 20)]
     assert "median_s" in (tmp_path / "out.csv").read_text().splitlines()[0]
     assert not (tmp_path / "out.xlsx").exists()
+
+
+def test_a_stored_case_of_an_unloaded_plugin_model_stays_readable(tmp_path: Path) -> None:
+    r = result("torch", "eager", 0.1, 0.001)
+    plugin_case = r.case.model_copy(update={"model": "not_loaded_here"})
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.add(r.model_copy(update={"case": plugin_case}))
+        (back,) = store.results()
+    assert back.case.model == "not_loaded_here"
+
+
+def test_a_version_1_file_is_migrated_forward(tmp_path: Path) -> None:
+    from fwbench.store import schema
+
+    old = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(old))
+    for sql in schema.CREATE_V1:
+        con.execute(sql)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.close()
+    with ResultStore(old) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+        version = store.con.execute("SELECT value FROM meta").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
+        assert len(store.results()) == 1

@@ -73,6 +73,35 @@ def describe_result(r: Result) -> str:
             f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
             f"warmup {m.warmup_steps} steps ({m.warmup_stop})",
         ]
+    if r.memory is not None:
+        mem = r.memory
+        text = (
+            f"  host memory: peak {mem.host_peak_bytes / 2**20:,.0f} MiB, of which "
+            f"{mem.host_framework_bytes / 2**20:,.0f} MiB above the post-import baseline"
+        )
+        if mem.device:
+            text += ", device " + ", ".join(
+                f"{k} {v / 2**20:,.0f} MiB" for k, v in mem.device.items()
+            )
+        lines.append(text)
+    if r.energy is not None:
+        e = r.energy
+        if e.status == "measured" and e.joules_per_sample is not None:
+            lines.append(
+                f"  energy: {e.joules_per_sample:.4g} J/sample, {e.average_power_w:.1f} W "
+                f"average ({e.source})"
+            )
+        else:
+            lines.append(f"  energy: unavailable ({e.reason})")
+    flops = r.work.flops_per_step if r.work is not None else None
+    if r.work is not None and flops:
+        w = r.work
+        text = f"  work: {flops / 1e9:.3g} GFLOP/step"
+        if w.achieved_flops_per_s:
+            text += f", {w.achieved_flops_per_s / 1e9:.1f} GFLOP/s achieved"
+        if w.share_of_peak is not None:
+            text += f" = {w.share_of_peak:.0%} of the measured peak"
+        lines.append(text)
     if r.parity is not None:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]

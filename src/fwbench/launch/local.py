@@ -87,9 +87,9 @@ def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
 class WorkerProcess:
     """One worker: send JSON lines to it, receive JSON lines from it, before a deadline."""
 
-    def __init__(self, label: str, env: dict[str, str], deadline: float) -> None:
+    def __init__(self, label: str, env: dict[str, str], deadline: float, timeout_s: float) -> None:
         self.deadline = deadline
-        self.timeout_s = max(0.0, deadline - time.monotonic())
+        self.timeout_s = timeout_s  # as the user set it, for the message
         self._dir = Path(tempfile.mkdtemp(prefix="fwbench-"))
         self.log_path = self._dir / "worker.log"
         with self.log_path.open("wb") as log:
@@ -185,7 +185,7 @@ def classify_exit(returncode: int, log_tail: str) -> WorkerFailure:
 def _one_shot(
     request: BaseModel, label: str, env: dict[str, str], timeout_s: float
 ) -> dict[str, Any] | WorkerFailure:
-    worker = WorkerProcess(label, env, time.monotonic() + timeout_s)
+    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s)
     try:
         worker.send(request)
         return worker.receive()["report"]  # type: ignore[no-any-return]
@@ -258,7 +258,7 @@ def run_group(
             if on_phase:
                 on_phase(f"building and warming up {request.case.label()}")
             env = worker_env(request.case.threads, request.case.device)
-            worker = WorkerProcess(f"case: {request.case.label()}", env, deadline)
+            worker = WorkerProcess(f"case: {request.case.label()}", env, deadline, timeout_s)
             workers.append(worker)
             try:
                 worker.send(request)

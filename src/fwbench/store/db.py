@@ -287,7 +287,6 @@ def _from_row(row: dict[str, Any]) -> Result:
         result_id=row["result_id"],
         run_id=row["run_id"],
         recorded_at=row["recorded_at"],
-        # Stored cases are not re-validated: a plugin model may not be loaded when reading.
         case=Case.model_construct(**{f: row[f] for f in _CASE_FIELDS}),
         status=row["status"],
         error=row["error"],

@@ -1,0 +1,110 @@
+"""`fwbench peak`: the machine's attainable FLOP/s, from a large matmul in each framework."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import uuid
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from fwbench.case import DEVICES, default_threads
+from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, out, print_json
+from fwbench.environment import host_environment, host_key
+from fwbench.errors import SpecError
+from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.launch import local
+from fwbench.launch.protocol import PeakRequest
+from fwbench.measure.timing import TimingConfig
+from fwbench.store.db import ResultStore
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def command(
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    dtype: Annotated[list[str] | None, typer.Option(help="fp32 | bf16 | fp16 (repeat).")] = None,
+    size: Annotated[int, typer.Option(help="Matrix side n (n x n by n x n).")] = 2048,
+    threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
+    db: DbOption = DEFAULT_DB_PATH,
+    json: JsonOption = False,
+) -> None:
+    """Measure peak FLOP/s per framework and dtype; results then show their share of it."""
+    dtypes = tuple(dtype or ["fp32", "bf16"])
+    bad = [d for d in (*dtypes,) if d not in DTYPES]
+    if bad:
+        raise SpecError(f"dtype: invalid value {bad[0]!r}; valid choices: {', '.join(DTYPES)}")
+    if device not in DEVICES:
+        raise SpecError(f"device: invalid value {device!r}; valid choices: {', '.join(DEVICES)}")
+    if size < 16:
+        raise SpecError(f"size: {size} is too small to measure a peak; use 512 or more")
+    threads = threads or default_threads()
+    host = host_environment()
+    timing = TimingConfig(max_time_s=3.0, min_samples=10)
+    rows: list[dict[str, Any]] = []
+    with ResultStore(db) as store:
+        for name, info in FRAMEWORKS.items():
+            if not info.installed():
+                continue
+            with console.status(f"{info.label}: {size}x{size} matmul, {', '.join(dtypes)}"):
+                request = PeakRequest(
+                    framework=name,
+                    device=device,
+                    threads=threads,
+                    dtypes=dtypes,
+                    n=size,
+                    timing=timing,
+                )
+                report = local.run_peak(request, timeout_s=600)
+            if isinstance(report, local.WorkerFailure):
+                rows.append({"framework": name, "dtype": "*", "error": report.error})
+                continue
+            for dt, found in report.results.items():
+                row = {
+                    "framework": name,
+                    "device": device,
+                    "dtype": dt,
+                    "threads": threads,
+                    **found,
+                }
+                rows.append(row)
+                if "flops_per_s" in found:
+                    store.add_peak(
+                        {
+                            "peak_id": uuid.uuid4().hex,
+                            "measured_at": datetime.now(),
+                            "host_key": host_key(host),
+                            "framework": name,
+                            "device": device,
+                            "dtype": dt,
+                            "threads": threads,
+                            "n": size,
+                            "flops_per_s": found["flops_per_s"],
+                            "median_s": found["median_s"],
+                            "ci_low_s": found["ci_low_s"],
+                            "ci_high_s": found["ci_high_s"],
+                            "environment": jsonlib.dumps(report.environment),
+                        }
+                    )
+    if json:
+        print_json(rows)
+        return
+    table = Table(title=f"Peak FLOP/s, {size}x{size} matmul, {device}, {threads} threads")
+    for col in ("framework", "dtype", "GFLOP/s", "median ms (95% CI)", "note"):
+        table.add_column(col)
+    for row in rows:
+        if "flops_per_s" in row:
+            table.add_row(
+                row["framework"],
+                row["dtype"],
+                f"{row['flops_per_s'] / 1e9:.1f}",
+                f"{row['median_s'] * 1e3:.2f} ({row['ci_low_s'] * 1e3:.2f}-"
+                f"{row['ci_high_s'] * 1e3:.2f})",
+                "",
+            )
+        else:
+            table.add_row(row["framework"], row["dtype"], "-", "-", row.get("error", ""))
+    out.print(table)
+    console.print(f"stored in {db}: later results on this host show their share of the best fp32")
