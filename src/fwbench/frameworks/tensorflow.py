@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from fwbench.case import Case
 from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.registry import get_model
 
 LEARNING_RATE = 0.01
@@ -67,27 +68,6 @@ class TensorFlowWorkload(Workload):
         if self.graph:
             return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
         return {}
-
-
-# The op types torch.utils.flop_counter also counts, so the two counts are comparable.
-DENSE_OPS = frozenset(
-    {
-        "Conv2D",
-        "Conv2DBackpropInput",
-        "Conv2DBackpropFilter",
-        "Conv3D",
-        "Conv3DBackpropInputV2",
-        "Conv3DBackpropFilterV2",
-        "DepthwiseConv2dNative",
-        "DepthwiseConv2dNativeBackpropInput",
-        "DepthwiseConv2dNativeBackpropFilter",
-        "MatMul",
-        "BatchMatMul",
-        "BatchMatMulV2",
-        "BatchMatMulV3",
-        "Einsum",
-    }
-)
 
 
 class MatmulWorkload(Workload):
@@ -183,22 +163,13 @@ class TensorFlowAdapter(Adapter):
         return {"allocated_peak_bytes": int(info["peak"])}
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
-        from tensorflow.python.profiler import model_analyzer, option_builder
-
         assert isinstance(workload, TensorFlowWorkload)
         fn = workload.fn if workload.graph else tf.function(workload.raw_fn)
         graph = fn.get_concrete_function(workload.x, workload.y).graph
-        builder = option_builder.ProfileOptionBuilder
-        options = builder(builder.float_operation()).with_empty_output().build()
-        profile = model_analyzer.profile(graph, cmd="op", options=options)
-        by_op: dict[str, int] = {}
-        stack = list(profile.children)
-        while stack:  # the "op" view nests each op type under the previous one
-            node = stack.pop()
-            by_op[node.name] = by_op.get(node.name, 0) + int(node.float_ops)
-            stack.extend(node.children)
-        flops = sum(n for op, n in by_op.items() if op in DENSE_OPS)
-        return float(flops), "tf.profiler float_operation (convolutions and matmuls)"
+        flops, unsized = dense_flops(graph)
+        if unsized:
+            raise ValueError(f"cannot size {', '.join(unsized)} ops to count their FLOPs")
+        return flops, "fwbench graph counter (convolutions and matmuls, from op shapes)"
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload("/GPU:0" if device == "cuda" else "/CPU:0", dtype, n)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -45,6 +46,32 @@ class TorchWorkload(Workload):
         # CPU kernels run synchronously in eager mode: nothing is pending.
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def _conv_backward_flops(
+    grad_out_shape: list[int],
+    x_shape: list[int],
+    w_shape: list[int],
+    _bias: Any,
+    _stride: Any,
+    _padding: Any,
+    _dilation: Any,
+    transposed: bool,
+    _output_padding: Any,
+    _groups: int,
+    output_mask: list[bool],
+    out_shape: Any = None,
+    **_: Any,
+) -> int:
+    """Each gradient asked for is one product as large as the forward convolution.
+
+    torch.utils.flop_counter's own formula counts the weight gradient of a grouped
+    (depthwise) convolution as if it were dense, by the group count too much; this one
+    is exact for any groups, and equal to it for ordinary convolutions.
+    """
+    activation = x_shape if transposed else grad_out_shape
+    forward = 2 * math.prod(activation) * math.prod(w_shape[1:])
+    return forward * (int(output_mask[0]) + int(output_mask[1]))
 
 
 class MatmulWorkload(Workload):
@@ -143,10 +170,11 @@ class TorchAdapter(Adapter):
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as counter:
+        mapping = {torch.ops.aten.convolution_backward: _conv_backward_flops}
+        with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
             workload.step()
         workload.sync()
-        return float(counter.get_total_flops()), "torch.utils.flop_counter"
+        return float(counter.get_total_flops()), "torch.utils.flop_counter (grouped-conv fix)"
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)
