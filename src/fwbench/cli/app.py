@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from fwbench.cli import env, export, models, peak, report, results, run, sweep
+from fwbench.cli import compare, env, export, models, peak, report, results, run, sweep
 from fwbench.cli.common import console
 from fwbench.errors import FwbenchError
 
@@ -25,6 +25,7 @@ app.command("results")(results.command)
 app.command("export")(export.command)
 app.command("report")(report.command)
 app.command("peak")(peak.command)
+app.command("compare")(compare.command)
 
 
 def main() -> None:

@@ -35,6 +35,10 @@ def command(
     report: Annotated[
         Path | None, typer.Option(help="Also write a Markdown report of the sweep here.")
     ] = None,
+    interleave: Annotated[
+        bool,
+        typer.Option(help="Alternate the framework/mode variants of each workload block by block."),
+    ] = False,
     dry_run: Annotated[bool, typer.Option(help="List the cases and stop.")] = False,
     json: JsonOption = False,
 ) -> None:
@@ -50,7 +54,9 @@ def command(
         console.print(f"{len(sweep.cases)} cases")
         return
     timeout_s = timeout or sweep.timeout_s or DEFAULT_TIMEOUT_S
-    options = RunOptions(timing=sweep.timing, timeout_s=timeout_s, resume=resume)
+    options = RunOptions(
+        timing=sweep.timing, timeout_s=timeout_s, resume=resume, interleave=interleave
+    )
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}")
     results = execute(sweep.cases, db, options)
     if json:

@@ -35,6 +35,7 @@ from fwbench.launch.protocol import (
     PeakRequest,
 )
 from fwbench.measure import energy
+from fwbench.measure.nvml import NvmlMemorySampler
 from fwbench.measure.timing import Prepared, Timing, finish, steady
 
 # Phrases frameworks print when they die of memory exhaustion instead of raising.
@@ -291,11 +292,13 @@ def _measure(runners: dict[int, _Runner]) -> dict[int, CaseOutcome]:
             update={"min_time_s": max(config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
         )
     order = list(runners)
-    runs = steady(
-        [runners[i].block for i in order],
-        [runners[i].prepared.steps_per_block for i in order],
-        config,
-    )
+    devices = {runners[i].request.case.device for i in order}
+    with NvmlMemorySampler("cuda" if "cuda" in devices else "cpu") as nvml:
+        runs = steady(
+            [runners[i].block for i in order],
+            [runners[i].prepared.steps_per_block for i in order],
+            config,
+        )
     outcomes: dict[int, CaseOutcome] = {}
     for i, run in zip(order, runs, strict=True):
         runner = runners[i]
@@ -313,6 +316,10 @@ def _measure(runners: dict[int, _Runner]) -> dict[int, CaseOutcome]:
             outcomes[i] = CaseOutcome(None, gone.failure, None, NO_ENERGY)
             continue
         report = CaseReport.model_validate(message["report"])
+        if nvml.peak_bytes is not None and report.memory is not None:
+            device_memory = dict(report.memory.get("device") or {})
+            device_memory["nvml_used_peak_bytes"] = nvml.peak_bytes
+            report.memory["device"] = device_memory
         timing = (
             finish(runner.prepared, run, runner.request.timing) if report.status == "ok" else None
         )

@@ -44,6 +44,34 @@ def _bootstrap_medians(xs: np.ndarray, rng: np.random.Generator, n: int) -> np.n
     return medians
 
 
+@dataclass(frozen=True)
+class Ratio:
+    """median(a) / median(b), its bootstrap interval, and the rank test's p-value."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+
+
+def ratio(
+    a: Sequence[float],
+    b: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> Ratio:
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(xa) < 2 or len(xb) < 2:
+        raise ValueError("a comparison needs at least two samples on each side")
+    rng = np.random.default_rng(seed)  # reproducible: the same samples, the same interval
+    boot = _bootstrap_medians(xa, rng, resamples) / _bootstrap_medians(xb, rng, resamples)
+    tail = (1 - confidence) / 2 * 100
+    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
+    p = float(sps.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+    return Ratio(float(np.median(xa) / np.median(xb)), low, high, p)
+
+
 def compare(
     a: Sequence[float],
     b: Sequence[float],
@@ -55,18 +83,8 @@ def compare(
     seed: int = 0,
 ) -> Verdict:
     """Compare two sets of step-time samples (seconds; lower is faster)."""
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(xa) < 2 or len(xb) < 2:
-        raise ValueError("a comparison needs at least two samples on each side")
-    if np.median(xa) <= np.median(xb):
-        fast, slow, faster, slower = xa, xb, name_a, name_b
-    else:
-        fast, slow, faster, slower = xb, xa, name_b, name_a
-    ratio = float(np.median(slow) / np.median(fast))
-    rng = np.random.default_rng(seed)  # reproducible: the same samples, the same interval
-    boot = _bootstrap_medians(slow, rng, resamples) / _bootstrap_medians(fast, rng, resamples)
-    tail = (1 - confidence) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
-    p = float(sps.mannwhitneyu(fast, slow, alternative="two-sided").pvalue)
-    significant = p < alpha and low > 1.0
-    return Verdict(faster, slower, ratio, low, high, p, significant)
+    if len(a) >= 2 and len(b) >= 2 and np.median(a) > np.median(b):
+        a, b, name_a, name_b = b, a, name_b, name_a
+    r = ratio(b, a, confidence, resamples, seed)  # slower / faster
+    significant = r.p_value < alpha and r.ci_low > 1.0
+    return Verdict(name_a, name_b, r.value, r.ci_low, r.ci_high, r.p_value, significant)

@@ -10,7 +10,12 @@ from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
 from fwbench.result import Result
 
 
-def render(results: Sequence[Result], title: str = "fwbench report") -> str:
+def render(
+    results: Sequence[Result],
+    title: str = "fwbench report",
+    charts: Sequence[tuple[str, str]] = (),
+) -> str:
+    """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed."""
     variants, rows = summarise(results)
     out = [
         f"# {title}",
@@ -34,6 +39,8 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
             + " | ".join(cells)
             + f" | {row.verdict()} |"
         )
+    for caption, path in charts:
+        out += ["", f"![{caption}]({path})"]
     failures = [r for r in results if r.status != "ok"]
     if failures:
         out += ["", "## Cases without a measurement", ""]

@@ -45,15 +45,29 @@ class ResultStore:
             raise StoreError(f"no results file at {self.path}; run a case or pass --db PATH")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = self._connect(read_only)
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.Error as exc:
-            raise StoreError(_open_error(self.path, exc)) from None
-        try:
+            if read_only and self._needs_migration():
+                # A file from an older fwbench is migrated on first read, as on write.
+                self.con.close()
+                self.con = self._connect(read_only=False)
+                self._ensure_schema(read_only=False)
+                self.con.close()
+                self.con = self._connect(read_only=True)
             self._ensure_schema(read_only)
         except BaseException:
             self.con.close()
             raise
+
+    def _connect(self, read_only: bool) -> Any:
+        try:
+            return duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(_open_error(self.path, exc)) from None
+
+    def _needs_migration(self) -> bool:
+        version = self._version()
+        return version is not None and version < SCHEMA_VERSION
 
     def __enter__(self) -> ResultStore:
         return self
@@ -103,10 +117,6 @@ class ResultStore:
                 f"up to {SCHEMA_VERSION}); upgrade fwbench"
             )
         if version < SCHEMA_VERSION:
-            if read_only:
-                raise StoreError(
-                    f"{self.path} uses schema {version}; open it once for writing to migrate it"
-                )
             for v in range(version, SCHEMA_VERSION):
                 self.con.begin()
                 try:

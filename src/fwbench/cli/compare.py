@@ -1,0 +1,73 @@
+"""`fwbench compare BASE NEW`: what changed between two result sets; gates a CI job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fwbench.cli.common import JsonOption, console, out, print_json
+from fwbench.report.regression import changes
+from fwbench.store.db import ResultStore
+
+
+def command(
+    base: Annotated[Path, typer.Argument(help="Results file to compare against.")],
+    new: Annotated[Path, typer.Argument(help="Results file with the new measurements.")],
+    threshold: Annotated[
+        float, typer.Option(help="Smallest slowdown that counts (0.05 = 5%).")
+    ] = 0.05,
+    json: JsonOption = False,
+) -> None:
+    """Match cases, report each change with its CI and significance, regressions first.
+
+    Exits 1 when a significant regression beyond --threshold is found, else 0.
+    """
+    with ResultStore(base, read_only=True) as store:
+        base_results = store.results()
+    with ResultStore(new, read_only=True) as store:
+        new_results = store.results()
+    found = changes(base_results, new_results, threshold)
+    regressions = [c for c in found if c.kind == "regression"]
+    if json:
+        print_json(
+            [
+                {
+                    "case": c.label,
+                    "kind": c.kind,
+                    "ratio": c.ratio,
+                    "ci_low": c.ci_low,
+                    "ci_high": c.ci_high,
+                    "p_value": c.p_value,
+                    "base_status": c.base.status if c.base else None,
+                    "new_status": c.new.status if c.new else None,
+                }
+                for c in found
+            ]
+        )
+    else:
+        table = Table(title=f"{base} -> {new}", title_justify="left")
+        for col in ("case", "change", "base ms", "new ms"):
+            table.add_column(col)
+        for c in found:
+            style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
+            table.add_row(c.label, c.describe(), _ms(c.base), _ms(c.new), style=style)
+        out.print(table)
+        console.print(
+            f"{len(regressions)} significant regression(s) beyond {threshold:.0%}"
+            if regressions
+            else f"no significant regression beyond {threshold:.0%}"
+        )
+    if regressions:
+        sys.exit(1)
+
+
+def _ms(r: object) -> str:
+    from fwbench.result import Result
+
+    if not isinstance(r, Result) or r.measurement is None:
+        return "-" if r is None else str(getattr(r, "status", "-"))
+    return f"{r.measurement.step_time_s.median * 1e3:.2f}"

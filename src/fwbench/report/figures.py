@@ -1,0 +1,185 @@
+"""The data behind each chart of the report, as plain structures. Pure functions.
+
+The studies' figures: relative time per model (fastest framework = 1.0) over batch x
+input shape, with out-of-memory and failed cases kept as marked gaps (Fig 1-3); time per
+sample against batch size with a test of the downward trend (Fig 4); energy per sample
+against batch size (Fig 5); and peak memory against batch size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scipy import stats as sps
+
+from fwbench.report.summary import summarise
+from fwbench.result import Result
+
+
+@dataclass
+class Point:
+    x: str  # "b8 x 64px"
+    value: float | None  # None: no measurement (see status)
+    status: str
+    error: str | None = None
+    ci: tuple[float, float] | None = None
+
+
+@dataclass
+class Panel:
+    """One model's chart: a series per variant over the same x categories."""
+
+    title: str
+    x: list[str]
+    series: dict[str, list[Point]] = field(default_factory=dict)
+    note: str = ""
+
+
+def _x(r: Result) -> str:
+    return f"b{r.case.batch_size} x {r.case.input_size}px"
+
+
+def relative_time(results: Sequence[Result], task: str, device: str) -> list[Panel]:
+    """Fig 1-3: step time relative to the fastest variant of the same work."""
+    variants, rows = summarise(
+        r for r in results if r.case.task == task and r.case.device == device
+    )
+    panels: dict[str, Panel] = {}
+    for row in rows:
+        model = str(row.workload[0])
+        any_result = next(iter(row.results.values()))
+        x = _x(any_result)
+        panel = panels.setdefault(model, Panel(title=model, x=[]))
+        if x not in panel.x:
+            panel.x.append(x)
+        for v in variants:
+            r = row.results.get(v)
+            rel = row.relative(v)
+            if r is None:
+                continue
+            point = Point(x, rel, r.status, r.error)
+            if rel is not None and r.measurement is not None:
+                best = row.best
+                assert best is not None
+                base = row.results[best].measurement
+                assert base is not None
+                st = r.measurement.step_time_s
+                point.ci = (
+                    st.ci_low / base.step_time_s.median,
+                    st.ci_high / base.step_time_s.median,
+                )
+            panel.series.setdefault(v, []).append(point)
+        if row.different_work:
+            panel.note = "different work across frameworks at some sizes (parameter counts differ)"
+    return list(panels.values())
+
+
+@dataclass
+class Trend:
+    rho: float
+    p_value: float
+
+    def describe(self) -> str:
+        if self.p_value < 0.05 and self.rho < 0:
+            verdict = "significant downward trend"
+        else:
+            verdict = "no significant downward trend"
+        return f"{verdict} (Spearman rho={self.rho:.2f}, one-sided p={self.p_value:.2g})"
+
+
+def downward_trend(
+    batch_sizes: Sequence[int], per_sample: Sequence[Sequence[float]]
+) -> Trend | None:
+    """Does time per sample fall as the batch grows? Spearman on every block sample."""
+    xs = [b for b, samples in zip(batch_sizes, per_sample, strict=True) for _ in samples]
+    ys = [s for samples in per_sample for s in samples]
+    if len(set(batch_sizes)) < 2 or len(ys) < 4:
+        return None
+    res = sps.spearmanr(xs, ys, alternative="less")
+    return Trend(float(res.statistic), float(res.pvalue))
+
+
+@dataclass
+class Curve:
+    variant: str
+    batch_sizes: list[int]
+    values: list[float]
+    failed: list[tuple[int, str]]  # batch sizes without a value, and why
+    trend: Trend | None = None
+
+
+@dataclass
+class CurvePanel:
+    title: str
+    curves: list[Curve]
+
+
+def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel]:
+    panels: dict[tuple[str, int, str], dict[str, list[Result]]] = {}
+    for r in results:
+        if r.case.task != task:
+            continue
+        key = (r.case.model, r.case.input_size, r.case.device)
+        panels.setdefault(key, {}).setdefault(r.case.variant, []).append(r)
+    out = []
+    for (model, size, device), by_variant in panels.items():
+        curves = []
+        for variant, rs in by_variant.items():
+            latest = {r.case.batch_size: r for r in rs}  # a later result of a case wins
+            batch_sizes: list[int] = []
+            values: list[float] = []
+            failed: list[tuple[int, str]] = []
+            samples: list[list[float]] = []
+            for b in sorted(latest):
+                r = latest[b]
+                v = _value(r, value)
+                if v is None:
+                    failed.append((b, r.status if r.status != "ok" else "not measured"))
+                    continue
+                batch_sizes.append(b)
+                values.append(v)
+                if r.measurement is not None:
+                    samples.append([s / b for s in r.measurement.samples])
+            trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
+            curves.append(Curve(variant, batch_sizes, values, failed, trend))
+        out.append(CurvePanel(f"{model}, {size}px, {device}", curves))
+    return out
+
+
+def _value(r: Result, value: str) -> float | None:
+    m = r.measurement
+    if m is None:
+        return None
+    if value == "per_sample_s":
+        return m.step_time_s.median / r.case.batch_size
+    if value == "joules_per_sample":
+        return r.energy.joules_per_sample if r.energy else None
+    if value == "peak_mib":
+        if r.memory is None:
+            return None
+        device_peak = (r.memory.device or {}).get("allocated_peak_bytes")
+        if r.case.device == "cuda" and device_peak:
+            return device_peak / 2**20
+        return r.memory.host_peak_bytes / 2**20
+    raise ValueError(value)
+
+
+def per_sample_time(results: Sequence[Result]) -> list[CurvePanel]:
+    """Fig 4: inference time per sample against batch size, with the trend test."""
+    return _curves(results, "infer", "per_sample_s")
+
+
+def energy_per_sample(results: Sequence[Result]) -> list[CurvePanel]:
+    """Fig 5: energy per sample against batch size (empty when nothing was measured)."""
+    panels = _curves(results, "infer", "joules_per_sample")
+    return [p for p in panels if any(c.values for c in p.curves)]
+
+
+def energy_reasons(results: Sequence[Result]) -> list[str]:
+    return sorted({r.energy.reason for r in results if r.energy and r.energy.reason})
+
+
+def peak_memory(results: Sequence[Result], task: str) -> list[CurvePanel]:
+    """Peak memory against batch size: the device allocator's on GPUs, host RSS on CPUs."""
+    return _curves(results, task, "peak_mib")

@@ -1,0 +1,299 @@
+"""The self-contained HTML report: plotly charts (library inlined once, no CDN) and tables."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from fwbench.report import figures
+from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
+from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.result import Result
+
+_CSS = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
+h1 { margin-bottom: 0; } .sub { color: #666; margin-top: .2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 14px; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; }
+th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.warn { color: #a15c00; } .fail { color: #b00020; font-weight: 600; }
+.panel-empty { border: 2px dashed #bbb; padding: 1.5em; color: #555; background: #fafafa; }
+details pre { background: #f7f7f7; padding: .5em; overflow-x: auto; font-size: 12px; }
+"""
+
+
+def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
+    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels])
+    shown: set[str] = set()
+    for row, panel in enumerate(panels, start=1):
+        for variant, points in panel.series.items():
+            ok = [p for p in points if p.value is not None]
+            fig.add_trace(
+                go.Bar(
+                    name=variant,
+                    legendgroup=variant,
+                    showlegend=variant not in shown,
+                    x=[p.x for p in ok],
+                    y=[p.value for p in ok],
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [(p.ci[1] - p.value) if p.ci and p.value else 0 for p in ok],
+                        "arrayminus": [(p.value - p.ci[0]) if p.ci and p.value else 0 for p in ok],
+                    },
+                    marker={
+                        "color": colour(variant),
+                        "pattern": {"shape": MODE_PATTERN.get(mode_of(variant), "")},
+                    },
+                    hovertemplate=f"{variant}<br>%{{x}}<br>relative time %{{y:.3f}}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            shown.add(variant)
+            gaps = [p for p in points if p.value is None]
+            if gaps:
+                # A gap stays visible: an X on the axis, labelled with what happened.
+                fig.add_trace(
+                    go.Scatter(
+                        name=f"{variant} failed",
+                        legendgroup=variant,
+                        showlegend=False,
+                        x=[p.x for p in gaps],
+                        y=[0.02 for _ in gaps],
+                        mode="markers+text",
+                        marker={"symbol": "x", "size": 12, "color": colour(variant)},
+                        text=[p.status.upper() for p in gaps],
+                        textposition="top center",
+                        hovertext=[f"{variant}: {p.status}: {p.error}" for p in gaps],
+                        hoverinfo="text",
+                    ),
+                    row=row,
+                    col=1,
+                )
+        fig.update_yaxes(
+            title_text="relative time (fastest = 1)", row=row, col=1, rangemode="tozero"
+        )
+    fig.update_layout(title=title, barmode="group", height=max(320, 280 * len(panels)))
+    return fig
+
+
+def _curve_figure(
+    panels: list[figures.CurvePanel], title: str, y_title: str, log: bool
+) -> go.Figure:
+    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels])
+    shown: set[str] = set()
+    for row, panel in enumerate(panels, start=1):
+        for curve in panel.curves:
+            name = curve.variant
+            label = f"{name}: {curve.trend.describe()}" if curve.trend else name
+            fig.add_trace(
+                go.Scatter(
+                    name=name,
+                    legendgroup=name,
+                    showlegend=name not in shown,
+                    x=curve.batch_sizes,
+                    y=curve.values,
+                    mode="lines+markers",
+                    line={"color": colour(name), "dash": MODE_DASH.get(mode_of(name), "solid")},
+                    hovertemplate=(
+                        f"{html.escape(label)}<br>batch %{{x}}<br>%{{y:.4g}}<extra></extra>"
+                    ),
+                ),
+                row=row,
+                col=1,
+            )
+            shown.add(name)
+        fig.update_xaxes(title_text="batch size", type="log" if log else "linear", row=row, col=1)
+        fig.update_yaxes(title_text=y_title, row=row, col=1)
+    fig.update_layout(title=title, height=max(320, 280 * len(panels)))
+    return fig
+
+
+def _table(
+    head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] | None = None
+) -> str:
+    numeric = numeric or set()
+    out = ["<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cells = "".join(
+            f'<td class="num">{html.escape(c)}</td>'
+            if i in numeric
+            else f"<td>{html.escape(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        out.append(f"<tr>{cells}</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _verdicts(results: Sequence[Result]) -> str:
+    variants, rows = summarise(results)
+    head = ["model", "task", "batch", "input", "device", *variants, "verdict"]
+    body = []
+    for row in rows:
+        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+        body.append(
+            [
+                str(w["model"]),
+                str(w["task"]),
+                str(w["batch_size"]),
+                str(w["input_size"]),
+                str(w["device"]),
+                *(cell(row.results.get(v), row.relative(v)) for v in variants),
+                row.verdict(),
+            ]
+        )
+    return _table(head, body, numeric={2, 3, *range(5, 5 + len(variants))})
+
+
+def _trend_table(panels: list[figures.CurvePanel]) -> str:
+    rows = [
+        [
+            panel.title,
+            curve.variant,
+            curve.trend.describe() if curve.trend else "too few batch sizes",
+        ]
+        for panel in panels
+        for curve in panel.curves
+    ]
+    return _table(["workload", "variant", "time per sample vs batch size"], rows)
+
+
+def _environment(results: Sequence[Result]) -> str:
+    seen: dict[str, list[str]] = {}
+    for r in results:
+        env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True, indent=1)
+        seen.setdefault(env, []).append(r.case.label())
+    parts = []
+    for env, labels in seen.items():
+        parts.append(
+            f"<details><summary>{html.escape(labels[0])} and {len(labels) - 1} more</summary>"
+            f"<pre>{html.escape(env)}</pre></details>"
+        )
+    settings = {r.case.variant: r.settings for r in results if r.status == "ok"}
+    parts.append(
+        "<details><summary>settings per framework</summary>"
+        f"<pre>{html.escape(json.dumps(settings, indent=1, default=str))}</pre></details>"
+    )
+    return "\n".join(parts)
+
+
+def render(results: Sequence[Result], title: str = "fwbench report") -> str:
+    sections: list[str] = []
+    figs: list[tuple[str, go.Figure | None, str]] = []
+    devices = sorted({r.case.device for r in results})
+    for device in devices:
+        train = figures.relative_time(results, "train", device)
+        if train:
+            figs.append(
+                (
+                    f"Training time, relative ({device})",
+                    _relative_figure(
+                        train, f"Relative training time on {device} (faster framework = 1.0)"
+                    ),
+                    "",
+                )
+            )
+    for device in devices:
+        infer = figures.relative_time(results, "infer", device)
+        if infer:
+            figs.append(
+                (
+                    f"Inference time, relative ({device})",
+                    _relative_figure(
+                        infer, f"Relative inference time on {device} (faster framework = 1.0)"
+                    ),
+                    "",
+                )
+            )
+    per_sample = figures.per_sample_time(results)
+    if per_sample:
+        figs.append(
+            (
+                "Inference time per sample vs batch size",
+                _curve_figure(
+                    per_sample, "Inference time per sample", "seconds per sample", log=True
+                ),
+                _trend_table(per_sample),
+            )
+        )
+    energy = figures.energy_per_sample(results)
+    if energy:
+        figs.append(
+            (
+                "Energy per sample vs batch size",
+                _curve_figure(
+                    energy, "Energy per sample (inference)", "joules per sample", log=True
+                ),
+                "",
+            )
+        )
+    else:
+        reasons = figures.energy_reasons(results) or ["no energy counter was read"]
+        figs.append(
+            (
+                "Energy per sample vs batch size",
+                None,
+                '<div class="panel-empty"><b>Energy: not measured on this machine.</b><br>'
+                + "<br>".join(html.escape(r) for r in reasons)
+                + "</div>",
+            )
+        )
+    for task in ("train", "infer"):
+        memory = figures.peak_memory(results, task)
+        if any(c.values for p in memory for c in p.curves):
+            figs.append(
+                (
+                    f"Peak memory vs batch size ({task})",
+                    _curve_figure(
+                        memory,
+                        f"Peak memory ({task}; device allocator on GPU, worker RSS on CPU)",
+                        "MiB",
+                        log=True,
+                    ),
+                    "",
+                )
+            )
+    first = True
+    for heading, fig, extra in figs:
+        sections.append(f"<h2>{html.escape(heading)}</h2>")
+        if fig is not None:
+            # plotly.js is inlined once, with the first chart: the file works offline.
+            sections.append(
+                fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+            )
+            first = False
+        sections.append(extra)
+    failures = [r for r in results if r.status != "ok"]
+    warn_rows = [[r.case.label(), w] for r in results for w in r.warnings]
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}. '
+        "Times are medians with 95% confidence intervals; a verdict needs a significant "
+        "Mann-Whitney test and a bootstrap interval of the ratio above 1.</p>",
+        "<h2>Verdicts</h2>",
+        _verdicts(results),
+        *sections,
+    ]
+    if failures:
+        body += [
+            "<h2>Cases without a measurement</h2>",
+            _table(
+                ["case", "status", "reason"],
+                [[r.case.label(), r.status, r.error or ""] for r in failures],
+            ),
+        ]
+    if warn_rows:
+        body += ["<h2>Warnings</h2>", _table(["case", "warning"], warn_rows)]
+    body += ["<h2>Environment</h2>", _environment(results)]
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>"
+    )

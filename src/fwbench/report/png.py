@@ -1,0 +1,104 @@
+"""PNG charts for the Markdown report (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display, no GUI toolkit
+import matplotlib.pyplot as plt
+
+from fwbench.report import figures
+from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
+from fwbench.result import Result
+
+
+def _relative(panels: list[figures.Panel], title: str, path: Path) -> None:
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        variants = list(panel.series)
+        width = 0.8 / max(1, len(variants))
+        for i, variant in enumerate(variants):
+            by_x = {p.x: p for p in panel.series[variant]}
+            for j, x in enumerate(panel.x):
+                point = by_x.get(x)
+                pos = j + (i - (len(variants) - 1) / 2) * width
+                if point is None:
+                    continue
+                if point.value is None:
+                    ax.text(
+                        pos,
+                        0.05,
+                        point.status.upper(),
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=8,
+                        color=colour(variant),
+                    )
+                    ax.plot(pos, 0.02, marker="x", color=colour(variant))
+                    continue
+                ax.bar(
+                    pos,
+                    point.value,
+                    width,
+                    color=colour(variant),
+                    hatch=MODE_PATTERN.get(mode_of(variant), "") * 2,
+                    label=variant if j == 0 else None,
+                )
+        ax.set_xticks(range(len(panel.x)), panel.x)
+        ax.axhline(1.0, color="#999", linewidth=0.8)
+        ax.set_title(panel.title)
+        ax.set_ylabel("relative time")
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _curves(panels: list[figures.CurvePanel], title: str, y_label: str, path: Path) -> None:
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        for curve in panel.curves:
+            ax.plot(
+                curve.batch_sizes,
+                curve.values,
+                marker="o",
+                color=colour(curve.variant),
+                linestyle={"solid": "-", "dash": "--", "dot": ":", "dashdot": "-."}[
+                    MODE_DASH.get(mode_of(curve.variant), "solid")
+                ],
+                label=curve.variant,
+            )
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(panel.title)
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(y_label)
+        ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Path]]:
+    """Write the charts into `folder`; return (caption, path) pairs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    charts: list[tuple[str, Path]] = []
+    for device in sorted({r.case.device for r in results}):
+        for task, word in (("train", "training"), ("infer", "inference")):
+            panels = figures.relative_time(results, task, device)
+            if panels:
+                path = folder / f"relative-{task}-{device}.png"
+                _relative(panels, f"Relative {word} time on {device} (fastest = 1.0)", path)
+                charts.append((f"Relative {word} time, {device}", path))
+    per_sample = figures.per_sample_time(results)
+    if per_sample:
+        path = folder / "per-sample.png"
+        _curves(per_sample, "Inference time per sample", "seconds per sample", path)
+        charts.append(("Inference time per sample vs batch size", path))
+    return charts
