@@ -143,7 +143,8 @@ def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel
                     samples.append([s / b for s in r.measurement.samples])
             trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
             curves.append(Curve(variant, batch_sizes, values, failed, trend))
-        out.append(CurvePanel(f"{model}, {size}px, {device}", curves))
+        if any(c.values for c in curves):  # a panel of failures only has nothing to draw
+            out.append(CurvePanel(f"{model}, {size}px, {device}", curves))
     return out
 
 
@@ -172,8 +173,7 @@ def per_sample_time(results: Sequence[Result]) -> list[CurvePanel]:
 
 def energy_per_sample(results: Sequence[Result]) -> list[CurvePanel]:
     """Fig 5: energy per sample against batch size (empty when nothing was measured)."""
-    panels = _curves(results, "infer", "joules_per_sample")
-    return [p for p in panels if any(c.values for c in p.curves)]
+    return _curves(results, "infer", "joules_per_sample")
 
 
 def energy_reasons(results: Sequence[Result]) -> list[str]:

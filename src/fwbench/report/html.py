@@ -109,7 +109,15 @@ def _curve_figure(
                 col=1,
             )
             shown.add(name)
-        fig.update_xaxes(title_text="batch size", type="log" if log else "linear", row=row, col=1)
+        ticks = sorted({b for c in panel.curves for b in c.batch_sizes})
+        fig.update_xaxes(
+            title_text="batch size",
+            type="log" if log else "linear",
+            tickmode="array",
+            tickvals=ticks,
+            row=row,
+            col=1,
+        )
         fig.update_yaxes(title_text=y_title, row=row, col=1)
     fig.update_layout(title=title, height=max(320, 280 * len(panels)))
     return fig
@@ -246,7 +254,7 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
         )
     for task in ("train", "infer"):
         memory = figures.peak_memory(results, task)
-        if any(c.values for p in memory for c in p.curves):
+        if memory:
             figs.append(
                 (
                     f"Peak memory vs batch size ({task})",

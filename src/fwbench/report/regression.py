@@ -25,10 +25,11 @@ class Change:
     def describe(self) -> str:
         if self.kind in ("only-in-base", "only-in-new"):
             return self.kind.replace("-", " ")
+        assert self.base is not None and self.new is not None
         if self.kind == "status":
-            assert self.base is not None and self.new is not None
             return f"status {self.base.status} -> {self.new.status}"
-        assert self.ratio is not None
+        if self.ratio is None:  # neither side has a measurement
+            return f"{self.kind} ({self.new.status})"
         change = (
             f"{self.ratio - 1:+.1%} ({self.ci_low:.3f}-{self.ci_high:.3f}x, p={self.p_value:.2g})"
         )

@@ -1,0 +1,187 @@
+"""Reports and compare, built from real stored results of a tiny sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fwbench.api import RunOptions, run_cases
+from fwbench.case import Case
+from fwbench.report.summary import summarise
+from fwbench.result import Result, StepTime
+from fwbench.store.db import ResultStore
+from tests.conftest import FAST_TIMING, fwbench
+
+ARTIFACTS = Path(os.environ.get("FWBENCH_ARTIFACTS", "test-artifacts"))
+
+
+def _case(fw: str, task: str, batch: int, size: int) -> Case:
+    return Case.build(
+        framework=fw,
+        model="resnet18",
+        task=task,
+        batch_size=batch,
+        input_size=size,
+        num_classes=10,
+        mode="graph" if fw == "tensorflow" else "eager",
+        threads=2,
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("report") / "results.duckdb"
+    cases = [
+        _case(fw, task, batch, size)
+        for task, batch, size in (
+            ("infer", 1, 32),
+            ("infer", 2, 32),
+            ("infer", 1_000_000, 224),  # out of memory in both frameworks
+            ("train", 2, 32),
+        )
+        for fw in ("torch", "tensorflow")
+    ]
+    with ResultStore(db) as store:
+        options = RunOptions(timing=FAST_TIMING, interleave=True, count_flops=False)
+        results = list(run_cases(cases, store, "report-test", options))
+    assert [r.status for r in results].count("oom") == 2
+    return db
+
+
+def _stored(db: Path) -> list[Result]:
+    with ResultStore(db, read_only=True) as store:
+        return store.results()
+
+
+def test_html_report_has_every_case_the_gaps_and_the_stored_ratios(
+    sweep_db: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "report.html"
+    proc = fwbench("report", str(sweep_db), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "<script src=" not in page and "<link " not in page  # works offline
+    results = _stored(sweep_db)
+    for r in results:
+        if r.status != "ok":
+            assert r.case.label() in page  # listed with its reason
+    assert page.count(">oom<") == 2
+    assert '"OOM"' in page  # the gap is marked in the chart itself
+    _, rows = summarise(results)
+    for row in rows:
+        for variant in row.ok:
+            rel = row.relative(variant)
+            assert rel is not None
+            assert f"x{rel:.2f}" in page
+    assert "Energy: not measured on this machine" in page or "Energy per sample" in page
+    assert "significant downward trend" in page or "no significant downward trend" in page
+
+
+def test_markdown_report_embeds_png_charts(sweep_db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "summary.md"
+    proc = fwbench("report", str(sweep_db), "--format", "md", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    charts = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
+    assert charts and all((tmp_path / c).stat().st_size > 1000 for c in charts)
+    assert "| resnet18 | infer | 2 | 32 |" in text
+    assert "**oom**" in text
+
+
+def test_html_report_renders_in_a_real_browser(sweep_db: Path, tmp_path: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no chromium on this machine: `make test` installs it where it can (root)")
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "report.html"
+    assert fwbench("report", str(sweep_db), "-o", str(out)).returncode == 0
+    errors: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(out.as_uri())
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+        charts = page.locator(".js-plotly-plot").count()
+        rendered = page.locator(".js-plotly-plot .main-svg").count()
+        bars = page.locator(".js-plotly-plot .point").count()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+        browser.close()
+    assert errors == []
+    assert charts >= 4  # train, infer, per-sample, memory
+    assert rendered >= charts
+    assert bars > 0
+    assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+def _slowed(r: Result, factor: float) -> Result:
+    m = r.measurement
+    assert m is not None
+    st = m.step_time_s
+    m = m.model_copy(
+        update={
+            "samples": tuple(x * factor for x in m.samples),
+            "step_time_s": StepTime(
+                median=st.median * factor, ci_low=st.ci_low * factor, ci_high=st.ci_high * factor
+            ),
+        }
+    )
+    return r.model_copy(update={"measurement": m, "result_id": r.result_id + "x"})
+
+
+def _write(results: list[Result], db: Path) -> Path:
+    with ResultStore(db) as store:
+        for r in results:
+            store.add(r)
+    return db
+
+
+def test_compare_finds_an_injected_20_percent_slowdown(sweep_db: Path, tmp_path: Path) -> None:
+    results = _stored(sweep_db)
+    measured = [r for r in results if r.measurement is not None]
+
+    def samples(r: Result) -> int:
+        assert r.measurement is not None
+        return len(r.measurement.samples)
+
+    # Slow down the best-sampled case by 20%; every other case is unchanged.
+    victim = max(measured, key=samples)
+    new = [_slowed(r, 1.2) if r is victim else _slowed(r, 1.0) for r in results if r.measurement]
+    new += [
+        r.model_copy(update={"result_id": r.result_id + "x"}) for r in results if not r.measurement
+    ]
+    slower = _write(new, tmp_path / "slower.duckdb")
+    proc = fwbench("compare", str(sweep_db), str(slower), "--json")
+    assert proc.returncode == 1, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found[0]["case"] == victim.case.label()
+    assert found[0]["kind"] == "regression" and found[0]["ratio"] == pytest.approx(1.2)
+    assert [c["kind"] for c in found].count("regression") == 1
+    assert {c["kind"] for c in found[1:]} == {"unchanged"}
+
+    same = _write(
+        [r.model_copy(update={"result_id": r.result_id + "y"}) for r in results],
+        tmp_path / "same.duckdb",
+    )
+    proc = fwbench("compare", str(sweep_db), str(same))
+    assert proc.returncode == 0, proc.stderr
+    assert "no significant regression" in proc.stderr
