@@ -20,7 +20,8 @@ setup: $(BIN)/fwbench
 
 demo: setup
 	$(BIN)/fwbench env
-	$(BIN)/fwbench sweep --preset quick --db $(RESULTS)/quick.duckdb --report $(RESULTS)/quick-report.md
+	$(BIN)/fwbench sweep --preset quick --db $(RESULTS)/quick.duckdb \
+	  --report $(RESULTS)/quick-report.html --report $(RESULTS)/quick-report.md
 
 lint: setup
 	$(BIN)/ruff check .

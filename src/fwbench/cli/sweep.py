@@ -19,7 +19,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.report import markdown
+from fwbench.report.write import report_format, write_report
 
 
 def command(
@@ -33,7 +33,8 @@ def command(
         float | None, typer.Option(help="Seconds per case before its worker is stopped.")
     ] = None,
     report: Annotated[
-        Path | None, typer.Option(help="Also write a Markdown report of the sweep here.")
+        list[Path] | None,
+        typer.Option(help="Also write a report of the sweep here (.html or .md; repeat)."),
     ] = None,
     interleave: Annotated[
         bool,
@@ -48,6 +49,8 @@ def command(
             f"give a sweep FILE or --preset NAME (presets: {', '.join(sweeps.presets())})"
         )
     sweep = sweeps.load_file(file) if file is not None else sweeps.load_preset(str(preset))
+    reports = report or []
+    formats = [report_format(path, None) for path in reports]  # checked before running
     if dry_run:
         for case in sweep.cases:
             console.print(case.label())
@@ -63,7 +66,6 @@ def command(
         print_json([r.to_record() for r in results])
     else:
         console.print(summary_table(results, title=f"Sweep {sweep.name}"))
-    if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(markdown.render(results, title=f"fwbench sweep {sweep.name}"))
-        console.print(f"report written to {report}")
+    for path, fmt in zip(reports, formats, strict=True):
+        write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}")
+        console.print(f"report written to {path}")
