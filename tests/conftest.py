@@ -27,16 +27,16 @@ FAST_TIMING_YAML = (
 @pytest.fixture
 def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Register the test-only models (crash, hang) in this process and in workers."""
+    import fwbench.models.registry as registry
+
+    # Load the real registry first, then the plugins into a copy dropped after the test.
+    registry.all_models()
+    monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))
+    monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.setenv("FWBENCH_PLUGINS", "fwbench_test_models")
     path = os.pathsep.join(filter(None, [str(PLUGINS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYTHONPATH", path)
     monkeypatch.syspath_prepend(str(PLUGINS_DIR))
-    import fwbench.models.registry as registry
-
-    # Load them afresh here, into a copy of the loaded registry dropped after the test.
-    registry.all_models()
-    monkeypatch.setattr(registry, "_loaded", False)
-    monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))
     return dict(os.environ)
 
 
