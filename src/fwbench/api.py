@@ -6,21 +6,22 @@ stored in one transaction before the next case starts.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from fwbench.case import Case
 from fwbench.environment import host_environment, host_key
+from fwbench.explain.breakdown import Breakdown
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
 from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure.timing import Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
-from fwbench.result import Energy, Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Measurement, Memory, Result, StepTime, Work
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -36,6 +37,10 @@ class RunOptions:
     # Alternate the variants (framework / mode) of each workload block by block.
     interleave: bool = False
     count_flops: bool = True
+    # `fwbench explain`: profile steps after the measurement; traces go to trace_dir.
+    profile_steps: int = 0
+    trace_dir: Path | None = None
+    category_rules: tuple[tuple[str, str], ...] = ()
 
 
 def parity_key(case: Case) -> ParityKey:
@@ -164,8 +169,9 @@ def result_from_outcome(
         param_count=report.param_count,
         parity=parity,
         memory=Memory(**report.memory) if report.memory else None,
-        energy=Energy(**dataclasses.asdict(outcome.energy)) if measurement else None,
+        energy=outcome.energy if measurement else None,
         work=_work(report.flops, timing, peak_flops),
+        breakdown=_breakdown(report.breakdown, timing),
         warnings=warnings,
         environment={"host": host, **report.environment},
         settings=report.settings,
@@ -187,6 +193,15 @@ def _work(flops: dict[str, Any] | None, timing: Timing | None, peak: float | Non
     )
 
 
+def _breakdown(found: dict[str, Any] | None, timing: Timing | None) -> Breakdown | None:
+    if found is None:
+        return None
+    # Profiling overhead shows beside the breakdown: profiled vs unprofiled step.
+    return Breakdown(**found).model_copy(
+        update={"unprofiled_step_s": timing.median_s if timing else None}
+    )
+
+
 def groups(cases: Sequence[Case], interleave: bool) -> list[list[Case]]:
     """Cases measured together: alone, or every variant of one workload in alternation."""
     if not interleave:
@@ -195,6 +210,24 @@ def groups(cases: Sequence[Case], interleave: bool) -> list[list[Case]]:
     for case in cases:
         by_workload.setdefault(case.workload_key(), []).append(case)
     return list(by_workload.values())
+
+
+def _request(case: Case, options: RunOptions) -> CaseRequest:
+    trace = None
+    if options.profile_steps and options.trace_dir is not None:
+        options.trace_dir.mkdir(parents=True, exist_ok=True)
+        name = f"{case.label().replace(' ', '_').replace('/', '-')}-{case.key()}"
+        # torch writes one Chrome trace file; TensorFlow a TensorBoard log directory.
+        suffix = ".trace.json" if case.framework == "torch" else ".tensorboard"
+        trace = str(options.trace_dir / f"{name}{suffix}")
+    return CaseRequest(
+        case=case,
+        timing=options.timing,
+        count_flops=options.count_flops,
+        profile_steps=options.profile_steps,
+        trace_path=trace,
+        category_rules=options.category_rules,
+    )
 
 
 def run_cases(
@@ -226,10 +259,7 @@ def run_cases(
         if on_start:
             for case in group:
                 on_start(case)
-        requests = [
-            CaseRequest(case=c, timing=options.timing, count_flops=options.count_flops)
-            for c in group
-        ]
+        requests = [_request(c, options) for c in group]
         outcomes = local.run_group(requests, options.timeout_s, on_status)
         for case, outcome in zip(group, outcomes, strict=True):
             peak = store.best_peak(host_key(host), case.device, "fp32", case.threads)

@@ -6,6 +6,7 @@ Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema)
   2  memory (host RSS baseline and steady-state peak, device allocator peaks), energy
      (measured or unavailable with its reason), work (FLOPs per step, achieved FLOP/s,
      share of the measured peak).
+  3  breakdown (`fwbench explain`: time per step by category of operation).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
 
 from fwbench.case import Case
+from fwbench.explain.breakdown import Breakdown
+from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
@@ -64,18 +67,6 @@ class Memory(BaseModel):
     device: dict[str, int] | None = None  # allocator peaks (GPU); None on the CPU
 
 
-class Energy(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    status: Literal["measured", "unavailable"]
-    reason: str | None = None
-    source: str | None = None
-    joules_per_step: float | None = None
-    joules_per_sample: float | None = None
-    average_power_w: float | None = None
-    window_s: float | None = None
-
-
 class Work(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -105,6 +96,7 @@ class Result(BaseModel):
     memory: Memory | None = None
     energy: Energy | None = None
     work: Work | None = None
+    breakdown: Breakdown | None = None
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -154,6 +146,7 @@ class Result(BaseModel):
             "memory": self.memory.model_dump() if self.memory else None,
             "energy": self.energy.model_dump() if self.energy else None,
             "work": self.work.model_dump() if self.work else None,
+            "breakdown": self.breakdown.model_dump() if self.breakdown else None,
             "warnings": list(self.warnings),
         }
         if m:

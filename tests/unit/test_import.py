@@ -7,7 +7,8 @@ import sys
 def test_importing_fwbench_and_its_cli_loads_no_framework() -> None:
     code = (
         "import sys, fwbench, fwbench.api, fwbench.cli.app, fwbench.sweep;"
-        "fwbench.sweep.load_preset('quick');"
+        "fwbench.load_preset('quick'); fwbench.Case; fwbench.run_cases; fwbench.ResultStore;"
+        "import fwbench.report.html, fwbench.report.png;"
         "print(','.join(sorted({'torch', 'tensorflow', 'keras', 'jax'} & set(sys.modules))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

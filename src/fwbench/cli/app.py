@@ -6,7 +6,18 @@ import sys
 
 import typer
 
-from fwbench.cli import compare, env, export, models, peak, report, results, run, sweep
+from fwbench.cli import (
+    compare,
+    env,
+    explain,
+    export,
+    models,
+    peak,
+    report,
+    results,
+    run,
+    sweep,
+)
 from fwbench.cli.common import console
 from fwbench.errors import FwbenchError
 
@@ -26,6 +37,7 @@ app.command("export")(export.command)
 app.command("report")(report.command)
 app.command("peak")(peak.command)
 app.command("compare")(compare.command)
+app.command("explain")(explain.command)
 
 
 def main() -> None:

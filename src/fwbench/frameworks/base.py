@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from fwbench.case import Case
+from fwbench.explain.timeline import Event
 
 
 class Workload(ABC):
@@ -74,6 +75,16 @@ class Adapter(ABC):
         """FLOPs of one step (convolutions and matrix products), and the counter used.
 
         May run one extra step: call it after the measurement.
+        """
+
+    @abstractmethod
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+        """Run `steps` steps under the framework's profiler.
+
+        Returns the profiler's name, its op (CPU) or kernel (GPU) events, the window the
+        steps took on the profiler's clock, and where the raw trace was written.
         """
 
     @abstractmethod

@@ -9,11 +9,13 @@ import keras
 import tensorflow as tf
 
 from fwbench.case import Case
+from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.registry import get_model
 
 LEARNING_RATE = 0.01
+WINDOW = "fwbench_window"
 MOMENTUM = 0.9
 
 
@@ -68,6 +70,20 @@ class TensorFlowWorkload(Workload):
         if self.graph:
             return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
         return {}
+
+
+def _cpu_op(name: str) -> str | None:
+    """The op type of a host-plane event, or None for executor and Python frames.
+
+    Graph ops are "scope/name:Type"; eager ops are "EagerLocalExecute: Type" (dispatch
+    included: eager has no separate kernel event). Frames such as "ExecutorState::Process"
+    or "KernelAndDeviceFunc::Run" are framework overhead: left out, they count as idle.
+    """
+    if name.startswith("EagerLocalExecute: ") and not name.startswith("EagerLocalExecute: __"):
+        return name.removeprefix("EagerLocalExecute: ")
+    if ":" not in name or "::" in name or ": " in name:
+        return None
+    return name.rsplit(":", 1)[-1]
 
 
 class MatmulWorkload(Workload):
@@ -170,6 +186,49 @@ class TensorFlowAdapter(Adapter):
         if unsized:
             raise ValueError(f"cannot size {', '.join(unsized)} ops to count their FLOPs")
         return flops, "fwbench graph counter (convolutions and matmuls, from op shapes)"
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+        import glob
+        import tempfile
+
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+        logdir = trace_path or tempfile.mkdtemp(prefix="fwbench-tf-trace-")
+        tf.profiler.experimental.start(logdir)
+        try:
+            with tf.profiler.experimental.Trace(WINDOW):
+                for _ in range(steps):
+                    workload.step()
+                workload.sync()
+        finally:
+            tf.profiler.experimental.stop()
+        files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(open(files[-1], "rb").read())  # noqa: SIM115
+        on_gpu = isinstance(workload, TensorFlowWorkload) and workload.on_gpu
+        events: list[Event] = []
+        window = (0.0, 0.0)
+        for plane in space.planes:
+            gpu_plane = plane.name.startswith("/device:GPU")
+            if plane.name != "/host:CPU" and not gpu_plane:
+                continue
+            names = plane.event_metadata
+            for line in plane.lines:
+                base = line.timestamp_ns * 1e-9
+                for ev in line.events:
+                    name = names[ev.metadata_id].name
+                    start = base + ev.offset_ps * 1e-12
+                    end = start + ev.duration_ps * 1e-12
+                    if name == WINDOW:
+                        window = (start, end)
+                    elif gpu_plane == on_gpu:
+                        op = name if gpu_plane else _cpu_op(name)
+                        if op is not None:
+                            thread = f"{plane.name}:{line.id}"
+                            events.append(Event(thread, start, end, op, name))
+        return "tf.profiler (XPlane)", events, window, logdir
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload("/GPU:0" if device == "cuda" else "/CPU:0", dtype, n)

@@ -9,10 +9,12 @@ import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
+from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.models.registry import get_model
 
 LEARNING_RATE = 0.01
+WINDOW = "fwbench_window"
 MOMENTUM = 0.9
 
 
@@ -175,6 +177,39 @@ class TorchAdapter(Adapter):
             workload.step()
         workload.sync()
         return float(counter.get_total_flops()), "torch.utils.flop_counter (grouped-conv fix)"
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        assert isinstance(workload, TorchWorkload)
+        on_gpu = workload.device.type == "cuda"
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+        with profile(activities=activities) as prof, record_function(WINDOW):
+            for _ in range(steps):
+                workload.step()
+            workload.sync()
+        if trace_path:
+            prof.export_chrome_trace(trace_path)
+        events: list[Event] = []
+        window = (0.0, 0.0)
+        for ev in prof.events():
+            start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
+            if ev.name == WINDOW:
+                window = (start, end)
+                continue
+            is_gpu = ev.device_type.name == "CUDA"
+            if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
+                continue
+            ancestors, parent = [], ev.cpu_parent
+            while parent is not None and parent.name != WINDOW:
+                ancestors.append(parent.name)
+                parent = parent.cpu_parent
+            text = "|".join([*reversed(ancestors), ev.name])
+            thread = f"gpu:{ev.device_index}" if is_gpu else f"cpu:{ev.thread}"
+            events.append(Event(thread, start, end, ev.name, text))
+        return "torch.profiler", events, window, trace_path
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)

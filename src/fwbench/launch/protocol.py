@@ -26,6 +26,10 @@ class CaseRequest(BaseModel):
     case: Case
     timing: TimingConfig
     count_flops: bool = True
+    # `fwbench explain`: profile this many steps after the measurement.
+    profile_steps: int = 0
+    trace_path: str | None = None
+    category_rules: tuple[tuple[str, str], ...] = ()
 
 
 class CountItem(BaseModel):
@@ -69,6 +73,7 @@ class CaseReport(BaseModel):
     param_count: int | None = None
     memory: dict[str, Any] | None = None
     flops: dict[str, Any] | None = None
+    breakdown: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     settings: dict[str, Any] = {}
 

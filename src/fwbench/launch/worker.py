@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, TypeAdapter
 
+from fwbench.explain import breakdown
+from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import (
@@ -90,6 +92,7 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
         }
         settings |= workload.counters()
         flops = _flops(adapter, workload) if request.count_flops else None
+        breakdown = _profile(adapter, workload, request) if request.profile_steps else None
     except Exception as exc:
         traceback.print_exc()
         status = "oom" if adapter.is_oom(exc) else "error"
@@ -102,6 +105,7 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
         param_count=param_count,
         memory=memory_fields,
         flops=flops,
+        breakdown=breakdown,
     )
 
 
@@ -112,6 +116,15 @@ def _flops(adapter: Adapter, workload: Workload) -> dict[str, Any]:
         traceback.print_exc()
         return {"per_step": None, "counter": None, "error": one_line(exc)}
     return {"per_step": flops, "counter": counter}
+
+
+def _profile(adapter: Adapter, workload: Workload, request: CaseRequest) -> dict[str, Any]:
+    profiler, events, window, trace = adapter.profile(
+        workload, request.profile_steps, request.trace_path
+    )
+    categorise = Categoriser(list(request.category_rules))
+    found = breakdown.build(profiler, events, window, request.profile_steps, categorise, trace)
+    return found.model_dump()
 
 
 def run_count(request: CountRequest) -> CountReport:

@@ -13,7 +13,9 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
 
 # A window shorter than this reads too few counter updates (NVML refreshes its energy
 # counter every few tens of ms; RAPL about every ms): measuring is extended to it.
@@ -128,9 +130,12 @@ class EnergyAccumulator:
         self.steps += steps
 
 
-@dataclass(frozen=True)
-class Energy:
-    status: str  # "measured" | "unavailable"
+class Energy(BaseModel):
+    """Energy of a case's steady state, or why it could not be measured (stored as is)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["measured", "unavailable"]
     reason: str | None = None
     source: str | None = None
     joules_per_step: float | None = None

@@ -10,6 +10,7 @@ from datetime import datetime
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from fwbench.explain.compare import side_by_side
 from fwbench.report import figures
 from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
 from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
@@ -139,6 +140,38 @@ def _table(
     return "\n".join(out) + "</table>"
 
 
+def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]:
+    """A stacked bar per framework for each profiled workload (`fwbench explain`)."""
+    by_workload: dict[tuple[object, ...], list[Result]] = {}
+    for r in results:
+        if r.breakdown is not None:
+            by_workload.setdefault(r.case.workload_key(), []).append(r)
+    out = []
+    for group in by_workload.values():
+        variants, rows = side_by_side(group)
+        fig = go.Figure()
+        for row in rows:
+            fig.add_trace(
+                go.Bar(
+                    name=row.category,
+                    y=variants,
+                    x=[row.seconds[v] * 1e3 for v in variants],
+                    orientation="h",
+                    hovertemplate=f"{html.escape(row.category)}: %{{x:.2f}} ms<extra></extra>",
+                )
+            )
+        case = group[0].case
+        title = f"{case.model} {case.task} b{case.batch_size} {case.input_size}px {case.device}"
+        fig.update_layout(
+            barmode="stack",
+            title=f"Where the step goes: {title}",
+            xaxis_title="ms per step (profiled)",
+            height=220 + 60 * len(variants),
+        )
+        out.append((title, fig))
+    return out
+
+
 def _verdicts(results: Sequence[Result]) -> str:
     variants, rows = summarise(results)
     head = ["model", "task", "batch", "input", "device", *variants, "verdict"]
@@ -252,6 +285,8 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
                 + "</div>",
             )
         )
+    for label, fig in _breakdown_figures(results):
+        figs.append((f"Where the step goes: {label}", fig, ""))
     for task in ("train", "infer"):
         memory = figures.peak_memory(results, task)
         if memory:

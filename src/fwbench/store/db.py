@@ -15,8 +15,10 @@ from pydantic import BaseModel
 
 from fwbench.case import Case
 from fwbench.errors import StoreError
+from fwbench.explain.breakdown import Breakdown
+from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
-from fwbench.result import Energy, Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Measurement, Memory, Result, StepTime, Work
 from fwbench.store.schema import CREATE_V1, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
@@ -33,7 +35,12 @@ _MEASUREMENT_FIELDS = (
     "sync_overhead_s",
 )
 _JSON_FIELDS = ("environment", "settings", "timing_config")
-_MODEL_FIELDS: dict[str, type[BaseModel]] = {"memory": Memory, "energy": Energy, "work": Work}
+_MODEL_FIELDS: dict[str, type[BaseModel]] = {
+    "memory": Memory,
+    "energy": Energy,
+    "work": Work,
+    "breakdown": Breakdown,
+}
 
 
 class ResultStore:

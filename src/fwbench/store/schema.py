@@ -6,6 +6,7 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
   2  results gain memory / energy / work (JSON) and flat columns for SQL users
      (host_peak_bytes, device_peak_bytes, joules_per_sample, flops_per_step,
      achieved_flops); new table peaks (`fwbench peak` measurements).
+  3  results gain breakdown (JSON): `fwbench explain`'s time per category.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -110,5 +111,9 @@ def _to_v2(con: Any) -> None:
         con.execute(sql)
 
 
+def _to_v3(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN breakdown VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3}

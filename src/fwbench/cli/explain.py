@@ -1,0 +1,133 @@
+"""`fwbench explain`: where each framework spends its step, by category, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.case import Case, default_threads
+from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, out, print_json
+from fwbench.cli.execute import execute
+from fwbench.errors import SpecError
+from fwbench.explain.categories import load_rules
+from fwbench.explain.compare import side_by_side
+from fwbench.measure.timing import TimingConfig
+from fwbench.result import Result
+
+
+def command(
+    model: Annotated[str, typer.Option(help="Model name; see `fwbench models`.")],
+    framework: Annotated[
+        list[str] | None, typer.Option(help="Frameworks to explain (repeat). [default: all]")
+    ] = None,
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="One mode for all, or one per framework. [default: eager, graph]"),
+    ] = None,
+    task: Annotated[str, typer.Option(help="train | infer")] = "train",
+    batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
+    input_size: Annotated[int, typer.Option(help="Image side in pixels.")] = 224,
+    num_classes: Annotated[int, typer.Option(help="Output classes.")] = 1000,
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
+    steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
+    categories: Annotated[
+        Path | None, typer.Option(help="YAML 'category: [regex, ...]' tried before the defaults.")
+    ] = None,
+    trace_dir: Annotated[
+        Path | None, typer.Option(help="Where raw traces go. [default: traces/ beside --db]")
+    ] = None,
+    max_time: Annotated[float, typer.Option(help="Seconds of unprofiled measuring.")] = 5.0,
+    db: DbOption = DEFAULT_DB_PATH,
+    json: JsonOption = False,
+) -> None:
+    """Profile a few steady-state steps in each framework with its own profiler."""
+    frameworks = framework or ["torch", "tensorflow"]
+    modes = mode or [
+        {"torch": "eager", "tensorflow": "graph"}.get(fw, "eager") for fw in frameworks
+    ]
+    if len(modes) not in (1, len(frameworks)):
+        raise SpecError("mode: give one mode for all frameworks or one per framework")
+    if steps < 1:
+        raise SpecError("steps: profile at least 1 step")
+    rules = tuple(load_rules(categories)) if categories else ()
+    cases = [
+        Case.build(
+            framework=fw,
+            model=model,
+            task=task,
+            batch_size=batch_size,
+            input_size=input_size,
+            num_classes=num_classes,
+            device=device,
+            mode=modes[0] if len(modes) == 1 else modes[i],
+            threads=threads or default_threads(),
+        )
+        for i, fw in enumerate(frameworks)
+    ]
+    options = RunOptions(
+        timing=TimingConfig(max_time_s=max_time),
+        timeout_s=DEFAULT_TIMEOUT_S,
+        count_flops=False,
+        profile_steps=steps,
+        trace_dir=trace_dir or db.parent / "traces",
+        category_rules=rules,
+    )
+    results = execute(cases, db, options)
+    if json:
+        print_json([r.to_record() for r in results])
+        return
+    render(results)
+
+
+def render(results: list[Result]) -> None:
+    for r in results:
+        if r.breakdown is None:
+            console.print(f"[red]{r.case.label()}: {r.status}[/red] {r.error or 'no profile'}")
+    variants, rows = side_by_side(results)
+    if not variants:
+        return
+    table = Table(title="Where the step goes (ms per step, share of the profiled step)")
+    table.add_column("category")
+    for v in variants:
+        table.add_column(v, justify="right")
+    table.add_column("difference", justify="right")
+    for row in rows:
+        table.add_row(
+            row.category,
+            *(f"{row.seconds[v] * 1e3:.2f} ({row.shares.get(v, 0):.0%})" for v in variants),
+            f"{row.difference * 1e3:.2f}",
+        )
+    footer = []
+    for r in results:
+        b = r.breakdown
+        if b is None:
+            continue
+        overhead = f"{b.overhead:+.1%}" if b.overhead is not None else "n/a"
+        footer.append(
+            f"{r.case.variant}: profiled step {b.profiled_step_s * 1e3:.2f} ms vs unprofiled "
+            f"{(b.unprofiled_step_s or 0) * 1e3:.2f} ms (profiler overhead {overhead}); "
+            f"{b.profiler}; trace: {b.trace}"
+        )
+    table.add_row(*[""] * (len(variants) + 2))
+    table.add_row(
+        "total (profiled step)",
+        *(f"{r.breakdown.profiled_step_s * 1e3:.2f}" for r in results if r.breakdown is not None),
+        "",
+    )
+    out.print(table)
+    for line in footer:
+        console.print(line)
+    for r in results:
+        if r.breakdown is None:
+            continue
+        top = Table(title=f"Top operations: {r.case.variant}", title_justify="left")
+        for col in ("op", "category", "ms/step"):
+            top.add_column(col)
+        for op in r.breakdown.top_ops[:10]:
+            top.add_row(op.name, op.category, f"{op.seconds_per_step * 1e3:.2f}")
+        out.print(top)

@@ -1,0 +1,1 @@
+"""Explain the gap: where each framework spends its step, by category of operation."""

@@ -1,0 +1,78 @@
+"""The table that maps operator / kernel names to categories.
+
+Each rule is (category, regular expression), tried in order against
+"ancestors | name | type" in lower case; the first match wins. Ancestors matter: an
+elementwise multiply inside PyTorch's `Optimizer.step` is optimizer time, and
+TensorFlow ops under the optimizer's name scope (`sgd/...`) likewise. Users extend the
+table with a YAML file of `category: [regex, ...]` (`fwbench explain --categories FILE`);
+their rules are tried first.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from fwbench.errors import SpecError
+
+IDLE = "idle / framework overhead"
+OTHER = "other ops"
+
+DEFAULT_RULES: list[tuple[str, str]] = [
+    ("optimizer update", r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum"),
+    ("communication", r"allreduce|all_reduce|nccl|gloo|allgather|broadcast|collective"),
+    ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
+    ("convolution", r"conv|depthwise"),
+    ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm"),
+    ("normalisation", r"batch_norm|batchnorm|layer_norm|layernorm|(^|[/_|])bn([_/]|$)|moments"),
+    ("pooling", r"pool"),
+    ("loss", r"cross_entropy|log_softmax|nll_loss|softmaxcrossentropy|sparse_categorical"),
+    (
+        "layout / copies",
+        r"transpose|permute|copy|contiguous|reorder|memcpy|to_dense|mkltotf|inputconversion"
+        r"|aten::to\b|aten::clone",
+    ),
+    (
+        "elementwise / activation",
+        r"relu|add|mul|sub|div|sigmoid|tanh|gelu|softmax|exp|log|neg|sqrt|maximum|minimum"
+        r"|bias|fill|zero|where|select|cast|threshold|sum|mean|square",
+    ),
+]
+
+
+class Categoriser:
+    def __init__(self, extra: list[tuple[str, str]] | None = None) -> None:
+        rules = [*(extra or []), *DEFAULT_RULES]
+        self.rules = [(name, re.compile(pattern)) for name, pattern in rules]
+        self._cache: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        key = text.lower()
+        found = self._cache.get(key)
+        if found is None:
+            found = next((name for name, rx in self.rules if rx.search(key)), OTHER)
+            self._cache[key] = found
+        return found
+
+
+def load_rules(path: Path) -> list[tuple[str, str]]:
+    """User rules from YAML `category: [regex, ...]`, validated."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"cannot read categories file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: categories must be a mapping 'category: [regex, ...]'")
+    rules = []
+    for category, patterns in data.items():
+        for pattern in patterns if isinstance(patterns, list) else [patterns]:
+            try:
+                re.compile(str(pattern))
+            except re.error as exc:
+                raise SpecError(
+                    f"{path}: {category}: bad regular expression {pattern!r}: {exc}"
+                ) from None
+            rules.append((str(category), str(pattern).lower()))
+    return rules
