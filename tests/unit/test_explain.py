@@ -22,8 +22,8 @@ def test_nested_events_give_their_time_to_the_innermost() -> None:
         ev("t", 11.0, 12.0, "aten::relu"),
     ]
     found = attribute(events, (0.0, 14.0), CATEGORISE)
-    assert found.by_op["aten::mkldnn_convolution"][1] == pytest.approx(8.0)
-    assert found.by_op["aten::conv2d"][1] == pytest.approx(2.0)
+    assert found.by_op[("aten::mkldnn_convolution", "convolution")] == pytest.approx(8.0)
+    assert found.by_op[("aten::conv2d", "convolution")] == pytest.approx(2.0)
     assert found.by_category["convolution"] == pytest.approx(10.0)
     assert found.by_category["elementwise / activation"] == pytest.approx(1.0)
     assert found.by_category[IDLE] == pytest.approx(3.0)  # 10-11 and 12-14
@@ -37,6 +37,15 @@ def test_parallel_threads_share_wall_time_instead_of_counting_it_twice() -> None
     assert found.by_category["matmul / GEMM"] == pytest.approx(3.0)
     assert found.by_category[IDLE] == pytest.approx(2.0)
     assert sum(found.by_category.values()) == pytest.approx(8.0)
+
+
+def test_one_op_type_in_two_categories_is_two_lines() -> None:
+    events = [ev("t", 0.0, 1.0, "Mul", "sgd/Mul_1:Mul"), ev("t", 2.0, 4.0, "Mul", "m/bn/Mul:Mul")]
+    found = attribute(events, (0.0, 4.0), CATEGORISE)
+    assert found.by_op == {
+        ("Mul", "optimizer update"): pytest.approx(1.0),
+        ("Mul", "normalisation"): pytest.approx(2.0),
+    }
 
 
 def test_events_outside_the_window_are_clipped() -> None:

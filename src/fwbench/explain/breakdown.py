@@ -47,12 +47,12 @@ def build(
 ) -> Breakdown:
     found = attribute(events, window, categorise)
     per_step = {cat: sec / steps for cat, sec in found.by_category.items()}
-    ops = sorted(found.by_op.items(), key=lambda kv: -kv[1][1])[:TOP_OPS]
+    ops = sorted(found.by_op.items(), key=lambda kv: -kv[1])[:TOP_OPS]
     return Breakdown(
         profiler=profiler,
         steps=steps,
         profiled_step_s=found.window_s / steps,
         categories=dict(sorted(per_step.items(), key=lambda kv: -kv[1])),
-        top_ops=[TopOp(name=n, category=c, seconds_per_step=s / steps) for n, (c, s) in ops],
+        top_ops=[TopOp(name=n, category=c, seconds_per_step=s / steps) for (n, c), s in ops],
         trace=trace,
     )

@@ -56,7 +56,7 @@ def _exclusive(events: list[Event]) -> list[tuple[float, float, Event]]:
 class Attribution:
     window_s: float
     by_category: dict[str, float]  # seconds in the window, IDLE included
-    by_op: dict[str, tuple[str, float]]  # op name -> (category, seconds)
+    by_op: dict[tuple[str, str], float]  # (op name, category) -> seconds
 
 
 def attribute(
@@ -78,7 +78,7 @@ def attribute(
         ends[e].append(i)
     active: set[int] = set()
     by_category: dict[str, float] = defaultdict(float)
-    by_op: dict[str, list[float | str]] = {}
+    by_op: dict[tuple[str, str], float] = defaultdict(float)  # (op, category) -> seconds
     labels = [categorise(ev.text) for _, _, ev in segments]
     for a, b in itertools.pairwise(points):
         active.difference_update(ends.get(a, ()))
@@ -90,8 +90,7 @@ def attribute(
         share = length / len(active)
         for i in active:
             by_category[labels[i]] += share
-            name = segments[i][2].name
-            entry = by_op.setdefault(name, [labels[i], 0.0])
-            entry[1] = float(entry[1]) + share
-    ops = {name: (str(cat), float(sec)) for name, (cat, sec) in by_op.items()}
-    return Attribution(end - start, dict(by_category), ops)
+            # One op type can serve several categories (a Mul in the optimizer, another
+            # in batch norm): each (op, category) pair is its own line.
+            by_op[(segments[i][2].name, labels[i])] += share
+    return Attribution(end - start, dict(by_category), dict(by_op))
