@@ -34,3 +34,10 @@ def test_resnet_train_breakdown_in_both_frameworks(tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     assert fwbench("report", str(db), "-o", str(report)).returncode == 0
     assert "Where the step goes" in report.read_text()
+
+
+def test_explain_refuses_an_unknown_stored_case(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    proc = fwbench("explain", "--case", "feedbeef", "--db", str(db))
+    assert proc.returncode == 2
+    assert "no results file" in proc.stderr

@@ -17,10 +17,18 @@ from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
 from fwbench.measure.timing import TimingConfig
 from fwbench.result import Result
+from fwbench.store.db import ResultStore
+
+# Each framework's usual way of running, as in the quick preset.
+DEFAULT_MODES = {"torch": "eager", "tensorflow": "graph"}
 
 
 def command(
-    model: Annotated[str, typer.Option(help="Model name; see `fwbench models`.")],
+    model: Annotated[str | None, typer.Option(help="Model name; see `fwbench models`.")] = None,
+    case: Annotated[
+        str | None,
+        typer.Option("--case", help="A stored case key (see `results --json`) to explain instead."),
+    ] = None,
     framework: Annotated[
         list[str] | None, typer.Option(help="Frameworks to explain (repeat). [default: all]")
     ] = None,
@@ -45,7 +53,21 @@ def command(
     db: DbOption = DEFAULT_DB_PATH,
     json: JsonOption = False,
 ) -> None:
-    """Profile a few steady-state steps in each framework with its own profiler."""
+    """Profile a few steady-state steps in each framework with its own profiler.
+
+    The case comes from the same flags as `run`, or from a stored case (--case KEY), whose
+    workload is then explained in each framework.
+    """
+    if case is not None:
+        stored = _stored_case(db, case)
+        model, task, batch_size = stored.model, stored.task, stored.batch_size
+        input_size, num_classes, device = stored.input_size, stored.num_classes, stored.device
+        threads = stored.threads
+        framework = framework or list(dict.fromkeys([stored.framework, "torch", "tensorflow"]))
+        defaults = {**DEFAULT_MODES, stored.framework: stored.mode}
+        mode = mode or [defaults.get(fw, "eager") for fw in framework]
+    if model is None:
+        raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
     frameworks = framework or ["torch", "tensorflow"]
     modes = mode or [
         {"torch": "eager", "tensorflow": "graph"}.get(fw, "eager") for fw in frameworks
@@ -82,6 +104,14 @@ def command(
         print_json([r.to_record() for r in results])
         return
     render(results)
+
+
+def _stored_case(db: Path, key: str) -> Case:
+    with ResultStore(db, read_only=True) as store:
+        matches = [r.case for r in store.results() if r.case_key.startswith(key)]
+    if not matches:
+        raise SpecError(f"no stored case with key {key!r} in {db}; see `fwbench results --json`")
+    return matches[-1]
 
 
 def render(results: list[Result]) -> None:
