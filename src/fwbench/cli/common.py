@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fwbench.case import Case, default_threads
+from fwbench.errors import SpecError
 from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
@@ -29,6 +31,25 @@ out = _console(stderr=False)
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 DEFAULT_DB_PATH = DEFAULT_DB
+
+
+def cases_per_framework(frameworks: list[str], modes: list[str], **workload: Any) -> list[Case]:
+    """One validated case per framework: one mode for all, or one mode each."""
+    if len(modes) not in (1, len(frameworks)):
+        raise SpecError(
+            f"mode: give one mode for all frameworks or one per framework "
+            f"({len(frameworks)}), not {len(modes)}"
+        )
+    threads = workload.pop("threads", 0) or default_threads()
+    return [
+        Case.build(
+            framework=fw,
+            mode=modes[0] if len(modes) == 1 else modes[i],
+            threads=threads,
+            **workload,
+        )
+        for i, fw in enumerate(frameworks)
+    ]
 
 
 def print_json(data: Any) -> None:

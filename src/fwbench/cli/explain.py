@@ -9,8 +9,16 @@ import typer
 from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
-from fwbench.case import Case, default_threads
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, out, print_json
+from fwbench.case import Case
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    JsonOption,
+    cases_per_framework,
+    console,
+    out,
+    print_json,
+)
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
@@ -69,28 +77,20 @@ def command(
     if model is None:
         raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
     frameworks = framework or ["torch", "tensorflow"]
-    modes = mode or [
-        {"torch": "eager", "tensorflow": "graph"}.get(fw, "eager") for fw in frameworks
-    ]
-    if len(modes) not in (1, len(frameworks)):
-        raise SpecError("mode: give one mode for all frameworks or one per framework")
     if steps < 1:
         raise SpecError("steps: profile at least 1 step")
     rules = tuple(load_rules(categories)) if categories else ()
-    cases = [
-        Case.build(
-            framework=fw,
-            model=model,
-            task=task,
-            batch_size=batch_size,
-            input_size=input_size,
-            num_classes=num_classes,
-            device=device,
-            mode=modes[0] if len(modes) == 1 else modes[i],
-            threads=threads or default_threads(),
-        )
-        for i, fw in enumerate(frameworks)
-    ]
+    cases = cases_per_framework(
+        frameworks,
+        mode or [DEFAULT_MODES.get(fw, "eager") for fw in frameworks],
+        model=model,
+        task=task,
+        batch_size=batch_size,
+        input_size=input_size,
+        num_classes=num_classes,
+        device=device,
+        threads=threads,
+    )
     options = RunOptions(
         timing=TimingConfig(max_time_s=max_time),
         timeout_s=DEFAULT_TIMEOUT_S,

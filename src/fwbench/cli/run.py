@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
-from fwbench.case import Case, default_threads
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
     JsonOption,
+    cases_per_framework,
     console,
     describe_result,
     print_json,
@@ -62,28 +62,19 @@ def command(
 
     With one framework, --json prints one record; with several, a list of records.
     """
-    modes = mode or ["eager"]
-    if len(modes) not in (1, len(framework)):
-        raise SpecError(
-            f"mode: give one mode for all frameworks or one per framework "
-            f"({len(framework)}), not {len(modes)}"
-        )
     if interleave and len(framework) < 2:
         raise SpecError("interleave: give two or more --framework to alternate")
-    cases = [
-        Case.build(
-            framework=fw,
-            model=model,
-            task=task,
-            batch_size=batch_size,
-            input_size=input_size,
-            num_classes=num_classes,
-            device=device,
-            mode=modes[0] if len(modes) == 1 else modes[i],
-            threads=threads or default_threads(),
-        )
-        for i, fw in enumerate(framework)
-    ]
+    cases = cases_per_framework(
+        framework,
+        mode or ["eager"],
+        model=model,
+        task=task,
+        batch_size=batch_size,
+        input_size=input_size,
+        num_classes=num_classes,
+        device=device,
+        threads=threads,
+    )
     timing = TimingConfig(target_ci=target_ci, max_time_s=max_time)
     options = RunOptions(timing=timing, timeout_s=timeout, interleave=interleave, count_flops=flops)
     results = execute(cases, db, options)
