@@ -35,7 +35,10 @@ def command(
     mode: Annotated[
         list[str] | None,
         typer.Option(
-            help="eager (both) | graph (tensorflow); one for all frameworks, or one each."
+            help=(
+                "eager (both) | script (torch) | graph, xla (tensorflow); "
+                "one for all frameworks, or one each."
+            )
         ),
     ] = None,
     threads: Annotated[

@@ -52,7 +52,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         FrameworkInfo(
             name="torch",
             label="PyTorch",
-            modes=("eager",),
+            modes=("eager", "script"),
             devices=("cpu", "cuda"),
             packages=("torch", "torchvision"),
             adapter_path="fwbench.frameworks.torch:TorchAdapter",
@@ -61,7 +61,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         FrameworkInfo(
             name="tensorflow",
             label="TensorFlow",
-            modes=("eager", "graph"),
+            modes=("eager", "graph", "xla"),
             devices=("cpu", "cuda"),
             packages=("tensorflow", "keras"),
             adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",

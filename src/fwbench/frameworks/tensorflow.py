@@ -38,8 +38,9 @@ class TensorFlowWorkload(Workload):
         else:
             fn = self._infer
         self.raw_fn = fn
-        self.graph = case.mode == "graph"
-        self.fn = tf.function(fn) if self.graph else fn
+        # graph: tf.function; xla: tf.function(jit_compile=True), compiled on the first call.
+        self.graph = case.mode in ("graph", "xla")
+        self.fn = tf.function(fn, jit_compile=case.mode == "xla") if self.graph else fn
         self.last: Any = None
 
     def _train(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:

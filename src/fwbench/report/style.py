@@ -9,8 +9,8 @@ FRAMEWORK_COLOURS = {
 }
 FALLBACK = ("#4C72B0", "#55A868", "#8172B2", "#64B5CD", "#CCB974")
 # Modes of one framework share its colour and differ by pattern / dash.
-MODE_DASH = {"eager": "solid", "graph": "dash", "xla": "dot", "compile": "dashdot"}
-MODE_PATTERN = {"eager": "", "graph": "/", "xla": ".", "compile": "x"}
+MODE_DASH = {"eager": "solid", "graph": "dash", "xla": "dot", "script": "dashdot"}
+MODE_PATTERN = {"eager": "", "graph": "/", "xla": ".", "script": "x"}
 
 
 def colour(variant: str) -> str:
