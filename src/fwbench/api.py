@@ -6,6 +6,7 @@ stored in one transaction before the next case starts.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
 from fwbench.launch.protocol import CaseRequest, CountItem
-from fwbench.measure.timing import Timing, TimingConfig
+from fwbench.measure.timing import Prepared, Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
 from fwbench.result import Measurement, Memory, Result, StepTime, Work
 from fwbench.store.db import ResultStore
@@ -148,14 +149,9 @@ def result_from_outcome(
                 median=timing.median_s, ci_low=timing.ci_low_s, ci_high=timing.ci_high_s
             ),
             samples=timing.samples,
-            steps_per_block=timing.steps_per_block,
             build_s=report.build_s or 0.0,
-            first_step_s=timing.first_step_s,
-            warmup_steps=timing.warmup_steps,
-            warmup_s=timing.warmup_s,
-            warmup_stop=timing.warmup_stop,
             stop_reason=timing.stop_reason,
-            sync_overhead_s=timing.sync_overhead_s,
+            **{f.name: getattr(timing, f.name) for f in dataclasses.fields(Prepared)},
         )
         warnings = timing.warnings
     parity = parity_for(case, counts, report.param_count)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fwbench.cli.common import JsonOption, console, out, print_json
 from fwbench.report.regression import changes
+from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
 
@@ -65,9 +66,9 @@ def command(
         sys.exit(1)
 
 
-def _ms(r: object) -> str:
-    from fwbench.result import Result
-
-    if not isinstance(r, Result) or r.measurement is None:
-        return "-" if r is None else str(getattr(r, "status", "-"))
+def _ms(r: Result | None) -> str:
+    if r is None:
+        return "-"
+    if r.measurement is None:
+        return r.status
     return f"{r.measurement.step_time_s.median * 1e3:.2f}"

@@ -141,7 +141,7 @@ def run_count(request: CountRequest) -> CountReport:
             counts.append(None)
             errors.append(one_line(exc))
         finally:
-            model = None
+            model = None  # free this model before the next is built: two would coexist
     return CountReport(counts=counts, errors=errors, framework_version=info.version())
 
 

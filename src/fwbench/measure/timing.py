@@ -11,6 +11,7 @@ under 0.1% of the block.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -65,13 +66,9 @@ class Prepared:
 
 
 @dataclass(frozen=True)
-class Timing:
-    first_step_s: float
-    warmup_steps: int
-    warmup_s: float
-    warmup_stop: WarmupStop
-    sync_overhead_s: float
-    steps_per_block: int
+class Timing(Prepared):
+    """The prepared phase plus the steady state's samples and statistics."""
+
     samples: tuple[float, ...]  # seconds per step, one value per block
     stop_reason: StopReason
     median_s: float
@@ -207,12 +204,7 @@ def finish(prepared: Prepared, run: Steady, config: TimingConfig) -> Timing:
     med = stats.median(run.samples)
     low, high = stats.median_ci(run.samples)
     return Timing(
-        first_step_s=prepared.first_step_s,
-        warmup_steps=prepared.warmup_steps,
-        warmup_s=prepared.warmup_s,
-        warmup_stop=prepared.warmup_stop,
-        sync_overhead_s=prepared.sync_overhead_s,
-        steps_per_block=prepared.steps_per_block,
+        **dataclasses.asdict(prepared),
         samples=tuple(run.samples),
         stop_reason=run.stop_reason,
         median_s=med,

@@ -228,30 +228,13 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
     devices = sorted({r.case.device for r in results})
-    for device in devices:
-        train = figures.relative_time(results, "train", device)
-        if train:
-            figs.append(
-                (
-                    f"Training time, relative ({device})",
-                    _relative_figure(
-                        train, f"Relative training time on {device} (faster framework = 1.0)"
-                    ),
-                    "",
-                )
-            )
-    for device in devices:
-        infer = figures.relative_time(results, "infer", device)
-        if infer:
-            figs.append(
-                (
-                    f"Inference time, relative ({device})",
-                    _relative_figure(
-                        infer, f"Relative inference time on {device} (faster framework = 1.0)"
-                    ),
-                    "",
-                )
-            )
+    for task, word in (("train", "training"), ("infer", "inference")):
+        for device in devices:
+            panels = figures.relative_time(results, task, device)
+            if panels:
+                title = f"Relative {word} time on {device} (faster framework = 1.0)"
+                heading = f"{word.capitalize()} time, relative ({device})"
+                figs.append((heading, _relative_figure(panels, title), ""))
     per_sample = figures.per_sample_time(results)
     if per_sample:
         figs.append(
