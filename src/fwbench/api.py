@@ -7,6 +7,7 @@ stored in one transaction before the next case starts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
 
-ParityKey = tuple[str, int, int]  # model, input size, classes
+ParityKey = tuple[str, str]  # model, its dimensions as canonical JSON
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class RunOptions:
 
 
 def parity_key(case: Case) -> ParityKey:
-    return (case.model, case.input_size, case.num_classes)
+    return (case.model, json.dumps(case.dims, sort_keys=True))
 
 
 def compared_frameworks(cases: Sequence[Case]) -> list[str]:
@@ -82,7 +83,7 @@ def ensure_param_counts(
             continue
         versions[fw] = version
         for key in keys:
-            cached = store.param_count((key[0], fw, version, key[1], key[2]))
+            cached = store.param_count((key[0], fw, version, key[1]))
             if cached is None:
                 missing.setdefault(fw, []).append(key)
             elif cached[0] is not None:
@@ -92,12 +93,12 @@ def ensure_param_counts(
     if on_progress:
         on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
     requests = {
-        fw: [CountItem(model=m, input_size=s, num_classes=c) for m, s, c in fw_keys]
+        fw: [CountItem(model=m, dims=json.loads(d)) for m, d in fw_keys]
         for fw, fw_keys in missing.items()
     }
     for fw, found in counting.count_in_each(requests, timeout_s).items():
-        for key, (n, err) in zip(missing[fw], found, strict=True):
-            store.put_param_count((key[0], fw, versions[fw], key[1], key[2]), n, err)
+        for key, (n, err, _) in zip(missing[fw], found, strict=True):
+            store.put_param_count((key[0], fw, versions[fw], key[1]), n, err)
             if n is not None:
                 counts[(fw, key)] = n
     return counts

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.models.registry import get_model
+from fwbench.models.registry import DIMENSIONS, find_model, get_model
 
 Task = Literal["train", "infer"]
 Device = Literal["cpu", "cuda"]
@@ -26,6 +26,8 @@ TASKS: tuple[str, ...] = ("train", "infer")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 MAX_BATCH_SIZE = 1 << 24
 MAX_INPUT_SIZE = 8192
+MAX_SEQ_LEN = 1 << 20
+MAX_VOCAB = 1 << 22
 
 
 def default_threads() -> int:
@@ -40,8 +42,13 @@ class Case(BaseModel):
     model: str
     task: Task = "train"
     batch_size: int = Field(32, ge=1, le=MAX_BATCH_SIZE)
-    input_size: int = Field(224, ge=1, le=MAX_INPUT_SIZE)
-    num_classes: int = Field(1000, ge=2, le=1_000_000)
+    # The model's dimensions: each model takes a subset (its ModelSpec.dims), the rest
+    # stay None. Left out, a dimension takes the model's default.
+    input_size: int | None = Field(None, ge=1, le=MAX_INPUT_SIZE)  # image side, pixels
+    seq_len: int | None = Field(None, ge=1, le=MAX_SEQ_LEN)  # tokens, or spectrogram frames
+    vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)
+    freq_bins: int | None = Field(None, ge=1, le=MAX_INPUT_SIZE)
+    num_classes: int | None = Field(None, ge=2, le=1_000_000)
     device: Device = "cpu"
     mode: str = "eager"
     # Intra-op and inter-op threads, set equally for every framework (METHODOLOGY rule 9).
@@ -52,6 +59,10 @@ class Case(BaseModel):
     def _normalise(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             data = {**data, "model": data["model"].lower()}
+            spec = find_model(data["model"])
+            if spec is not None:
+                defaults = {d: v for d, v in spec.dims.items() if data.get(d) is None}
+                data = {**data, **defaults}
         return data
 
     @model_validator(mode="after")
@@ -77,11 +88,18 @@ class Case(BaseModel):
         except SpecError as exc:
             raise ValueError(f"model: {exc}") from None
         spec.builder(self.framework)
-        if self.input_size < spec.min_input_size:
-            raise ValueError(
-                f"input_size: {self.input_size} is too small for {spec.name}; "
-                f"valid sizes are {spec.min_input_size} to {MAX_INPUT_SIZE}"
-            )
+        for dim in DIMENSIONS:
+            value = getattr(self, dim)
+            if value is not None and dim not in spec.dims:
+                raise ValueError(
+                    f"{dim}: does not apply to {spec.name}, which takes "
+                    f"{spec.input_kind} input; its dimensions: {', '.join(spec.dims)}"
+                )
+            if value is not None and value < spec.minimum(dim):
+                raise ValueError(
+                    f"{dim}: {value} is too small for {spec.name}; "
+                    f"the smallest valid value is {spec.minimum(dim)}"
+                )
         return self
 
     @classmethod
@@ -93,30 +111,62 @@ class Case(BaseModel):
             raise SpecError(validation_message(exc)) from None
 
     def key(self) -> str:
-        """Stable identity of the case: the same fields give the same key on any machine."""
-        canonical = json.dumps(self.model_dump(), sort_keys=True)
+        """Stable identity of the case: the same fields give the same key on any machine.
+
+        Fields that are None (dimensions the model does not take) are left out, so adding
+        a new optional field never changes the key of a case recorded before it.
+        """
+        canonical = json.dumps(self.model_dump(exclude_none=True), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
+    @property
+    def dims(self) -> dict[str, int]:
+        """The model's dimensions this case sets (the others are None)."""
+        return {d: v for d in DIMENSIONS if (v := getattr(self, d)) is not None}
+
+    @property
+    def shape(self) -> str:
+        """The dimensions in short: `224px c1000`, `seq128 v30522 c2`, `seq200 f161 c29`."""
+        parts = []
+        if self.input_size is not None:
+            parts.append(f"{self.input_size}px")
+        if self.seq_len is not None:
+            parts.append(f"seq{self.seq_len}")
+        if self.vocab_size is not None:
+            parts.append(f"v{self.vocab_size}")
+        if self.freq_bins is not None:
+            parts.append(f"f{self.freq_bins}")
+        if self.num_classes is not None:
+            parts.append(f"c{self.num_classes}")
+        return " ".join(parts)
+
+    @property
+    def implementation(self) -> str:
+        spec = find_model(self.model)
+        return spec.implementation if spec else ""
+
     def workload_key(self) -> tuple[Any, ...]:
-        """Everything but the framework and its mode: cases with one key do the same work."""
+        """Everything but how it is run (framework, mode, implementation): cases with one
+        key do the same work."""
+        spec = find_model(self.model)
         return (
-            self.model,
+            spec.workload if spec else self.model,
             self.task,
             self.batch_size,
-            self.input_size,
-            self.num_classes,
+            self.shape,
             self.device,
             self.threads,
         )
 
     @property
     def variant(self) -> str:
-        return f"{self.framework}/{self.mode}"
+        impl = self.implementation
+        return f"{self.framework}/{self.mode}" + (f"/{impl}" if impl else "")
 
     def label(self) -> str:
         return (
             f"{self.variant} {self.model} {self.task} b{self.batch_size} "
-            f"{self.input_size}px {self.device} t{self.threads}"
+            f"{self.shape} {self.device} t{self.threads}"
         )
 
 

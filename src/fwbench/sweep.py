@@ -20,6 +20,7 @@ from fwbench.case import Case, default_threads
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.timing import TimingConfig
+from fwbench.models.registry import DIMENSIONS, find_model
 
 # Outer to inner: the framework varies fastest, so both frameworks of one workload run
 # back to back and share the machine's state (thermal, background load) as far as possible.
@@ -28,19 +29,21 @@ AXES: tuple[str, ...] = (
     "task",
     "batch_size",
     "input_size",
+    "seq_len",
+    "vocab_size",
+    "freq_bins",
     "num_classes",
     "device",
     "threads",
     "framework",
     "mode",
 )
+# A dimension left out takes each model's default (None here).
 OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")
 DEFAULTS: dict[str, Any] = {
     "framework": list(FRAMEWORKS),
     "task": ["train"],
     "batch_size": [32],
-    "input_size": [224],
-    "num_classes": [1000],
     "device": ["cpu"],
     "mode": ["eager"],
 }
@@ -101,7 +104,7 @@ def parse(text: str, source: str = "sweep") -> Sweep:
         )
     if "model" not in data:
         raise SpecError(f"{source}: missing key 'model' (a model name or a list of them)")
-    axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis))) for axis in AXES}
+    axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis, [None]))) for axis in AXES}
     if axes["threads"] == [None]:
         axes["threads"] = [default_threads()]
     excludes = _excludes(source, data.get("exclude") or [])
@@ -176,7 +179,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
             if any(fields[a] not in per_fw[a] for a in outer):
                 continue
             for mode in _for(axes["mode"], fw):
-                candidate = {**fields, "framework": fw, "mode": mode}
+                candidate = _applicable({**fields, "framework": fw, "mode": mode})
                 if any(_matches(candidate, rule) for rule in excludes):
                     continue
                 try:
@@ -186,7 +189,23 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 if case.key() not in seen:
                     seen.add(case.key())
                     cases.append(case)
+    for dim in DIMENSIONS:
+        given = [v for v in _flat(axes[dim]) if v is not None]
+        if given and all(getattr(c, dim) is None for c in cases):
+            raise SpecError(
+                f"{source}: {dim} applies to none of the sweep's models "
+                f"({', '.join(sorted({c.model for c in cases}))})"
+            )
     return cases
+
+
+def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
+    """Drop the dimensions the case's model does not take: one sweep can mix image and
+    token models, each reading only its own axes (duplicates are removed by key)."""
+    spec = find_model(str(fields["model"]))
+    if spec is None:
+        return fields  # unknown model: Case.build names the valid choices
+    return {k: v for k, v in fields.items() if k not in DIMENSIONS or k in spec.dims}
 
 
 def _flat(axis: Any) -> list[Any]:
@@ -203,7 +222,7 @@ def _for(axis: Any, framework: str) -> list[Any]:
 
 
 def _matches(case: dict[str, Any], rule: dict[str, list[Any]]) -> bool:
-    return all(str(case[k]).lower() in {str(v).lower() for v in vs} for k, vs in rule.items())
+    return all(str(case.get(k)).lower() in {str(v).lower() for v in vs} for k, vs in rule.items())
 
 
 def _first_error(exc: Exception) -> str:

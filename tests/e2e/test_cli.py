@@ -44,7 +44,7 @@ def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
         assert out.stat().st_size > 0
     report = tmp_path / "report.md"
     assert fwbench("report", "--db", str(db), "-o", str(report)).returncode == 0
-    assert "| resnet18 | infer | 2 | 32 |" in report.read_text()
+    assert "| resnet18 | infer | 2 | 32px c10 |" in report.read_text()
 
 
 @pytest.mark.parametrize(

@@ -89,7 +89,7 @@ def test_markdown_report_embeds_png_charts(sweep_db: Path, tmp_path: Path) -> No
     text = out.read_text()
     charts = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
     assert charts and all((tmp_path / c).stat().st_size > 1000 for c in charts)
-    assert "| resnet18 | infer | 2 | 32 |" in text
+    assert "| resnet18 | infer | 2 | 32px c10 |" in text
     assert "**oom**" in text
 
 

@@ -14,10 +14,19 @@ EXPECTED_TORCHVISION = {  # trainable parameters, torchvision at 224 px, 1000 cl
     "mobilenet_v2": 3_504_872,
     "efficientnet_b4": 19_341_616,
 }
+# Published sizes (PyTorch side, default dimensions), within 2%.
+PUBLISHED = {
+    "inception_v3": 23.8e6,  # torchvision, without the auxiliary head
+    "bert_base": 110e6,  # Devlin et al.: "110M"
+    "transformer_base": 93.3e6,  # 44M of layers + two 32k x 512 embeddings + output layer
+    "lstm_lm": 19.8e6,  # Zaremba et al. medium: 650 wide, 10k words
+    "lstm_lm_cell": 19.8e6,
+    "deepspeech2": 86.6e6,  # deepspeech.pytorch: 5 bidirectional LSTMs of 1024
+}
 
 
 def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> None:
-    proc = fwbench("models", "--json")
+    proc = fwbench("models", "--json", "--no-flops")
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert set(EXPECTED_TORCHVISION) <= set(rows)
@@ -27,6 +36,25 @@ def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> N
         assert row["params"]["torch"] == expected
         assert row["max_rel_diff"] <= 0.02, (name, row["params"])
         assert row["mismatch"] is False
+    for name, size in PUBLISHED.items():
+        row = rows[name]
+        assert row["errors"] == {}, (name, row["errors"])
+        assert abs(row["params"]["torch"] / size - 1) <= 0.02, (name, row["params"])
+        assert row["max_rel_diff"] <= 0.02, (name, row["params"])
+    assert rows["bert_base"]["input_kind"] == "tokens"
+    assert rows["deepspeech2"]["dims"] == {"seq_len": 200, "freq_bins": 161, "num_classes": 29}
     # Written to match torchvision layer for layer.
     for name in ("resnet18", "resnet50", "resnet152"):
         assert rows[name]["params"]["tensorflow"] == EXPECTED_TORCHVISION[name]
+
+
+def test_models_counts_inference_flops_per_framework() -> None:
+    proc = fwbench("models", "--model", "lstm_lm", "--model", "resnet18", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert set(rows) == {"lstm_lm", "resnet18"}
+    # One 35-token sequence: 2 layers x 35 steps x 2 x 4 gates x 650 x 1300, plus the
+    # 650 x 10k output layer at each of the 35 positions.
+    lstm = 2 * 35 * 2 * 4 * 650 * 1300 + 35 * 2 * 650 * 10_000
+    assert rows["lstm_lm"]["infer_flops"] == {"torch": lstm, "tensorflow": lstm}
+    assert rows["resnet18"]["flops_rel_diff"] == 0

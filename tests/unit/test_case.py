@@ -20,11 +20,15 @@ def make(**kw: object) -> Case:
             {"framework": "mxnet"},
             "framework: unknown framework 'mxnet'; valid choices: torch, tensorflow",
         ),
-        ({"model": "resnet19"}, "model: unknown model 'resnet19'; valid choices: efficientnet_b4"),
+        ({"model": "resnet19"}, "model: unknown model 'resnet19'; valid choices: bert_base, "),
         ({"mode": "graph"}, "mode: PyTorch has no 'graph' mode; valid choices for torch: eager"),
         ({"task": "trian"}, "task: invalid value 'trian'; valid choices: 'train' or 'infer'"),
         ({"device": "tpu"}, "device: invalid value 'tpu'; valid choices: 'cpu' or 'cuda'"),
-        ({"input_size": 16}, "input_size: 16 is too small for resnet18; valid sizes are 32"),
+        ({"input_size": 16}, "input_size: 16 is too small for resnet18; the smallest valid"),
+        ({"seq_len": 16}, "seq_len: does not apply to resnet18, which takes image input; its"),
+        ({"model": "bert_base", "input_size": 64}, "input_size: does not apply to bert_base"),
+        ({"model": "bert_base", "vocab_size": 1}, "vocab_size: Input should be greater than"),
+        ({"model": "deepspeech2", "seq_len": 4}, "seq_len: 4 is too small for deepspeech2"),
         ({"batch_size": 0}, "batch_size: Input should be greater than or equal to 1"),
         ({"colour": "red"}, "unknown key 'colour'"),
     ],
@@ -57,3 +61,41 @@ def test_workload_key_ignores_framework_and_mode() -> None:
     tf = make(framework="tensorflow", mode="graph")
     assert t.workload_key() == tf.workload_key()
     assert t.key() != tf.key()
+
+
+def test_dimensions_default_to_the_models_and_only_its_own_apply() -> None:
+    image = make()
+    assert image.dims == {"input_size": 224, "num_classes": 1000}
+    assert image.shape == "224px c1000"
+    bert = make(model="bert_base", seq_len=64)
+    assert bert.dims == {"seq_len": 64, "vocab_size": 30522, "num_classes": 2}
+    assert bert.input_size is None
+    speech = make(model="deepspeech2")
+    assert speech.shape == "seq200 f161 c29"
+
+
+def test_image_case_keys_are_unchanged_by_the_sequence_dimensions() -> None:
+    # A key recorded before seq_len/vocab_size/freq_bins existed (fwbench 0.1, schema 3)
+    # must still match, or --resume would run recorded cases again.
+    case = make(batch_size=8, input_size=64, num_classes=10)
+    assert case.key() == _legacy_key(case)
+
+
+def _legacy_key(case: Case) -> str:
+    import hashlib
+    import json
+
+    fields = {
+        k: getattr(case, k)
+        for k in (
+            "framework", "model", "task", "batch_size", "input_size", "num_classes",
+            "device", "mode", "threads",
+        )
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def test_two_implementations_of_one_network_share_a_workload() -> None:
+    fused, cell = make(model="lstm_lm"), make(model="lstm_lm_cell")
+    assert fused.workload_key() == cell.workload_key()
+    assert (fused.variant, cell.variant) == ("torch/eager", "torch/eager/cell")

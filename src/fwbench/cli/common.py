@@ -32,6 +32,25 @@ DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", s
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 DEFAULT_DB_PATH = DEFAULT_DB
 
+# A model's dimensions; each model takes some of them (see `fwbench models`), and one left
+# out takes the model's default.
+InputSizeOption = Annotated[
+    int | None, typer.Option(help="Image side in pixels (image models). [default: the model's]")
+]
+SeqLenOption = Annotated[
+    int | None,
+    typer.Option(help="Tokens per sequence, or spectrogram frames. [default: the model's]"),
+]
+VocabSizeOption = Annotated[
+    int | None, typer.Option(help="Vocabulary size (token models). [default: the model's]")
+]
+FreqBinsOption = Annotated[
+    int | None, typer.Option(help="Frequency bins (spectrogram models). [default: the model's]")
+]
+NumClassesOption = Annotated[
+    int | None, typer.Option(help="Output classes (classifiers, CTC). [default: the model's]")
+]
+
 
 def cases_per_framework(frameworks: list[str], modes: list[str], **workload: Any) -> list[Case]:
     """One validated case per framework: one mode for all, or one mode each."""
@@ -59,7 +78,7 @@ def print_json(data: Any) -> None:
 def summary_table(results: list[Result], title: str = "Summary") -> Table:
     variants, rows = summarise(results)
     table = Table(title=title, title_justify="left")
-    for col in ("model", "task", "batch", "input"):
+    for col in ("model", "task", "batch", "shape"):
         table.add_column(col)
     for v in variants:
         table.add_column(f"{v}\nms ±95%CI rel", justify="right")
@@ -71,7 +90,7 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
             w["model"],
             w["task"],
             str(w["batch_size"]),
-            str(w["input_size"]),
+            str(w["shape"]),
             *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
             row.verdict(short=True),
             style=style,

@@ -13,7 +13,12 @@ from fwbench.case import Case
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
+    FreqBinsOption,
+    InputSizeOption,
     JsonOption,
+    NumClassesOption,
+    SeqLenOption,
+    VocabSizeOption,
     cases_per_framework,
     console,
     out,
@@ -46,8 +51,11 @@ def command(
     ] = None,
     task: Annotated[str, typer.Option(help="train | infer")] = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
-    input_size: Annotated[int, typer.Option(help="Image side in pixels.")] = 224,
-    num_classes: Annotated[int, typer.Option(help="Output classes.")] = 1000,
+    input_size: InputSizeOption = None,
+    seq_len: SeqLenOption = None,
+    vocab_size: VocabSizeOption = None,
+    freq_bins: FreqBinsOption = None,
+    num_classes: NumClassesOption = None,
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
     threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
     steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
@@ -69,7 +77,8 @@ def command(
     if case is not None:
         stored = _stored_case(db, case)
         model, task, batch_size = stored.model, stored.task, stored.batch_size
-        input_size, num_classes, device = stored.input_size, stored.num_classes, stored.device
+        input_size, seq_len, vocab_size = stored.input_size, stored.seq_len, stored.vocab_size
+        freq_bins, num_classes, device = stored.freq_bins, stored.num_classes, stored.device
         threads = stored.threads
         framework = framework or list(dict.fromkeys([stored.framework, "torch", "tensorflow"]))
         defaults = {**DEFAULT_MODES, stored.framework: stored.mode}
@@ -87,6 +96,9 @@ def command(
         task=task,
         batch_size=batch_size,
         input_size=input_size,
+        seq_len=seq_len,
+        vocab_size=vocab_size,
+        freq_bins=freq_bins,
         num_classes=num_classes,
         device=device,
         threads=threads,

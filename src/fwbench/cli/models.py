@@ -1,4 +1,4 @@
-"""`fwbench models`: the zoo, with trainable parameters counted in each framework."""
+"""`fwbench models`: the zoo, with parameters and FLOPs counted in each framework."""
 
 from __future__ import annotations
 
@@ -8,77 +8,116 @@ import typer
 from rich.table import Table
 
 from fwbench.cli.common import JsonOption, console, out, print_json
+from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting
 from fwbench.launch.protocol import CountItem
 from fwbench.models.parity import compare
-from fwbench.models.registry import all_models
+from fwbench.models.registry import all_models, get_model
 
 
 def command(
+    model: Annotated[
+        list[str] | None, typer.Option(help="Only these models (repeat). [default: all]")
+    ] = None,
+    flops: Annotated[
+        bool, typer.Option(help="Also count FLOPs of one inference step (batch 1).")
+    ] = True,
     input_size: Annotated[
-        int, typer.Option(help="Count at this input size. [default: each model's own]")
-    ] = 0,
-    num_classes: Annotated[int, typer.Option(help="Output classes.")] = 1000,
+        int | None, typer.Option(help="Count image models at this side. [default: each model's]")
+    ] = None,
     json: JsonOption = False,
 ) -> None:
-    """List the models; flag any whose frameworks differ by more than 2% in parameters."""
-    specs = sorted(all_models().values(), key=lambda s: s.name)
+    """List the models at their default dimensions; flag any whose frameworks differ by
+    more than 2% in parameters or FLOPs."""
+    specs = [get_model(m) for m in model] if model else list(all_models().values())
+    specs.sort(key=lambda s: s.name)
+    dims = [dict(s.dims) for s in specs]
+    for spec, d in zip(specs, dims, strict=True):
+        if input_size is not None and "input_size" in d:
+            if input_size < spec.minimum("input_size"):
+                raise SpecError(
+                    f"input_size: {input_size} is too small for {spec.name}; "
+                    f"the smallest valid value is {spec.minimum('input_size')}"
+                )
+            d["input_size"] = input_size
     items = tuple(
-        CountItem(
-            model=s.name, input_size=input_size or s.default_input_size, num_classes=num_classes
-        )
-        for s in specs
+        CountItem(model=s.name, dims=d, flops=flops) for s, d in zip(specs, dims, strict=True)
     )
     installed = [fw for fw, info in FRAMEWORKS.items() if info.installed()]
-    with console.status(f"building every model in {', '.join(installed)} to count parameters"):
-        found = counting.count_in_each({fw: items for fw in installed}, timeout_s=600)
+    what = "parameters and FLOPs" if flops else "parameters"
+    with console.status(f"building {len(items)} models in {', '.join(installed)} to count {what}"):
+        found = counting.count_in_each({fw: items for fw in installed}, timeout_s=1800)
     rows: list[dict[str, Any]] = []
     for i, spec in enumerate(specs):
         counts: dict[str, int] = {}
+        flop_counts: dict[str, float] = {}
         errors: dict[str, str] = {}
         for fw in FRAMEWORKS:
             if fw not in found:
                 errors[fw] = "not installed"
                 continue
-            n, err = found[fw][i]
-            if n is None:
-                errors[fw] = err or "failed"
-            else:
+            n, err, f = found[fw][i]
+            if err:
+                errors[fw] = err
+            if n is not None:
                 counts[fw] = n
+            if f is not None:
+                flop_counts[fw] = f
         parity = compare(counts)
+        flop_parity = compare({fw: round(f) for fw, f in flop_counts.items()})
         rows.append(
             {
                 "name": spec.name,
                 "family": spec.family,
                 "input_kind": spec.input_kind,
-                "input_size": items[i].input_size,
-                "num_classes": num_classes,
+                "dims": dims[i],
+                "objective": spec.objective,
+                "training": spec.training(),
+                "workload": spec.workload,
+                "implementation": spec.implementation,
                 "description": spec.description,
                 "params": counts,
+                "infer_flops": flop_counts,
                 "errors": errors,
                 "max_rel_diff": parity.max_rel_diff,
-                "mismatch": parity.mismatch,
+                "flops_rel_diff": flop_parity.max_rel_diff,
+                "mismatch": parity.mismatch or flop_parity.mismatch,
             }
         )
     if json:
         print_json(rows)
         return
-    table = Table(title="Models (trainable parameters)", title_justify="left")
-    for col in ("model", "family", "input", *FRAMEWORKS, "diff", "description"):
-        table.add_column(col, justify="right" if col in FRAMEWORKS or col == "diff" else "left")
+    _print(rows, flops)
+
+
+def _print(rows: list[dict[str, Any]], flops: bool) -> None:
+    title = "Models (trainable parameters" + (", GFLOPs of one inference sample)" if flops else ")")
+    table = Table(title=title, title_justify="left")
+    columns = ["model", "family", "input", "dims", *(f"{fw} params" for fw in FRAMEWORKS)]
+    if flops:
+        columns += [f"{fw} GFLOPs" for fw in FRAMEWORKS]
+    columns += ["diff", "description"]
+    for col in columns:
+        table.add_column(col, justify="right" if col.endswith(("params", "GFLOPs")) else "left")
     for row in rows:
-        diff = row["max_rel_diff"]
-        table.add_row(
+        cells = [
             row["name"],
             row["family"],
-            f"{row['input_size']}px",
-            *(
-                f"{row['params'][fw]:,}" if fw in row["params"] else row["errors"].get(fw, "-")
-                for fw in FRAMEWORKS
-            ),
-            "-" if diff is None else f"{diff:.2%}" + (" DIFFERENT" if row["mismatch"] else ""),
-            row["description"],
-            style="yellow" if row["mismatch"] else None,
-        )
+            row["input_kind"],
+            " ".join(f"{k}={v}" for k, v in row["dims"].items()),
+        ]
+        cells += [_value(row, "params", fw, "{:,}") for fw in FRAMEWORKS]
+        if flops:
+            cells += [_value(row, "infer_flops", fw, "{:.3g}", 1e-9) for fw in FRAMEWORKS]
+        diffs = [d for d in (row["max_rel_diff"], row["flops_rel_diff"]) if d is not None]
+        diff = "-" if not diffs else f"{max(diffs):.2%}"
+        cells += [diff + (" DIFFERENT" if row["mismatch"] else ""), row["description"]]
+        table.add_row(*cells, style="yellow" if row["mismatch"] else None)
     out.print(table)
+
+
+def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float = 1.0) -> str:
+    if fw in row[field]:
+        return fmt.format(row[field][fw] * scale)
+    return str(row["errors"].get(fw, "-"))

@@ -7,6 +7,7 @@ framework at module level, and nothing outside a worker may import it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from fwbench.case import Case
@@ -47,7 +48,7 @@ class Adapter(ABC):
         """Framework and library versions, and the device's name."""
 
     @abstractmethod
-    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
         """The framework-native model, with random weights."""
 
     @abstractmethod

@@ -1,8 +1,9 @@
-"""TensorFlow adapter: keras.applications models, eager or tf.function graph mode."""
+"""TensorFlow adapter: Keras 3 models, eager, tf.function graph or XLA mode."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
@@ -12,26 +13,22 @@ from fwbench.case import Case
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.tf_flops import dense_flops
-from fwbench.models.registry import get_model
+from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
-LEARNING_RATE = 0.01
 WINDOW = "fwbench_window"
-MOMENTUM = 0.9
 
 
 class TensorFlowWorkload(Workload):
-    def __init__(self, model: keras.Model, case: Case, device_name: str) -> None:
+    def __init__(self, model: keras.Model, case: Case, spec: ModelSpec, device_name: str) -> None:
         self.model = model
         self.param_count = count_trainable(model)
         self.on_gpu = case.device == "cuda"
         with tf.device(device_name):
-            # Keras' default image layout on every device is channels_last (NHWC).
-            self.x = tf.random.normal((case.batch_size, case.input_size, case.input_size, 3))
-            self.y = tf.random.uniform((case.batch_size,), maxval=case.num_classes, dtype=tf.int32)
-        self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            self.x = synthetic_inputs(case, spec.input_kind)
+            self.y, self.loss_fn = objective(case, spec.objective)
         self.optimizer: keras.optimizers.Optimizer | None = None
         if case.task == "train":
-            self.optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=MOMENTUM)
+            self.optimizer = make_optimizer(spec.optimizer)
             # Build the slots now: creating variables inside a traced step is an error.
             self.optimizer.build(model.trainable_variables)
             fn: Any = self._train
@@ -43,7 +40,7 @@ class TensorFlowWorkload(Workload):
         self.fn = tf.function(fn, jit_compile=case.mode == "xla") if self.graph else fn
         self.last: Any = None
 
-    def _train(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    def _train(self, x: Any, y: tf.Tensor) -> tf.Tensor:
         assert self.optimizer is not None
         with tf.GradientTape() as tape:
             loss = self.loss_fn(y, self.model(x, training=True))
@@ -51,7 +48,7 @@ class TensorFlowWorkload(Workload):
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         return loss
 
-    def _infer(self, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
+    def _infer(self, x: Any, y: tf.Tensor) -> tf.Tensor:
         return self.model(x, training=False)
 
     def step(self) -> None:
@@ -108,6 +105,58 @@ class MatmulWorkload(Workload):
             self.last.numpy()
 
 
+def synthetic_inputs(case: Case, kind: str) -> Any:
+    """Random inputs of the model's kind; Keras' layouts (images NHWC on every device)."""
+    b = case.batch_size
+    if kind == "image":
+        side = int(case.input_size or 0)
+        return tf.random.normal((b, side, side, 3))
+    if kind == "spectrogram":
+        return tf.random.normal((b, int(case.seq_len or 0), int(case.freq_bins or 0)))
+    shape = (b, int(case.seq_len or 0))
+    vocab = int(case.vocab_size or 0)
+    if kind == "token_pair":
+        return [tf.random.uniform(shape, maxval=vocab, dtype=tf.int32) for _ in range(2)]
+    return tf.random.uniform(shape, maxval=vocab, dtype=tf.int32)
+
+
+Loss = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+
+
+def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
+    """Synthetic targets and the loss of the model's objective (see ModelSpec.objective)."""
+    b = case.batch_size
+    if name == "classify":
+        y = tf.random.uniform((b,), maxval=int(case.num_classes or 0), dtype=tf.int32)
+        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if name == "lm":
+        shape = (b, int(case.seq_len or 0))
+        y = tf.random.uniform(shape, maxval=int(case.vocab_size or 0), dtype=tf.int32)
+        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    labels = ctc_label_length(int(case.seq_len or 0))
+    y = tf.random.uniform((b, labels), minval=1, maxval=int(case.num_classes or 0), dtype=tf.int32)
+
+    def ctc_loss(y: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+        batch, frames = tf.shape(logits)[0], tf.shape(logits)[1]
+        per_sample = tf.nn.ctc_loss(
+            labels=y,
+            logits=logits,
+            label_length=tf.fill([batch], tf.shape(y)[1]),
+            logit_length=tf.fill([batch], frames),
+            logits_time_major=False,
+            blank_index=0,
+        )
+        return tf.reduce_mean(per_sample)
+
+    return y, ctc_loss
+
+
+def make_optimizer(opt: Optimizer) -> keras.optimizers.Optimizer:
+    if opt.name == "adam":
+        return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
+    return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
+
+
 def count_trainable(model: keras.Model) -> int:
     return sum(int(v.shape.num_elements()) for v in model.trainable_weights)
 
@@ -124,8 +173,6 @@ class TensorFlowAdapter(Adapter):
             "layout": "channels_last (NHWC)",
             "dtype": "float32",
             "keras_backend": keras.backend.backend(),
-            "optimizer": f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM})",
-            "loss": "sparse categorical cross-entropy on logits",
         }
         for gpu in tf.config.list_physical_devices("GPU"):
             # Otherwise TensorFlow reserves all GPU memory at start (METHODOLOGY rule 14).
@@ -157,8 +204,8 @@ class TensorFlowAdapter(Adapter):
                 env["device_name"] = details.get("device_name")
         return env
 
-    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
-        return get_model(model).builder("tensorflow")(num_classes, input_size)
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        return get_model(model).build("tensorflow", dims)
 
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
@@ -166,8 +213,8 @@ class TensorFlowAdapter(Adapter):
     def build(self, case: Case) -> Workload:
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
         with tf.device(device_name):
-            model = self.build_model(case.model, case.num_classes, case.input_size)
-        return TensorFlowWorkload(model, case, device_name)
+            model = self.build_model(case.model, case.dims)
+        return TensorFlowWorkload(model, case, get_model(case.model), device_name)
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda" and tf.config.list_physical_devices("GPU"):

@@ -1,9 +1,10 @@
-"""PyTorch adapter: torchvision models, eager mode, CUDA synchronisation when on GPU."""
+"""PyTorch adapter: eager or TorchScript, CUDA synchronisation when on GPU."""
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -12,20 +13,21 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
-from fwbench.models.registry import get_model
+from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
-LEARNING_RATE = 0.01
 WINDOW = "fwbench_window"
-MOMENTUM = 0.9
+ADAM_EPS = 1e-7  # Keras' default; torch's is 1e-8: the same optimizer in both
 
 
 class TorchWorkload(Workload):
-    def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
+    def __init__(
+        self, model: torch.nn.Module, case: Case, spec: ModelSpec, device: torch.device
+    ) -> None:
         self.model = model.to(device)
         self.param_count = count_trainable(model)
         self.device = device
-        self.x = torch.randn(case.batch_size, 3, case.input_size, case.input_size, device=device)
-        self.y = torch.randint(0, case.num_classes, (case.batch_size,), device=device)
+        self.inputs = synthetic_inputs(case, spec.input_kind, device)
+        self.target, self.loss_fn = objective(case, spec.objective, device)
         self.model.train(case.task == "train")
         self.trace_s: float | None = None
         self.forward: Any = self.model
@@ -33,21 +35,19 @@ class TorchWorkload(Workload):
             # TorchScript by tracing, in the task's train/eval state; timed apart from the
             # build so trace cost never hides in the steady state.
             start = time.perf_counter()
-            self.forward = torch.jit.trace(self.model, (self.x,), check_trace=False)
+            self.forward = torch.jit.trace(self.model, self.inputs, check_trace=False)
             self.trace_s = time.perf_counter() - start
         self.optimizer: torch.optim.Optimizer | None = None
         if case.task == "train":
-            self.optimizer = torch.optim.SGD(
-                self.forward.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM
-            )
+            self.optimizer = make_optimizer(spec.optimizer, self.forward.parameters())
 
     def step(self) -> None:
         if self.optimizer is None:
             with torch.inference_mode():
-                self.forward(self.x)
+                self.forward(*self.inputs)
             return
         self.optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(self.forward(self.x), self.y)
+        loss = self.loss_fn(self.forward(*self.inputs), self.target)
         loss.backward()
         self.optimizer.step()
 
@@ -86,6 +86,21 @@ def _conv_backward_flops(
     return forward * (int(output_mask[0]) + int(output_mask[1]))
 
 
+def _rnn_layer_flops(
+    x_shape: list[int], w_ih: list[int], w_hh: list[int], *_: Any, **__: Any
+) -> int:
+    """oneDNN's fused LSTM layer: every step multiplies input and state by the gate weights
+    (gates x hidden rows), for every sample."""
+    return 2 * x_shape[0] * x_shape[1] * w_ih[0] * (w_ih[1] + w_hh[1])
+
+
+def _rnn_layer_backward_flops(
+    x_shape: list[int], w_ih: list[int], w_hh: list[int], *_: Any, **__: Any
+) -> int:
+    # Gradients of input, state and both weights: twice the forward products.
+    return 2 * _rnn_layer_flops(x_shape, w_ih, w_hh)
+
+
 class MatmulWorkload(Workload):
     def __init__(self, device: torch.device, dtype: str, n: int) -> None:
         torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -100,6 +115,61 @@ class MatmulWorkload(Workload):
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def synthetic_inputs(case: Case, kind: str, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """Random inputs of the model's kind; PyTorch's layouts (images NCHW)."""
+    b = case.batch_size
+    if kind == "image":
+        side = int(case.input_size or 0)
+        return (torch.randn(b, 3, side, side, device=device),)
+    if kind == "spectrogram":
+        return (torch.randn(b, int(case.seq_len or 0), int(case.freq_bins or 0), device=device),)
+    shape = (b, int(case.seq_len or 0))
+    tokens = tuple(
+        torch.randint(0, int(case.vocab_size or 0), shape, device=device)
+        for _ in range(2 if kind == "token_pair" else 1)
+    )
+    return tokens
+
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def objective(case: Case, name: str, device: torch.device) -> tuple[torch.Tensor, Loss]:
+    """Synthetic targets and the loss of the model's objective (see ModelSpec.objective)."""
+    b = case.batch_size
+    if name == "classify":
+        target = torch.randint(0, int(case.num_classes or 0), (b,), device=device)
+        return target, F.cross_entropy
+    if name == "lm":
+        target = torch.randint(0, int(case.vocab_size or 0), (b, int(case.seq_len or 0)))
+
+        def lm_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return F.cross_entropy(logits.flatten(0, 1), y.flatten())
+
+        return target.to(device), lm_loss
+    # ctc: labels 1..C-1 (0 is the blank), ctc_label_length(seq_len) of them per sample.
+    labels = ctc_label_length(int(case.seq_len or 0))
+    target = torch.randint(1, int(case.num_classes or 0), (b, labels), device=device)
+
+    def ctc_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        frames = logits.shape[1]
+        log_probs = logits.log_softmax(-1).transpose(0, 1)  # (frames, batch, classes)
+        frame_lengths = torch.full((y.shape[0],), frames, dtype=torch.long)
+        label_lengths = torch.full((y.shape[0],), y.shape[1], dtype=torch.long)
+        # Mean over the batch of each sample's loss: TensorFlow's tf.nn.ctc_loss reduction.
+        return F.ctc_loss(
+            log_probs, y, frame_lengths, label_lengths, blank=0, reduction="none"
+        ).mean()
+
+    return target, ctc_loss
+
+
+def make_optimizer(opt: Optimizer, params: Any) -> torch.optim.Optimizer:
+    if opt.name == "adam":
+        return torch.optim.Adam(params, lr=opt.learning_rate, eps=ADAM_EPS)
+    return torch.optim.SGD(params, lr=opt.learning_rate, momentum=opt.momentum)
 
 
 def count_trainable(model: torch.nn.Module) -> int:
@@ -118,8 +188,6 @@ class TorchAdapter(Adapter):
             "layout": "channels_first (NCHW)",
             "dtype": "float32",
             "inference_grad_mode": "torch.inference_mode",
-            "optimizer": f"SGD(lr={LEARNING_RATE}, momentum={MOMENTUM})",
-            "loss": "cross_entropy on logits",
             "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         }
         if device == "cuda":
@@ -156,16 +224,16 @@ class TorchAdapter(Adapter):
             env["device_name"] = torch.cuda.get_device_name(0)
         return env
 
-    def build_model(self, model: str, num_classes: int, input_size: int) -> Any:
-        return get_model(model).builder("torch")(num_classes, input_size)
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        return get_model(model).build("torch", dims)
 
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
-        model = self.build_model(case.model, case.num_classes, case.input_size)
-        return TorchWorkload(model, case, device)
+        spec = get_model(case.model)
+        return TorchWorkload(self.build_model(case.model, case.dims), case, spec, device)
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda":
@@ -182,11 +250,21 @@ class TorchAdapter(Adapter):
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         from torch.utils.flop_counter import FlopCounterMode
 
-        mapping = {torch.ops.aten.convolution_backward: _conv_backward_flops}
-        with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
-            workload.step()
-        workload.sync()
-        return float(counter.get_total_flops()), "torch.utils.flop_counter (grouped-conv fix)"
+        mapping: dict[Any, Any] = {torch.ops.aten.convolution_backward: _conv_backward_flops}
+        if hasattr(torch.ops.aten, "mkldnn_rnn_layer"):
+            mapping[torch.ops.aten.mkldnn_rnn_layer] = _rnn_layer_flops
+            mapping[torch.ops.aten.mkldnn_rnn_layer_backward] = _rnn_layer_backward_flops
+        # The fused attention fast path of inference is one opaque op; the same products
+        # run through it and through the path counted here.
+        fastpath = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(False)
+        try:
+            with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+                workload.step()
+            workload.sync()
+        finally:
+            torch.backends.mha.set_fastpath_enabled(fastpath)
+        return float(counter.get_total_flops()), "torch.utils.flop_counter (conv, RNN fixes)"
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None

@@ -1,4 +1,5 @@
-"""Count trainable parameters of models in one framework, in a count worker.
+"""Count trainable parameters (and optionally FLOPs) of models in one framework, in a
+count worker.
 
 Counting builds models but times nothing, so count workers of different frameworks may
 run side by side. A model that kills its worker (a crash, a hang) is retried alone, so
@@ -9,19 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from fwbench.launch import local
 from fwbench.launch.protocol import CountItem, CountRequest
 
-Count = tuple[int | None, str | None]  # (parameters, error)
+
+class Count(NamedTuple):
+    params: int | None
+    error: str | None
+    flops: float | None = None  # one inference step at batch size 1, when asked for
 
 
 def count_params(framework: str, items: Sequence[CountItem], timeout_s: float) -> list[Count]:
     report = local.run_count(CountRequest(framework=framework, items=tuple(items)), timeout_s)
     if not isinstance(report, local.WorkerFailure):
-        return list(zip(report.counts, report.errors, strict=True))
+        flops = report.flops or [None] * len(report.counts)
+        return [Count(*row) for row in zip(report.counts, report.errors, flops, strict=True)]
     if len(items) == 1:
-        return [(None, f"{report.status}: {report.error}")]
+        return [Count(None, f"{report.status}: {report.error}")]
     return [c for item in items for c in count_params(framework, [item], timeout_s)]
 
 

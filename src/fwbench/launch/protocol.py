@@ -36,8 +36,9 @@ class CountItem(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     model: str
-    input_size: int
-    num_classes: int
+    dims: dict[str, int]  # the model's dimensions, as in Case.dims
+    # Also count the FLOPs of one inference step at batch size 1 (builds a workload).
+    flops: bool = False
 
 
 class CountRequest(BaseModel):
@@ -81,6 +82,7 @@ class CaseReport(BaseModel):
 class CountReport(BaseModel):
     counts: list[int | None]
     errors: list[str | None]
+    flops: list[float | None] = []
     framework_version: str | None = None
 
 

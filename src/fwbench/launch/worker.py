@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, TypeAdapter
 
+from fwbench.case import Case
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
@@ -33,6 +34,7 @@ from fwbench.launch.protocol import (
 )
 from fwbench.measure.memory import HostMemoryTracker
 from fwbench.measure.timing import measure, prepare, run_block
+from fwbench.models.registry import get_model
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -52,6 +54,7 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
     case = request.case
     adapter = get_framework(case.framework).load_adapter()
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
+    settings |= get_model(case.model).training()
     environment = adapter.environment(case.device)
 
     def report(**fields: Any) -> None:
@@ -132,17 +135,26 @@ def run_count(request: CountRequest) -> CountReport:
     adapter = info.load_adapter()
     counts: list[int | None] = []
     errors: list[str | None] = []
+    flops: list[float | None] = []
     for item in request.items:
+        counts.append(None)
+        errors.append(None)
+        flops.append(None)
         try:
-            model = adapter.build_model(item.model, item.num_classes, item.input_size)
-            counts.append(adapter.count_params(model))
-            errors.append(None)
+            model = adapter.build_model(item.model, item.dims)
+            counts[-1] = adapter.count_params(model)
+            model = None  # free it before the workload below builds its own
+            if item.flops:
+                case = Case.build(
+                    framework=request.framework, model=item.model, task="infer", batch_size=1,
+                    **item.dims,
+                )  # fmt: skip
+                flops[-1], _ = adapter.count_flops(adapter.build(case))
         except Exception as exc:
-            counts.append(None)
-            errors.append(one_line(exc))
+            errors[-1] = one_line(exc)
         finally:
             model = None  # free this model before the next is built: two would coexist
-    return CountReport(counts=counts, errors=errors, framework_version=info.version())
+    return CountReport(counts=counts, errors=errors, flops=flops, framework_version=info.version())
 
 
 def run_peak(request: PeakRequest) -> PeakReport:

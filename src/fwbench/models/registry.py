@@ -10,15 +10,58 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, Literal
 
 from fwbench.errors import SpecError
 
-# (num_classes, input_size) -> a framework-native model object.
-Builder = Callable[[int, int], Any]
+# Called with the model's dimensions as keywords (e.g. num_classes=1000, input_size=224),
+# returns a framework-native model object with random weights.
+Builder = Callable[..., Any]
+
+# What a model reads, and the dimensions (Case fields) that describe it.
+INPUT_KINDS: dict[str, tuple[str, ...]] = {
+    "image": ("input_size",),  # batch x 3 x side x side pixels
+    "tokens": ("seq_len", "vocab_size"),  # batch x seq_len token ids
+    "token_pair": ("seq_len", "vocab_size"),  # source and target token ids (translation)
+    "spectrogram": ("seq_len", "freq_bins"),  # batch x time frames x frequency bins
+}
+# Every dimension a case may carry; each model takes a subset.
+DIMENSIONS: tuple[str, ...] = ("input_size", "seq_len", "vocab_size", "freq_bins", "num_classes")
+
+# How the output is trained (and which targets the synthetic data has):
+#   classify   logits (batch, num_classes) vs one class per sample: cross-entropy
+#   lm         logits (batch, seq_len, vocab) vs the next token at every position
+#   ctc        per-frame logits (batch, frames', num_classes), class 0 the blank, vs a label
+#              sequence per sample: CTC loss
+Objective = Literal["classify", "lm", "ctc"]
+LOSSES: dict[str, str] = {
+    "classify": "cross-entropy on logits",
+    "lm": "cross-entropy on logits at every position (mean over tokens)",
+    "ctc": "CTC on per-frame logits, blank = class 0 (mean over the batch)",
+}
+
+
+def ctc_label_length(frames: int) -> int:
+    """Labels per synthetic CTC target: short enough for any model that keeps at least
+    half of its input frames (each label may need a blank frame before it)."""
+    return max(1, frames // 8)
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """The optimizer a model trains with, identical in every framework."""
+
+    name: Literal["sgd", "adam"] = "sgd"
+    learning_rate: float = 0.01
+    momentum: float = 0.9  # sgd only
+
+    def describe(self) -> str:
+        if self.name == "adam":
+            return f"Adam(lr={self.learning_rate}, betas=(0.9, 0.999), eps=1e-7)"
+        return f"SGD(lr={self.learning_rate}, momentum={self.momentum})"
 
 
 @dataclass(frozen=True)
@@ -26,10 +69,43 @@ class ModelSpec:
     name: str
     family: str
     input_kind: str
-    default_input_size: int
-    min_input_size: int
     builders: dict[str, Builder] = field(repr=False)
     description: str = ""
+    # Image models may give only these two; `dims` then defaults to side and classes.
+    default_input_size: int = 224
+    min_input_size: int = 1
+    # Default value of every dimension the model takes; none other applies to it.
+    dims: Mapping[str, int] = field(default_factory=dict)
+    min_dims: Mapping[str, int] = field(default_factory=dict)
+    objective: Objective = "classify"
+    optimizer: Optimizer = field(default_factory=Optimizer)
+    # Two implementations of one network (e.g. a fused LSTM layer and a cell loop) share a
+    # workload name: fwbench compares them like two modes of one framework.
+    workload: str = ""
+    implementation: str = ""
+
+    def __post_init__(self) -> None:
+        if self.input_kind not in INPUT_KINDS:
+            raise SpecError(
+                f"model {self.name!r}: unknown input kind {self.input_kind!r}; "
+                f"valid choices: {', '.join(INPUT_KINDS)}"
+            )
+        if not self.dims:
+            if self.input_kind != "image":
+                raise SpecError(f"model {self.name!r}: give its dims (default dimensions)")
+            dims = {"input_size": self.default_input_size, "num_classes": 1000}
+            object.__setattr__(self, "dims", dims)
+        if not self.min_dims and "input_size" in self.dims:
+            object.__setattr__(self, "min_dims", {"input_size": self.min_input_size})
+        unknown = sorted(set(self.dims) - set(DIMENSIONS))
+        missing = [d for d in INPUT_KINDS[self.input_kind] if d not in self.dims]
+        if unknown or missing:
+            raise SpecError(
+                f"model {self.name!r}: dims must give {', '.join(INPUT_KINDS[self.input_kind])}"
+                f" and may add num_classes; got {', '.join(self.dims)}"
+            )
+        if not self.workload:
+            object.__setattr__(self, "workload", self.name)
 
     def builder(self, framework: str) -> Builder:
         try:
@@ -40,9 +116,20 @@ class ModelSpec:
                 f"it has: {', '.join(sorted(self.builders))}"
             ) from None
 
+    def build(self, framework: str, dims: Mapping[str, int]) -> Any:
+        return self.builder(framework)(**dims)
+
+    def training(self) -> dict[str, str]:
+        """How the model trains, recorded with each result's settings."""
+        return {"loss": LOSSES[self.objective], "optimizer": self.optimizer.describe()}
+
+    def minimum(self, dim: str) -> int:
+        return self.min_dims.get(dim, 2 if dim in ("vocab_size", "num_classes") else 1)
+
 
 _MODELS: dict[str, ModelSpec] = {}
 _loaded = False
+_BUILT_IN = ("vision", "language", "speech")
 
 
 def register(spec: ModelSpec) -> ModelSpec:
@@ -55,7 +142,8 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    importlib.import_module("fwbench.models.vision")
+    for module in _BUILT_IN:
+        importlib.import_module(f"fwbench.models.{module}")
     for ep in entry_points(group="fwbench.models"):
         ep.load()
     for module in filter(None, os.environ.get("FWBENCH_PLUGINS", "").split(",")):
@@ -73,3 +161,8 @@ def get_model(name: str) -> ModelSpec:
     if key not in models:
         raise SpecError(f"unknown model {name!r}; valid choices: {', '.join(sorted(models))}")
     return models[key]
+
+
+def find_model(name: str) -> ModelSpec | None:
+    """The spec, or None when its plugin is not loaded (e.g. reading old results)."""
+    return all_models().get(name.lower())

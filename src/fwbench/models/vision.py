@@ -66,3 +66,27 @@ _vision("resnet152", "resnet152", _keras_resnet(152), "ResNet-152 v1.5 (torchvis
 _vision("vgg16", "vgg16", _keras_app("VGG16"), "VGG-16 (no batch norm)")
 _vision("mobilenet_v2", "mobilenet_v2", _keras_app("MobileNetV2"), "MobileNetV2, width 1.0")
 _vision("efficientnet_b4", "efficientnet_b4", _keras_app("EfficientNetB4"), "EfficientNet-B4")
+
+
+def _torch_inception(num_classes: int, input_size: int) -> Any:
+    import torchvision
+
+    # No auxiliary classifier: keras.applications' InceptionV3 has none, and it would be
+    # extra work in training only.
+    return torchvision.models.inception_v3(
+        weights=None, num_classes=num_classes, aux_logits=False, init_weights=False
+    )
+
+
+register(
+    ModelSpec(
+        name="inception_v3",
+        family="vision",
+        input_kind="image",
+        builders={"torch": _torch_inception, "tensorflow": _keras_app("InceptionV3")},
+        description="Inception-v3, no auxiliary head (299 px)",
+        dims={"input_size": 299, "num_classes": 1000},
+        # Both libraries refuse inputs under 75 pixels.
+        min_dims={"input_size": 75},
+    )
+)

@@ -37,7 +37,7 @@ class Panel:
 
 
 def _x(r: Result) -> str:
-    return f"b{r.case.batch_size} x {r.case.input_size}px"
+    return f"b{r.case.batch_size} {r.case.shape}"
 
 
 def relative_time(results: Sequence[Result], task: str, device: str) -> list[Panel]:
@@ -116,11 +116,11 @@ class CurvePanel:
 
 
 def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel]:
-    panels: dict[tuple[str, int, str], dict[str, list[Result]]] = {}
+    panels: dict[tuple[str, str, str], dict[str, list[Result]]] = {}
     for r in results:
         if r.case.task != task:
             continue
-        key = (r.case.model, r.case.input_size, r.case.device)
+        key = (str(r.case.workload_key()[0]), r.case.shape, r.case.device)
         panels.setdefault(key, {}).setdefault(r.case.variant, []).append(r)
     out = []
     for (model, size, device), by_variant in panels.items():
@@ -144,7 +144,7 @@ def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel
             trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
             curves.append(Curve(variant, batch_sizes, values, failed, trend))
         if any(c.values for c in curves):  # a panel of failures only has nothing to draw
-            out.append(CurvePanel(f"{model}, {size}px, {device}", curves))
+            out.append(CurvePanel(f"{model}, {size}, {device}", curves))
     return out
 
 

@@ -161,7 +161,7 @@ def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]
                 )
             )
         case = group[0].case
-        title = f"{case.model} {case.task} b{case.batch_size} {case.input_size}px {case.device}"
+        title = f"{case.model} {case.task} b{case.batch_size} {case.shape} {case.device}"
         fig.update_layout(
             barmode="stack",
             title=f"Where the step goes: {title}",
@@ -174,7 +174,7 @@ def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]
 
 def _verdicts(results: Sequence[Result]) -> str:
     variants, rows = summarise(results)
-    head = ["model", "task", "batch", "input", "device", *variants, "verdict"]
+    head = ["model", "task", "batch", "shape", "device", *variants, "verdict"]
     body = []
     for row in rows:
         w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
@@ -183,7 +183,7 @@ def _verdicts(results: Sequence[Result]) -> str:
                 str(w["model"]),
                 str(w["task"]),
                 str(w["batch_size"]),
-                str(w["input_size"]),
+                str(w["shape"]),
                 str(w["device"]),
                 *(cell(row.results.get(v), row.relative(v)) for v in variants),
                 row.verdict(),

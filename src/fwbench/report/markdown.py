@@ -28,14 +28,14 @@ def render(
         "relative to the fastest framework for the same work (x1.00 = fastest).",
         "",
     ]
-    head = ["model", "task", "batch", "input", *variants, "verdict"]
+    head = ["model", "task", "batch", "shape", *variants, "verdict"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for row in rows:
         w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
         cells = [cell(row.results.get(v), row.relative(v)) for v in variants]
         out.append(
-            f"| {w['model']} | {w['task']} | {w['batch_size']} | {w['input_size']} | "
+            f"| {w['model']} | {w['task']} | {w['batch_size']} | {w['shape']} | "
             + " | ".join(cells)
             + f" | {row.verdict()} |"
         )

@@ -84,7 +84,9 @@ class SummaryRow:
         return text
 
 
-WORKLOAD_FIELDS = ("model", "task", "batch_size", "input_size", "num_classes", "device", "threads")
+# The fields of Case.workload_key(), in order ("model" is the workload's name, shared by
+# two implementations of one network).
+WORKLOAD_FIELDS = ("model", "task", "batch_size", "shape", "device", "threads")
 
 
 def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:

@@ -168,13 +168,14 @@ class ResultStore:
         self._transaction([(f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))])
 
     def put_param_count(
-        self, case_fields: tuple[str, str, str, int, int], params: int | None, error: str | None
+        self, key: tuple[str, str, str, str], params: int | None, error: str | None
     ) -> None:
+        """Cache a count under (model, framework, framework version, dims as JSON)."""
         self._transaction(
             [
                 (
-                    "INSERT OR REPLACE INTO param_counts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [*case_fields, params, error],
+                    "INSERT OR REPLACE INTO param_counts VALUES (?, ?, ?, ?, ?, ?)",
+                    [*key, params, error],
                 )
             ]
         )
@@ -203,12 +204,10 @@ class ResultStore:
     def recorded_keys(self) -> set[str]:
         return {r[0] for r in self.con.execute("SELECT DISTINCT case_key FROM results").fetchall()}
 
-    def param_count(
-        self, key: tuple[str, str, str, int, int]
-    ) -> tuple[int | None, str | None] | None:
+    def param_count(self, key: tuple[str, str, str, str]) -> tuple[int | None, str | None] | None:
         row = self.con.execute(
             "SELECT params, error FROM param_counts WHERE model = ? AND framework = ? "
-            "AND framework_version = ? AND input_size = ? AND num_classes = ?",
+            "AND framework_version = ? AND dims = ?",
             list(key),
         ).fetchone()
         return None if row is None else (row[0], row[1])

@@ -7,6 +7,9 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
      (host_peak_bytes, device_peak_bytes, joules_per_sample, flops_per_step,
      achieved_flops); new table peaks (`fwbench peak` measurements).
   3  results gain breakdown (JSON): `fwbench explain`'s time per category.
+  4  results gain the token and spectrogram dimensions (seq_len, vocab_size, freq_bins);
+     param_counts is keyed by a model's dimensions as JSON (`dims`). It is a cache:
+     the migration empties it and counts are made again when next needed.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -115,5 +118,22 @@ def _to_v3(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN breakdown VARCHAR")
 
 
+def _to_v4(con: Any) -> None:
+    for dim in ("seq_len", "vocab_size", "freq_bins"):
+        con.execute(f"ALTER TABLE results ADD COLUMN {dim} INTEGER")
+    con.execute("DROP TABLE param_counts")
+    con.execute(
+        """CREATE TABLE param_counts (
+            model VARCHAR,
+            framework VARCHAR,
+            framework_version VARCHAR,
+            dims VARCHAR,
+            params BIGINT,
+            error VARCHAR,
+            PRIMARY KEY (model, framework, framework_version, dims)
+        )"""
+    )
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4}

@@ -1,0 +1,73 @@
+"""Language models: BERT-base, the base Transformer, and an LSTM language model in two
+implementations (the fused library layer and a generic cell loop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.models.registry import ModelSpec, Optimizer, register
+
+
+def builders(name: str) -> dict[str, Any]:
+    """Builders of a model whose twins live in torch_sequence.py and keras_sequence.py."""
+
+    def torch_build(**dims: int) -> Any:
+        from fwbench.models import torch_sequence
+
+        return torch_sequence.build(name, **dims)
+
+    def keras_build(**dims: int) -> Any:
+        from fwbench.models import keras_sequence
+
+        return keras_sequence.build(name, **dims)
+
+    return {"torch": torch_build, "tensorflow": keras_build}
+
+
+# Adam at BERT's fine-tuning and the Transformer's learning rates, no warmup schedule:
+# the schedule changes nothing a step costs.
+register(
+    ModelSpec(
+        name="bert_base",
+        family="language",
+        input_kind="tokens",
+        builders=builders("bert_base"),
+        description="BERT-base encoder + classification head (transformers on PyTorch)",
+        dims={"seq_len": 128, "vocab_size": 30522, "num_classes": 2},
+        # Positions beyond BERT's 512 get an extended table; the model stays BERT-base.
+        min_dims={"seq_len": 1},
+        objective="classify",
+        optimizer=Optimizer("adam", learning_rate=2e-5),
+    )
+)
+register(
+    ModelSpec(
+        name="transformer_base",
+        family="language",
+        input_kind="token_pair",
+        builders=builders("transformer_base"),
+        description="Transformer base encoder-decoder, teacher forcing (6+6 layers, 512 wide)",
+        dims={"seq_len": 64, "vocab_size": 32000},
+        objective="lm",
+        optimizer=Optimizer("adam", learning_rate=1e-4),
+    )
+)
+for _name, _impl, _what in (
+    ("lstm_lm", "", "fused LSTM layer (nn.LSTM / keras LSTM)"),
+    ("lstm_lm_cell", "cell", "generic cell loop (nn.LSTMCell / keras RNN(LSTMCell))"),
+):
+    register(
+        ModelSpec(
+            name=_name,
+            family="language",
+            input_kind="tokens",
+            builders=builders(_name),
+            description=f"2-layer LSTM language model, PTB medium (650 wide): {_what}",
+            dims={"seq_len": 35, "vocab_size": 10000},
+            objective="lm",
+            # Zaremba et al.: plain SGD at learning rate 1 (gradient clipping left out).
+            optimizer=Optimizer("sgd", learning_rate=1.0, momentum=0.0),
+            workload="lstm_lm",
+            implementation=_impl,
+        )
+    )
