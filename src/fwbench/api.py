@@ -155,6 +155,14 @@ def result_from_outcome(
             **{f.name: getattr(timing, f.name) for f in dataclasses.fields(Prepared)},
         )
         warnings = timing.warnings
+    before = report.settings.get("compiles_after_warmup")
+    after = report.settings.get("compiles_after_timing")
+    if measurement is not None and before is not None and after is not None and after > before:
+        warnings = (
+            *warnings,
+            f"recompiled {after - before} time(s) inside the timed region: steady state "
+            "includes compilation",
+        )
     parity = parity_for(case, counts, report.param_count)
     if parity.mismatch:
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")

@@ -21,6 +21,13 @@ from fwbench.models.registry import DIMENSIONS, find_model, get_model
 
 Task = Literal["train", "infer"]
 Device = Literal["cpu", "cuda"]
+# fp32: float32 throughout (TF32 off on GPUs); tf32: float32 with TF32 tensor-core math
+# (GPUs only); bf16 / fp16: mixed precision (autocast / Keras mixed policies; fp16 with
+# loss scaling).
+Precision = Literal["fp32", "tf32", "bf16", "fp16"]
+Layout = Literal["channels_first", "channels_last"]
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
+LAYOUTS: tuple[str, ...] = ("channels_first", "channels_last")
 
 TASKS: tuple[str, ...] = ("train", "infer")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
@@ -51,12 +58,20 @@ class Case(BaseModel):
     num_classes: int | None = Field(None, ge=2, le=1_000_000)
     device: Device = "cpu"
     mode: str = "eager"
+    # How the numbers are computed and laid out. None is the default: fp32, the
+    # framework's native image layout (PyTorch NCHW, Keras NHWC), autotuning off; giving
+    # the default explicitly normalises to None, so it names the same case.
+    precision: Precision | None = None
+    layout: Layout | None = None
+    autotune: bool | None = None  # cudnn.benchmark / TF_CUDNN_USE_AUTOTUNE (CUDA only)
     # Intra-op and inter-op threads, set equally for every framework (METHODOLOGY rule 9).
     threads: int = Field(default_factory=default_threads, ge=1, le=1024)
 
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = _drop_defaults(data)
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             data = {**data, "model": data["model"].lower()}
             spec = find_model(data["model"])
@@ -83,11 +98,30 @@ class Case(BaseModel):
                 f"device: {info.label} cannot run on {self.device!r}; "
                 f"valid choices: {', '.join(info.devices)}"
             )
+        if self.device != "cuda":
+            why = dict(info.cuda_modes).get(self.mode)
+            if why:
+                raise ValueError(f"mode: {self.mode} runs on cuda only: {why}")
+            if self.precision == "tf32":
+                raise ValueError("precision: tf32 is a tensor-core mode of NVIDIA GPUs (cuda only)")
+            if self.autotune:
+                raise ValueError(
+                    "autotune: cuDNN's convolution algorithm search exists on cuda only"
+                )
+        if self.mode == "script" and self.precision in ("bf16", "fp16"):
+            raise ValueError(
+                "precision: mixed precision needs autocast, which a TorchScript trace "
+                "freezes; use mode eager or compile"
+            )
         try:
             spec = get_model(self.model)
         except SpecError as exc:
             raise ValueError(f"model: {exc}") from None
         spec.builder(self.framework)
+        if self.layout is not None and spec.input_kind != "image":
+            raise ValueError(
+                f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"
+            )
         for dim in DIMENSIONS:
             value = getattr(self, dim)
             if value is not None and dim not in spec.dims:
@@ -154,20 +188,39 @@ class Case(BaseModel):
             self.task,
             self.batch_size,
             self.shape,
+            self.precision or "fp32",
             self.device,
             self.threads,
         )
 
     @property
     def variant(self) -> str:
-        impl = self.implementation
-        return f"{self.framework}/{self.mode}" + (f"/{impl}" if impl else "")
+        """How the workload is run: framework/mode, then any non-default implementation,
+        layout and autotuning (`torch/compile/channels_last`)."""
+        parts = [self.framework, self.mode, self.implementation]
+        parts += [self.layout or "", "autotune" if self.autotune else ""]
+        return "/".join(p for p in parts if p)
 
     def label(self) -> str:
+        precision = f" {self.precision}" if self.precision else ""
         return (
             f"{self.variant} {self.model} {self.task} b{self.batch_size} "
-            f"{self.shape} {self.device} t{self.threads}"
+            f"{self.shape}{precision} {self.device} t{self.threads}"
         )
+
+
+def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """Explicit defaults name the same case as omitted ones (None): fp32, the framework's
+    native layout, autotuning off."""
+    out = dict(data)
+    if out.get("precision") == "fp32":
+        out["precision"] = None
+    if out.get("autotune") is False:
+        out["autotune"] = None
+    info = FRAMEWORKS.get(str(out.get("framework")))
+    if info is not None and out.get("layout") == info.native_layout:
+        out["layout"] = None
+    return out
 
 
 def validation_message(exc: ValidationError) -> str:

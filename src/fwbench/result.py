@@ -8,6 +8,7 @@ Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema)
      share of the measured peak).
   3  breakdown (`fwbench explain`: time per step by category of operation).
   4  case dimensions of token and spectrogram models: seq_len, vocab_size, freq_bins.
+  5  case precision, layout and autotune.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 

@@ -33,10 +33,13 @@ AXES: tuple[str, ...] = (
     "vocab_size",
     "freq_bins",
     "num_classes",
+    "precision",
     "device",
     "threads",
     "framework",
     "mode",
+    "layout",
+    "autotune",
 )
 # A dimension left out takes each model's default (None here).
 OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")

@@ -42,3 +42,81 @@ def test_torchscript_and_xla_run_train_and_infer_with_their_start_up_apart(
     torch_train, _, tf_train, _ = results
     assert torch_train.work and tf_train.work
     assert torch_train.work.flops_per_step == tf_train.work.flops_per_step
+
+
+def _combinations() -> list[Case]:
+    """Every mode x precision valid on CPU, per framework; layouts alternate so both
+    appear in every mode. Compiled modes run inference (their compile is the slow part),
+    the others train."""
+    cases = []
+    for fw, modes in (
+        ("torch", ("eager", "compile", "compile-max-autotune", "script")),
+        ("tensorflow", ("eager", "graph", "xla")),
+    ):
+        for i, mode in enumerate(modes):
+            for j, precision in enumerate(("fp32", "bf16", "fp16")):
+                if mode == "script" and precision != "fp32":
+                    continue  # rejected: see test_invalid_combinations_are_refused
+                cases.append(
+                    Case.build(
+                        framework=fw,
+                        model="tiny_cnn",
+                        task="infer" if mode.startswith("compile") else "train",
+                        mode=mode,
+                        precision=precision,
+                        layout=("channels_first", "channels_last")[(i + j) % 2],
+                        batch_size=2,
+                        num_classes=10,
+                        threads=2,
+                    )
+                )
+    return cases
+
+
+def test_every_mode_precision_and_layout_valid_on_cpu_runs(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    cases = _combinations()
+    assert {c.layout or "native" for c in cases} == {"channels_first", "channels_last", "native"}
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        options = RunOptions(timing=FAST_TIMING, count_flops=False)
+        results = list(run_cases(cases, store, "combos", options))
+    assert len(results) == len(cases)
+    for r in results:
+        label = r.case.label()
+        assert r.status == "ok", (label, r.error)
+        assert r.measurement is not None
+        assert r.settings["precision"] == (r.case.precision or "fp32"), label
+        native = "channels_first" if r.case.framework == "torch" else "channels_last"
+        assert r.settings["layout"].startswith(r.case.layout or native), label
+        if r.case.mode.startswith("compile"):
+            # Compilation lands in the first step and is counted; none while timed.
+            assert r.measurement.first_step_s > 3 * r.measurement.step_time_s.median, label
+            assert r.settings["compiles_after_timing"] == r.settings["compiles_after_warmup"]
+            assert not any("recompiled" in w for w in r.warnings), label
+    mixed = [r for r in results if r.case.precision == "fp16" and r.case.task == "train"]
+    assert mixed and all(
+        r.settings.get("grad_scaler") or r.settings.get("loss_scaling") for r in mixed
+    )
+
+
+def test_invalid_combinations_are_refused_with_their_reason() -> None:
+    import pytest
+
+    from fwbench.errors import SpecError
+
+    base = {"model": "resnet18", "threads": 2}
+    for fields, reason in (
+        ({"framework": "torch", "mode": "compile-reduce-overhead"}, "CUDA graphs"),
+        ({"framework": "torch", "precision": "tf32"}, "cuda only"),
+        ({"framework": "tensorflow", "autotune": True}, "cuda only"),
+        ({"framework": "torch", "mode": "script", "precision": "bf16"}, "TorchScript"),
+        ({"framework": "torch", "model": "bert_base", "layout": "channels_last"}, "image"),
+        ({"framework": "torch", "precision": "fp8"}, "valid choices"),
+    ):
+        with pytest.raises(SpecError, match=reason):
+            Case.build(**{**base, **fields})
+    # The framework's defaults, given explicitly, name the same case as left out.
+    assert Case.build(**base, framework="torch", precision="fp32", layout="channels_first") == (
+        Case.build(**base, framework="torch")
+    )

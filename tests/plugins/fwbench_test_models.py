@@ -35,3 +35,48 @@ for _name, _builder in (("crash", _segfault), ("hang", _hang)):
             description="misbehaves on purpose (tests only)",
         )
     )
+
+
+def _torch_tiny(num_classes: int, input_size: int) -> Any:
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.BatchNorm2d(8),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(8, num_classes),
+    )
+
+
+def _keras_tiny(num_classes: int, input_size: int) -> Any:
+    import keras
+
+    from fwbench.models.keras_resnet import image_shape
+
+    axis = 1 if keras.config.image_data_format() == "channels_first" else -1
+    return keras.Sequential(
+        [
+            keras.Input(image_shape(input_size)),
+            keras.layers.Conv2D(8, 3, padding="same", use_bias=True),
+            keras.layers.BatchNormalization(axis=axis),
+            keras.layers.ReLU(),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(num_classes),
+        ]
+    )
+
+
+# A model small enough that compiling it (torch.compile, XLA) takes seconds, not minutes.
+register(
+    ModelSpec(
+        name="tiny_cnn",
+        family="test",
+        input_kind="image",
+        default_input_size=16,
+        min_input_size=4,
+        builders={"torch": _torch_tiny, "tensorflow": _keras_tiny},
+        description="one convolution (tests only)",
+    )
+)

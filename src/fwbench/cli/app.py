@@ -17,6 +17,7 @@ from fwbench.cli import (
     results,
     run,
     sweep,
+    tune,
 )
 from fwbench.cli.common import console
 from fwbench.errors import FwbenchError
@@ -38,6 +39,7 @@ app.command("report")(report.command)
 app.command("peak")(peak.command)
 app.command("compare")(compare.command)
 app.command("explain")(explain.command)
+app.command("tune")(tune.command)
 
 
 def main() -> None:

@@ -47,6 +47,17 @@ VocabSizeOption = Annotated[
 FreqBinsOption = Annotated[
     int | None, typer.Option(help="Frequency bins (spectrogram models). [default: the model's]")
 ]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(help="fp32 | tf32 (cuda) | bf16 | fp16: mixed precision. [default: fp32]"),
+]
+LayoutOption = Annotated[
+    str | None,
+    typer.Option(help="channels_first | channels_last (image models). [default: the framework's]"),
+]
+AutotuneOption = Annotated[
+    bool, typer.Option(help="cuDNN algorithm search (cudnn.benchmark; cuda only).")
+]
 NumClassesOption = Annotated[
     int | None, typer.Option(help="Output classes (classifiers, CTC). [default: the model's]")
 ]

@@ -12,11 +12,14 @@ from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import Case
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    AutotuneOption,
     DbOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
+    LayoutOption,
     NumClassesOption,
+    PrecisionOption,
     SeqLenOption,
     VocabSizeOption,
     cases_per_framework,
@@ -28,12 +31,13 @@ from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
+from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.timing import TimingConfig
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
 # Each framework's usual way of running, as in the quick preset.
-DEFAULT_MODES = {"torch": "eager", "tensorflow": "graph"}
+DEFAULT_MODES = {name: info.default_mode for name, info in FRAMEWORKS.items()}
 
 
 def command(
@@ -56,6 +60,9 @@ def command(
     vocab_size: VocabSizeOption = None,
     freq_bins: FreqBinsOption = None,
     num_classes: NumClassesOption = None,
+    precision: PrecisionOption = None,
+    layout: LayoutOption = None,
+    autotune: AutotuneOption = False,
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
     threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
     steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
@@ -80,6 +87,7 @@ def command(
         input_size, seq_len, vocab_size = stored.input_size, stored.seq_len, stored.vocab_size
         freq_bins, num_classes, device = stored.freq_bins, stored.num_classes, stored.device
         threads = stored.threads
+        precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
         framework = framework or list(dict.fromkeys([stored.framework, "torch", "tensorflow"]))
         defaults = {**DEFAULT_MODES, stored.framework: stored.mode}
         mode = mode or [defaults.get(fw, "eager") for fw in framework]
@@ -100,6 +108,9 @@ def command(
         vocab_size=vocab_size,
         freq_bins=freq_bins,
         num_classes=num_classes,
+        precision=precision,
+        layout=layout,
+        autotune=autotune,
         device=device,
         threads=threads,
     )

@@ -9,11 +9,14 @@ import typer
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    AutotuneOption,
     DbOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
+    LayoutOption,
     NumClassesOption,
+    PrecisionOption,
     SeqLenOption,
     VocabSizeOption,
     cases_per_framework,
@@ -39,6 +42,9 @@ def command(
     vocab_size: VocabSizeOption = None,
     freq_bins: FreqBinsOption = None,
     num_classes: NumClassesOption = None,
+    precision: PrecisionOption = None,
+    layout: LayoutOption = None,
+    autotune: AutotuneOption = False,
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
     mode: Annotated[
         list[str] | None,
@@ -86,6 +92,9 @@ def command(
         vocab_size=vocab_size,
         freq_bins=freq_bins,
         num_classes=num_classes,
+        precision=precision,
+        layout=layout,
+        autotune=autotune,
         device=device,
         threads=threads,
     )

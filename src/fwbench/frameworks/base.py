@@ -31,6 +31,18 @@ class Workload(ABC):
         """Framework counters worth recording after the measurement (e.g. traces)."""
         return {}
 
+    def settings(self) -> dict[str, Any]:
+        """The case's settings as applied (precision, layout, ...), recorded as built."""
+        return {}
+
+    def compile_count(self) -> int | None:
+        """(Re)compilations or traces so far; None in modes that never compile.
+
+        Read after warmup and after the timed blocks: a difference is a recompilation
+        inside the measurement, which the result flags.
+        """
+        return None
+
 
 class Adapter(ABC):
     name: ClassVar[str]

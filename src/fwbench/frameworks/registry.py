@@ -26,6 +26,11 @@ class FrameworkInfo:
     adapter_path: str  # "module:Class", imported only inside a worker
     # Distribution names the framework may be installed under (CPU and CUDA flavours).
     distributions: tuple[str, ...]
+    # Modes that need a CUDA device, and why.
+    cuda_modes: tuple[tuple[str, str], ...] = ()
+    native_layout: str = "channels_first"
+    # How the framework is normally used: the mode of "default vs default" comparisons.
+    default_mode: str = "eager"
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(p) is not None for p in self.packages)
@@ -52,11 +57,23 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
         FrameworkInfo(
             name="torch",
             label="PyTorch",
-            modes=("eager", "script"),
+            # compile*: torch.compile with inductor in its default, reduce-overhead and
+            # max-autotune modes; script: TorchScript by tracing.
+            modes=(
+                "eager",
+                "compile",
+                "compile-reduce-overhead",
+                "compile-max-autotune",
+                "script",
+            ),
             devices=("cpu", "cuda"),
             packages=("torch", "torchvision"),
             adapter_path="fwbench.frameworks.torch:TorchAdapter",
             distributions=("torch",),
+            cuda_modes=(
+                ("compile-reduce-overhead", "its gain is CUDA graphs, which need a CUDA device"),
+            ),
+            native_layout="channels_first",
         ),
         FrameworkInfo(
             name="tensorflow",
@@ -66,6 +83,8 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             packages=("tensorflow", "keras"),
             adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
             distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+            native_layout="channels_last",
+            default_mode="graph",  # Keras' own fit() runs a tf.function
         ),
     )
 }

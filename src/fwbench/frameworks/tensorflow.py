@@ -29,6 +29,9 @@ class TensorFlowWorkload(Workload):
         self.optimizer: keras.optimizers.Optimizer | None = None
         if case.task == "train":
             self.optimizer = make_optimizer(spec.optimizer)
+            if case.precision == "fp16":
+                # Keras' dynamic loss scaling: fp16 gradients would underflow without it.
+                self.optimizer = keras.optimizers.LossScaleOptimizer(self.optimizer)
             # Build the slots now: creating variables inside a traced step is an error.
             self.optimizer.build(model.trainable_variables)
             fn: Any = self._train
@@ -39,12 +42,18 @@ class TensorFlowWorkload(Workload):
         self.graph = case.mode in ("graph", "xla")
         self.fn = tf.function(fn, jit_compile=case.mode == "xla") if self.graph else fn
         self.last: Any = None
+        self.settings_: dict[str, Any] = {}
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
 
     def _train(self, x: Any, y: tf.Tensor) -> tf.Tensor:
         assert self.optimizer is not None
         with tf.GradientTape() as tape:
-            loss = self.loss_fn(y, self.model(x, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
+            # Mixed precision: logits may be bf16/fp16; the loss is computed in float32.
+            loss = self.loss_fn(y, tf.cast(self.model(x, training=True), tf.float32))
+            scaled = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(scaled, self.model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
         return loss
 
@@ -66,8 +75,11 @@ class TensorFlowWorkload(Workload):
 
     def counters(self) -> dict[str, Any]:
         if self.graph:
-            return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
+            return {"tf_function_traces": self.compile_count()}
         return {}
+
+    def compile_count(self) -> int | None:
+        return int(self.fn.experimental_get_tracing_count()) if self.graph else None
 
 
 def _cpu_op(name: str) -> str | None:
@@ -106,10 +118,12 @@ class MatmulWorkload(Workload):
 
 
 def synthetic_inputs(case: Case, kind: str) -> Any:
-    """Random inputs of the model's kind; Keras' layouts (images NHWC on every device)."""
+    """Random inputs of the model's kind; images in the case's layout (Keras: NHWC)."""
     b = case.batch_size
     if kind == "image":
         side = int(case.input_size or 0)
+        if case.layout == "channels_first":
+            return tf.random.normal((b, 3, side, side))
         return tf.random.normal((b, side, side, 3))
     if kind == "spectrogram":
         return tf.random.normal((b, int(case.seq_len or 0), int(case.freq_bins or 0)))
@@ -170,16 +184,12 @@ class TensorFlowAdapter(Adapter):
         settings: dict[str, Any] = {
             "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "layout": "channels_last (NHWC)",
-            "dtype": "float32",
             "keras_backend": keras.backend.backend(),
         }
         for gpu in tf.config.list_physical_devices("GPU"):
             # Otherwise TensorFlow reserves all GPU memory at start (METHODOLOGY rule 14).
             tf.config.experimental.set_memory_growth(gpu, True)
         if device == "cuda":
-            tf.config.experimental.enable_tensor_float_32_execution(False)
-            settings["tf32"] = tf.config.experimental.tensor_float_32_execution_enabled()
             settings["memory_growth"] = True
         return settings
 
@@ -212,9 +222,31 @@ class TensorFlowAdapter(Adapter):
 
     def build(self, case: Case) -> Workload:
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
+        spec = get_model(case.model)
+        layout = case.layout or "channels_last"
+        # Both are global Keras state, read when layers are created: set before building.
+        keras.config.set_image_data_format(layout)
+        policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(case.precision or "")
+        keras.mixed_precision.set_global_policy(policy or "float32")
+        settings: dict[str, Any] = {
+            "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
+            "precision": case.precision or "fp32",
+            "keras_dtype_policy": keras.mixed_precision.global_policy().name,
+            "loss_scaling": case.precision == "fp16" and case.task == "train",
+        }
+        if case.device == "cuda":
+            # Read by cuDNN's convolution kernels when they first run (after this).
+            os.environ["TF_CUDNN_USE_AUTOTUNE"] = "1" if case.autotune else "0"
+            tf.config.experimental.enable_tensor_float_32_execution(case.precision == "tf32")
+            settings |= {
+                "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+                "cudnn_autotune": bool(case.autotune),
+            }
         with tf.device(device_name):
             model = self.build_model(case.model, case.dims)
-        return TensorFlowWorkload(model, case, get_model(case.model), device_name)
+        workload = TensorFlowWorkload(model, case, spec, device_name)
+        workload.settings_ = settings
+        return workload
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda" and tf.config.list_physical_devices("GPU"):

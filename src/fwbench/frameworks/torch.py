@@ -19,40 +19,83 @@ WINDOW = "fwbench_window"
 ADAM_EPS = 1e-7  # Keras' default; torch's is 1e-8: the same optimizer in both
 
 
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
 class TorchWorkload(Workload):
     def __init__(
         self, model: torch.nn.Module, case: Case, spec: ModelSpec, device: torch.device
     ) -> None:
-        self.model = model.to(device)
-        self.param_count = count_trainable(model)
         self.device = device
-        self.inputs = synthetic_inputs(case, spec.input_kind, device)
+        channels_last = case.layout == "channels_last"
+        memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.model = model.to(device)
+        if channels_last:
+            self.model = self.model.to(memory_format=memory_format)
+        self.param_count = count_trainable(model)
+        self.inputs = tuple(
+            x.contiguous(memory_format=memory_format) if x.dim() == 4 else x
+            for x in synthetic_inputs(case, spec.input_kind, device)
+        )
         self.target, self.loss_fn = objective(case, spec.objective, device)
         self.model.train(case.task == "train")
+        # Mixed precision: autocast around forward and loss; fp16 adds loss scaling.
+        dtype = AUTOCAST.get(case.precision or "")
+        self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=case.precision == "fp16")
         self.trace_s: float | None = None
         self.forward: Any = self.model
+        self.compiled = case.mode.startswith("compile")
         if case.mode == "script":
             # TorchScript by tracing, in the task's train/eval state; timed apart from the
             # build so trace cost never hides in the steady state.
             start = time.perf_counter()
             self.forward = torch.jit.trace(self.model, self.inputs, check_trace=False)
             self.trace_s = time.perf_counter() - start
+        elif self.compiled:
+            # Inductor compiles lazily, on the first step (recorded as first_step_s) and
+            # again on any recompilation, which compile_count() exposes.
+            options = case.mode.removeprefix("compile").removeprefix("-") or "default"
+            self.forward = torch.compile(self.model, mode=options)
         self.optimizer: torch.optim.Optimizer | None = None
         if case.task == "train":
-            self.optimizer = make_optimizer(spec.optimizer, self.forward.parameters())
+            self.optimizer = make_optimizer(spec.optimizer, self.model.parameters())
+        self.settings_ = {
+            "layout": "channels_last (NHWC)" if channels_last else "channels_first (NCHW)",
+            "precision": case.precision or "fp32",
+            "autocast_dtype": str(dtype) if dtype is not None else None,
+            "grad_scaler": self.scaler.is_enabled(),
+        }
 
     def step(self) -> None:
         if self.optimizer is None:
-            with torch.inference_mode():
+            with torch.inference_mode(), self.autocast:
                 self.forward(*self.inputs)
             return
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.forward(*self.inputs), self.target)
-        loss.backward()
-        self.optimizer.step()
+        with self.autocast:
+            loss = self.loss_fn(self.forward(*self.inputs), self.target)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def compile_count(self) -> int | None:
+        if not self.compiled:
+            return None
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
 
     def counters(self) -> dict[str, Any]:
-        return {} if self.trace_s is None else {"torchscript_trace_s": self.trace_s}
+        found: dict[str, Any] = {}
+        if self.trace_s is not None:
+            found["torchscript_trace_s"] = self.trace_s
+        if self.compiled:
+            found["dynamo_graphs"] = self.compile_count()
+        return found
 
     def sync(self) -> None:
         # CPU kernels run synchronously in eager mode: nothing is pending.
@@ -185,22 +228,9 @@ class TorchAdapter(Adapter):
         settings: dict[str, Any] = {
             "intra_op_threads": torch.get_num_threads(),
             "inter_op_threads": torch.get_num_interop_threads(),
-            "layout": "channels_first (NCHW)",
-            "dtype": "float32",
             "inference_grad_mode": "torch.inference_mode",
             "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         }
-        if device == "cuda":
-            # fp32 means fp32: TF32 is pinned off in every framework (METHODOLOGY rule 8).
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cudnn.benchmark = False
-            settings |= {
-                "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-                "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-                "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                "cudnn_deterministic": torch.backends.cudnn.deterministic,
-            }
         return settings
 
     def unavailable_reason(self, device: str) -> str | None:
@@ -232,8 +262,23 @@ class TorchAdapter(Adapter):
 
     def build(self, case: Case) -> Workload:
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
+        cuda: dict[str, Any] = {}
+        if case.device == "cuda":
+            # fp32 means fp32 (METHODOLOGY rule 8): TF32 only when the case asks for it;
+            # cuDNN's algorithm search only when asked (its first steps are the search).
+            torch.backends.cuda.matmul.allow_tf32 = case.precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
+            torch.backends.cudnn.benchmark = bool(case.autotune)
+            cuda = {
+                "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+                "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+                "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                "cudnn_deterministic": torch.backends.cudnn.deterministic,
+            }
         spec = get_model(case.model)
-        return TorchWorkload(self.build_model(case.model, case.dims), case, spec, device)
+        workload = TorchWorkload(self.build_model(case.model, case.dims), case, spec, device)
+        workload.settings_ |= cuda
+        return workload
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda":

@@ -73,7 +73,9 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
         workload = adapter.build(case)
         build_s = time.perf_counter() - start
         param_count = workload.param_count
+        settings |= workload.settings()
         prepared = prepare(workload.step, workload.sync, request.timing)
+        compiles_before = workload.compile_count()
         # The steady state starts here: peaks from build and warmup are forgotten.
         memory.start_window()
         adapter.reset_device_memory(case.device)
@@ -85,6 +87,11 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
                 break
             seconds = run_block(workload.step, workload.sync, k, time.perf_counter)
             send({"event": "block", "seconds": seconds})
+        if compiles_before is not None:
+            # A difference is a (re)compilation inside the timed blocks: flagged by the
+            # launcher (fwbench.api), never silently averaged in.
+            settings["compiles_after_warmup"] = compiles_before
+            settings["compiles_after_timing"] = workload.compile_count()
         host = memory.result()
         memory_fields = {
             "host_baseline_bytes": host.baseline_rss_bytes,

@@ -19,6 +19,15 @@ from keras import layers
 _BN = {"epsilon": 1e-5, "momentum": 0.9}  # torch: eps 1e-5, momentum 0.1 (other convention)
 
 
+def _channel_axis() -> int:
+    """Follows keras.config.image_data_format(), which a case's layout sets."""
+    return 1 if keras.config.image_data_format() == "channels_first" else -1
+
+
+def image_shape(side: int) -> tuple[int, int, int]:
+    return (3, side, side) if _channel_axis() == 1 else (side, side, 3)
+
+
 def _conv(x: Any, filters: int, kernel: int, stride: int, name: str) -> Any:
     if kernel > 1:
         x = layers.ZeroPadding2D(kernel // 2, name=f"{name}_pad")(x)
@@ -27,12 +36,12 @@ def _conv(x: Any, filters: int, kernel: int, stride: int, name: str) -> Any:
 
 def _conv_bn(x: Any, filters: int, kernel: int, stride: int, name: str, relu: bool) -> Any:
     x = _conv(x, filters, kernel, stride, name=f"{name}_conv")
-    x = layers.BatchNormalization(**_BN, name=f"{name}_bn")(x)
+    x = layers.BatchNormalization(axis=_channel_axis(), **_BN, name=f"{name}_bn")(x)
     return layers.ReLU(name=f"{name}_relu")(x) if relu else x
 
 
 def _shortcut(x: Any, filters: int, stride: int, name: str) -> Any:
-    if stride == 1 and x.shape[-1] == filters:
+    if stride == 1 and x.shape[_channel_axis()] == filters:
         return x
     return _conv_bn(x, filters, 1, stride, name=f"{name}_down", relu=False)
 
@@ -63,7 +72,7 @@ _DEPTHS = {
 
 def resnet(depth: int, num_classes: int = 1000, input_size: int = 224) -> keras.Model:
     block, counts = _DEPTHS[depth]
-    inputs = keras.Input(shape=(input_size, input_size, 3), name="image")
+    inputs = keras.Input(shape=image_shape(input_size), name="image")
     x = _conv_bn(inputs, 64, 7, 2, name="stem", relu=True)
     x = layers.ZeroPadding2D(1, name="pool_pad")(x)
     x = layers.MaxPooling2D(3, strides=2, name="stem_pool")(x)

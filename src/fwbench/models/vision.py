@@ -24,9 +24,11 @@ def _keras_app(name: str) -> Any:
     def build(num_classes: int, input_size: int) -> Any:
         import keras
 
+        from fwbench.models.keras_resnet import image_shape
+
         return getattr(keras.applications, name)(
             weights=None,
-            input_shape=(input_size, input_size, 3),
+            input_shape=image_shape(input_size),
             classes=num_classes,
             classifier_activation=None,
         )

@@ -86,7 +86,7 @@ class SummaryRow:
 
 # The fields of Case.workload_key(), in order ("model" is the workload's name, shared by
 # two implementations of one network).
-WORKLOAD_FIELDS = ("model", "task", "batch_size", "shape", "device", "threads")
+WORKLOAD_FIELDS = ("model", "task", "batch_size", "shape", "precision", "device", "threads")
 
 
 def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:

@@ -10,6 +10,8 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
   4  results gain the token and spectrogram dimensions (seq_len, vocab_size, freq_bins);
      param_counts is keyed by a model's dimensions as JSON (`dims`). It is a cache:
      the migration empties it and counts are made again when next needed.
+  5  results gain how the numbers are computed: precision, layout, autotune (None = the
+     defaults: fp32, the framework's native layout, autotuning off).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -135,5 +137,11 @@ def _to_v4(con: Any) -> None:
     )
 
 
+def _to_v5(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN precision VARCHAR")
+    con.execute("ALTER TABLE results ADD COLUMN layout VARCHAR")
+    con.execute("ALTER TABLE results ADD COLUMN autotune BOOLEAN")
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5}

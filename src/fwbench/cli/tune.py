@@ -1,0 +1,162 @@
+"""`fwbench tune MODEL`: each framework's best configuration here, and what it changes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from fwbench import tune
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.case import default_threads
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    FreqBinsOption,
+    InputSizeOption,
+    JsonOption,
+    NumClassesOption,
+    SeqLenOption,
+    VocabSizeOption,
+    console,
+    out,
+    print_json,
+)
+from fwbench.cli.execute import execute
+from fwbench.errors import SpecError
+from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.measure.compare import Verdict
+from fwbench.measure.timing import TimingConfig
+from fwbench.result import Result
+
+
+def command(
+    model: Annotated[str, typer.Argument(help="Model name; see `fwbench models`.")],
+    framework: Annotated[
+        list[str] | None, typer.Option(help="Frameworks to tune (repeat). [default: all]")
+    ] = None,
+    task: Annotated[str, typer.Option(help="train | infer")] = "train",
+    batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
+    input_size: InputSizeOption = None,
+    seq_len: SeqLenOption = None,
+    vocab_size: VocabSizeOption = None,
+    freq_bins: FreqBinsOption = None,
+    num_classes: NumClassesOption = None,
+    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    mode: Annotated[
+        list[str] | None,
+        typer.Option(help="Modes to try (repeat). [default: all but compile-max-autotune]"),
+    ] = None,
+    precision: Annotated[
+        list[str] | None,
+        typer.Option(help="Precisions to try (repeat). [default: fp32, bf16; GPUs add tf32, fp16]"),
+    ] = None,
+    threads: Annotated[
+        list[int] | None,
+        typer.Option(help="Thread counts to try (repeat). [default: physical cores]"),
+    ] = None,
+    max_time: Annotated[float, typer.Option(help="Seconds of measuring per candidate.")] = 3.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds per candidate before its worker is stopped.")
+    ] = DEFAULT_TIMEOUT_S,
+    dry_run: Annotated[bool, typer.Option(help="List the candidates and stop.")] = False,
+    db: DbOption = DEFAULT_DB_PATH,
+    json: JsonOption = False,
+) -> None:
+    """Search each framework's modes, precisions, layouts and threads for this workload;
+    report each framework's best configuration and the best-vs-best verdict next to the
+    default-vs-default one."""
+    frameworks = framework or [n for n, info in FRAMEWORKS.items() if info.installed()]
+    for fw in frameworks:
+        if fw not in FRAMEWORKS:
+            raise SpecError(f"unknown framework {fw!r}; valid choices: {', '.join(FRAMEWORKS)}")
+    dims = {
+        "input_size": input_size,
+        "seq_len": seq_len,
+        "vocab_size": vocab_size,
+        "freq_bins": freq_bins,
+        "num_classes": num_classes,
+    }
+    workload: dict[str, Any] = {"model": model, "task": task, "batch_size": batch_size}
+    workload |= {"device": device, "threads": default_threads()} | dims
+    defaults = {fw: tune.default_case(fw, workload) for fw in frameworks}
+    candidates = tune.search_space(frameworks, workload, mode or (), precision or (), threads or ())
+    cases = list(dict.fromkeys([*defaults.values(), *candidates]))
+    if dry_run:
+        for case in cases:
+            console.print(case.label())
+        console.print(f"{len(cases)} candidates")
+        return
+    console.print(f"tuning [bold]{model}[/bold] {task}: {len(cases)} candidates into {db}")
+    options = RunOptions(timing=TimingConfig(max_time_s=max_time), timeout_s=timeout)
+    results = execute(cases, db, options)
+    outcome = tune.choose(frameworks, results, defaults)
+    if json:
+        print_json(_record(outcome))
+        return
+    out.print(_table(outcome))
+    for title, verdict in (
+        ("default vs default", outcome.default_vs_default),
+        ("best vs best", outcome.best_vs_best),
+    ):
+        out.print(f"{title}: {verdict.text() if verdict else 'not enough results to compare'}")
+
+
+def _ms(r: Result | None) -> str:
+    if r is None:
+        return "-"
+    if r.measurement is None:
+        return r.status
+    st = r.measurement.step_time_s
+    return f"{st.median * 1e3:.2f} ±{(st.ci_high - st.ci_low) / 2 / st.median:.1%}"
+
+
+def _table(outcome: tune.TuneOutcome) -> Table:
+    table = Table(title="Best configuration per framework", title_justify="left")
+    for col in ("framework", "default", "default ms", "best", "best ms", "speed-up", "tried"):
+        table.add_column(col, justify="right" if "ms" in col or col == "speed-up" else "left")
+    for c in outcome.choices:
+        table.add_row(
+            c.framework,
+            tune.describe(c.default) if c.default else "-",
+            _ms(c.default),
+            tune.describe(c.best) if c.best else "none ran",
+            _ms(c.best),
+            f"{c.speedup:.2f}x" if c.speedup else "-",
+            f"{c.tried} ({c.failed} failed)" if c.failed else str(c.tried),
+        )
+    return table
+
+
+def _verdict(v: Verdict | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "faster": v.faster,
+        "slower": v.slower,
+        "ratio": v.ratio,
+        "ci_low": v.ci_low,
+        "ci_high": v.ci_high,
+        "p_value": v.p_value,
+        "significant": v.significant,
+        "text": v.text(),
+    }
+
+
+def _record(outcome: tune.TuneOutcome) -> dict[str, Any]:
+    return {
+        "frameworks": [
+            {
+                "framework": c.framework,
+                "default": c.default.to_record() if c.default else None,
+                "best": c.best.to_record() if c.best else None,
+                "speedup": c.speedup,
+                "tried": c.tried,
+                "failed": c.failed,
+            }
+            for c in outcome.choices
+        ],
+        "default_vs_default": _verdict(outcome.default_vs_default),
+        "best_vs_best": _verdict(outcome.best_vs_best),
+    }

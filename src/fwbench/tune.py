@@ -1,0 +1,136 @@
+"""`fwbench tune`: each framework's best configuration for one workload on this device.
+
+The search space is every execution mode, precision, layout and thread count that is
+valid for the framework on the device (see `search_space`); every candidate is measured
+like any case (own worker, adaptive timing) and stored, so a tune run is also a sweep.
+The answer puts the best-vs-best verdict next to the default-vs-default one: published
+comparisons often differ only in which of the two they report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fwbench.case import Case
+from fwbench.errors import SpecError
+from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.measure.compare import Verdict, compare
+from fwbench.models.registry import get_model
+from fwbench.result import Result
+
+# Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
+# has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).
+DEFAULT_PRECISIONS = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
+# Modes left out unless asked for: their compile takes minutes and rarely wins on CPUs.
+SLOW_MODES = ("compile-max-autotune",)
+
+
+def search_space(
+    frameworks: Sequence[str],
+    workload: dict[str, Any],
+    modes: Sequence[str] = (),
+    precisions: Sequence[str] = (),
+    threads: Sequence[int] = (),
+) -> list[Case]:
+    """Every valid candidate: modes x precisions x layouts (image models) x threads x
+    autotuning (cuda), per framework. Invalid combinations are skipped, not errors."""
+    device = str(workload.get("device", "cpu"))
+    spec = get_model(str(workload["model"]))
+    layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
+    if spec.input_kind != "image":
+        layouts = (None,)
+    candidates: list[Case] = []
+    for fw in frameworks:
+        info = FRAMEWORKS[fw]
+        fw_modes = [m for m in modes if m in info.modes] if modes else [
+            m for m in info.modes if m not in SLOW_MODES
+        ]  # fmt: skip
+        for mode in fw_modes:
+            for precision in precisions or DEFAULT_PRECISIONS[device]:
+                for layout in layouts:
+                    for n in threads or (None,):
+                        for autotune in (False, True) if device == "cuda" else (False,):
+                            fields = {**workload, "framework": fw, "mode": mode}
+                            fields |= {"precision": precision, "layout": layout}
+                            fields |= {"autotune": autotune}
+                            if n is not None:
+                                fields["threads"] = n
+                            try:
+                                case = Case.build(**fields)
+                            except SpecError:
+                                continue  # e.g. mixed precision with TorchScript
+                            if case not in candidates:
+                                candidates.append(case)
+    if not candidates:
+        raise SpecError("tune: no valid configuration to try; widen --mode / --precision")
+    return candidates
+
+
+def default_case(framework: str, workload: dict[str, Any]) -> Case:
+    """The framework as normally used: its default mode, fp32, native layout."""
+    return Case.build(**workload, framework=framework, mode=FRAMEWORKS[framework].default_mode)
+
+
+@dataclass(frozen=True)
+class Choice:
+    framework: str
+    default: Result | None
+    best: Result | None
+    tried: int
+    failed: int
+
+    @property
+    def speedup(self) -> float | None:
+        """Default step time over best step time (>= 1)."""
+        if self.best is None or self.default is None:
+            return None
+        if self.best.measurement is None or self.default.measurement is None:
+            return None
+        best = self.best.measurement.step_time_s.median
+        return self.default.measurement.step_time_s.median / best
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    choices: list[Choice]
+    best_vs_best: Verdict | None
+    default_vs_default: Verdict | None
+
+
+def _median(r: Result) -> float:
+    assert r.measurement is not None
+    return r.measurement.step_time_s.median
+
+
+def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
+    if a is None or b is None or a.measurement is None or b.measurement is None:
+        return None
+    return compare(a.measurement.samples, b.measurement.samples, describe(a), describe(b))
+
+
+def describe(r: Result) -> str:
+    c = r.case
+    parts = [c.variant, c.precision or "fp32", f"t{c.threads}"]
+    return " ".join(parts)
+
+
+def choose(
+    frameworks: Iterable[str], results: Sequence[Result], defaults: dict[str, Case]
+) -> TuneOutcome:
+    by_key = {r.case_key: r for r in results}
+    choices = []
+    for fw in frameworks:
+        mine = [r for r in results if r.case.framework == fw]
+        ok = [r for r in mine if r.status == "ok" and r.measurement is not None]
+        best = min(ok, key=_median) if ok else None
+        default = by_key.get(defaults[fw].key())
+        choices.append(Choice(fw, default, best, len(mine), len(mine) - len(ok)))
+    pair = [c for c in choices if c.best is not None]
+    best_vs_best = _verdict(pair[0].best, pair[1].best) if len(pair) >= 2 else None
+    defaults_ok = [c for c in choices if c.default is not None]
+    default_vs_default = (
+        _verdict(defaults_ok[0].default, defaults_ok[1].default) if len(defaults_ok) >= 2 else None
+    )
+    return TuneOutcome(choices, best_vs_best, default_vs_default)
