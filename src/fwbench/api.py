@@ -32,7 +32,7 @@ from fwbench.store.db import ResultStore
 DEFAULT_TIMEOUT_S = 900.0
 
 ParityKey = tuple[str, str]  # model, its dimensions as canonical JSON
-EXECUTORS = ("local",)
+EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -51,11 +51,19 @@ class RunOptions:
 
 
 def executor_named(name: str, address: str | None = None) -> Executor:
-    """The executor a user names: `local` (this machine)."""
+    """The executor a user names: `local` (this machine) or `ray` (a cluster at `address`,
+    "auto" for the one this machine belongs to; None starts Ray on this machine)."""
     if name == "local":
         if address is not None:
-            raise SpecError("--address is for a cluster; the local executor needs none")
+            raise SpecError("--address is for --executor ray; the local executor needs none")
         return local.LocalExecutor()
+    if name == "ray":
+        # Imported here: the module is light, but only a Ray run needs it.
+        from fwbench.launch import ray
+
+        if not ray.ray_available():
+            raise ExecutorError(f"--executor ray needs Ray: {ray.INSTALL_HINT}")
+        return ray.RayExecutor(address=address)
     raise SpecError(f"executor: unknown {name!r}; valid choices: {', '.join(EXECUTORS)}")
 
 
