@@ -33,6 +33,7 @@ ray = pytest.importorskip("ray")
 def ray_address() -> Iterator[str]:
     # Declared as on every node of a real cluster (`ray start --resources=...`).
     context = ray.init(
+        address="local",  # a new instance, whatever $RAY_ADDRESS says
         num_cpus=2,
         include_dashboard=False,
         resources={HOST_RESOURCE: 1},
