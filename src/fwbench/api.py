@@ -1,7 +1,8 @@
 """run_cases: validated cases in, stored Results out. The CLI and tests call this.
 
 Each case runs in its own worker process; whatever happens to it becomes its Result,
-stored in one transaction before the next case starts.
+stored in one transaction as soon as it is back. Where the workers run is the executor's
+business: this machine (the default) or a Ray cluster.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import Any
 
 from fwbench.case import Case
 from fwbench.environment import host_environment, host_key
+from fwbench.errors import ExecutorError, SpecError
 from fwbench.explain.breakdown import Breakdown
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
+from fwbench.launch.executor import Executor
 from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure.timing import Prepared, Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
@@ -29,6 +32,7 @@ from fwbench.store.db import ResultStore
 DEFAULT_TIMEOUT_S = 900.0
 
 ParityKey = tuple[str, str]  # model, its dimensions as canonical JSON
+EXECUTORS = ("local", "ray")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,24 @@ class RunOptions:
     profile_steps: int = 0
     trace_dir: Path | None = None
     category_rules: tuple[tuple[str, str], ...] = ()
+    executor: Executor = field(default_factory=local.LocalExecutor)
+
+
+def executor_named(name: str, address: str | None = None) -> Executor:
+    """The executor a user names: `local` (this machine) or `ray` (a cluster at `address`,
+    "auto" for the one this machine belongs to; None starts Ray on this machine)."""
+    if name == "local":
+        if address is not None:
+            raise SpecError("--address is for --executor ray; the local executor needs none")
+        return local.LocalExecutor()
+    if name == "ray":
+        # Imported here: the module is light, but only a Ray run needs it.
+        from fwbench.launch import ray
+
+        if not ray.ray_available():
+            raise ExecutorError(f"--executor ray needs Ray: {ray.INSTALL_HINT}")
+        return ray.RayExecutor(address=address)
+    raise SpecError(f"executor: unknown {name!r}; valid choices: {', '.join(EXECUTORS)}")
 
 
 def parity_key(case: Case) -> ParityKey:
@@ -245,29 +267,46 @@ def run_cases(
     host: dict[str, Any] | None = None,
 ) -> Iterator[Result]:
     """Run each case in a fresh worker (with `options.interleave`, every variant of a
-    workload in alternation), store its result, and yield it.
+    workload in alternation), store its result, and yield it, in the order the executor
+    finishes them (the local executor: the order of `cases`).
 
-    With `options.resume`, cases already in the store are skipped (not yielded).
+    With `options.resume`, cases already in the store are skipped (not yielded). Cases
+    the executor lost (a Ray node lost more often than its retries allow) are not
+    stored: an ExecutorError after the rest names them, and `resume` runs them again.
     """
     options = options or RunOptions()
     host = host if host is not None else host_environment()
     done = store.recorded_keys() if options.resume else set()
     todo = [c for c in cases if c.key() not in done]
-    counts = ensure_param_counts(
-        store,
-        (parity_key(c) for c in todo),
-        compared_frameworks(cases),
-        options.timeout_s,
-        on_status,
-    )
-    for group in groups(todo, options.interleave):
-        if on_start:
-            for case in group:
-                on_start(case)
-        requests = [_request(c, options) for c in group]
-        outcomes = local.run_group(requests, options.timeout_s, on_status)
-        for case, outcome in zip(group, outcomes, strict=True):
-            peak = store.best_peak(host_key(host), case.device, "fp32", case.threads)
-            result = result_from_outcome(case, run_id, outcome, counts, options.timing, host, peak)
-            store.add(result)
-            yield result
+    if not todo:
+        return
+    batches = groups(todo, options.interleave)
+    lost: list[str] = []
+    with options.executor.connect():
+        counts = ensure_param_counts(
+            store,
+            (parity_key(c) for c in todo),
+            compared_frameworks(cases),
+            options.timeout_s,
+            on_status,
+        )
+        requests = [[_request(c, options) for c in group] for group in batches]
+        for finished in options.executor.run(requests, options.timeout_s, on_start, on_status):
+            group = batches[finished.index]
+            if finished.lost is not None:
+                lost += [f"{case.label()}: {finished.lost}" for case in group]
+                continue
+            # On a cluster, each result carries the node that measured it.
+            where = finished.host if finished.host is not None else host
+            for case, outcome in zip(group, finished.outcomes, strict=True):
+                peak = store.best_peak(host_key(where), case.device, "fp32", case.threads)
+                result = result_from_outcome(
+                    case, run_id, outcome, counts, options.timing, where, peak
+                )
+                store.add(result)
+                yield result
+    if lost:
+        raise ExecutorError(
+            f"{len(lost)} of {len(todo)} cases were not recorded (first: {lost[0]}); "
+            f"run the same command with --resume to run them again"
+        )

@@ -15,3 +15,7 @@ class SpecError(FwbenchError):
 
 class StoreError(FwbenchError):
     """The results file cannot be opened, read or written."""
+
+
+class ExecutorError(FwbenchError):
+    """The chosen executor cannot run the cases (missing, unreachable, cases lost)."""

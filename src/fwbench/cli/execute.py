@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import sys
 from pathlib import Path
@@ -45,7 +46,9 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
             # A redraw costs CPU that the worker being measured would otherwise have.
             refresh_per_second=2,
         )
-        with progress:
+        # Only --json output may go to stdout; Ray's driver prints its errors ("a worker
+        # died ...") there from a thread of its own.
+        with progress, contextlib.redirect_stdout(sys.stderr):
             task = progress.add_task("preparing", total=len(cases) - skipped)
 
             def on_status(text: str) -> None:

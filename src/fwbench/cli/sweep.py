@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from fwbench import sweep as sweeps
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
@@ -40,6 +40,16 @@ def command(
         bool,
         typer.Option(help="Alternate the framework/mode variants of each workload block by block."),
     ] = False,
+    executor: Annotated[
+        str, typer.Option(help="Where the cases run: local (this machine) or ray (a Ray cluster).")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --executor ray: the cluster's address, or auto for the cluster this "
+            "machine belongs to. Without it, Ray is started on this machine."
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option(help="List the cases and stop.")] = False,
     json: JsonOption = False,
 ) -> None:
@@ -51,6 +61,7 @@ def command(
     sweep = sweeps.load_file(file) if file is not None else sweeps.load_preset(str(preset))
     reports = report or []
     formats = [report_format(path, None) for path in reports]  # checked before running
+    runner = executor_named(executor, address)
     if dry_run:
         for case in sweep.cases:
             console.print(case.label())
@@ -58,9 +69,14 @@ def command(
         return
     timeout_s = timeout or sweep.timeout_s or DEFAULT_TIMEOUT_S
     options = RunOptions(
-        timing=sweep.timing, timeout_s=timeout_s, resume=resume, interleave=interleave
+        timing=sweep.timing,
+        timeout_s=timeout_s,
+        resume=resume,
+        interleave=interleave,
+        executor=runner,
     )
-    console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}")
+    on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
+    console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}{on}")
     results = execute(sweep.cases, db, options)
     if json:
         print_json([r.to_record() for r in results])

@@ -19,13 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.protocol import (
     CaseReport,
     CaseRequest,
@@ -327,3 +328,23 @@ def _measure(runners: dict[int, _Runner]) -> dict[int, CaseOutcome]:
             report, None, timing, energy.summarise(runner.energy, runner.energy_reasons, batch)
         )
     return outcomes
+
+
+class LocalExecutor:
+    """This machine: one group at a time, in order, so no two cases share the hardware."""
+
+    def connect(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def run(
+        self,
+        groups: Sequence[Sequence[CaseRequest]],
+        timeout_s: float,
+        on_start: OnStart | None = None,
+        on_status: OnStatus | None = None,
+    ) -> Iterator[GroupDone]:
+        for index, group in enumerate(groups):
+            if on_start:
+                for request in group:
+                    on_start(request.case)
+            yield GroupDone(index, run_group(list(group), timeout_s, on_status))
