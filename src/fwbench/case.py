@@ -108,6 +108,11 @@ class Case(BaseModel):
                 raise ValueError(
                     "autotune: cuDNN's convolution algorithm search exists on cuda only"
                 )
+        if (self.precision or "fp32") not in info.precisions:
+            raise ValueError(
+                f"precision: {info.label} has no {self.precision} here; "
+                f"valid choices for {self.framework}: {', '.join(info.precisions)}"
+            )
         if self.mode == "script" and self.precision in ("bf16", "fp16"):
             raise ValueError(
                 "precision: mixed precision needs autocast, which a TorchScript trace "

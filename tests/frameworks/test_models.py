@@ -41,6 +41,11 @@ def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> N
         assert row["errors"] == {}, (name, row["errors"])
         assert abs(row["params"]["torch"] / size - 1) <= 0.02, (name, row["params"])
         assert row["max_rel_diff"] <= 0.02, (name, row["params"])
+    # JAX (Keras 3 on its JAX backend) builds the Keras models: the same counts.
+    for name, row in rows.items():
+        if name in EXPECTED_TORCHVISION or name in PUBLISHED:
+            jax, torch = row["params"]["keras-jax"], row["params"]["torch"]
+            assert abs(jax / torch - 1) <= 0.02, (name, row["params"])
     assert rows["bert_base"]["input_kind"] == "tokens"
     assert rows["deepspeech2"]["dims"] == {"seq_len": 200, "freq_bins": 161, "num_classes": 29}
     # Written to match torchvision layer for layer.

@@ -31,6 +31,10 @@ class FrameworkInfo:
     native_layout: str = "channels_first"
     # How the framework is normally used: the mode of "default vs default" comparisons.
     default_mode: str = "eager"
+    # Precisions it implements; models built by another framework's builders (the Keras
+    # 3 builders, registered under "tensorflow", serve every Keras backend).
+    precisions: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
+    models_from: str | None = None
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(p) is not None for p in self.packages)
@@ -85,6 +89,19 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
             native_layout="channels_last",
             default_mode="graph",  # Keras' own fit() runs a tf.function
+        ),
+        FrameworkInfo(
+            name="keras-jax",
+            label="JAX (Keras 3)",
+            modes=("jit", "eager"),
+            devices=("cpu", "cuda"),
+            packages=("jax", "keras"),
+            adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
+            distributions=("jax",),
+            native_layout="channels_last",
+            default_mode="jit",
+            precisions=("fp32", "bf16"),
+            models_from="tensorflow",
         ),
     )
 }

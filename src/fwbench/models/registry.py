@@ -108,8 +108,12 @@ class ModelSpec:
             object.__setattr__(self, "workload", self.name)
 
     def builder(self, framework: str) -> Builder:
+        from fwbench.frameworks.registry import FRAMEWORKS
+
+        info = FRAMEWORKS.get(framework)
+        source = info.models_from if info is not None and info.models_from else framework
         try:
-            return self.builders[framework]
+            return self.builders[source]
         except KeyError:
             raise SpecError(
                 f"model {self.name!r} has no {framework} implementation; "

@@ -1,0 +1,268 @@
+"""JAX adapter, through Keras 3 on its JAX backend: the same Keras models as the
+TensorFlow adapter, trained with a jitted, stateless step (`stateless_call`,
+`jax.value_and_grad`, `optimizer.stateless_apply`), synchronised with
+`block_until_ready`. The framework is named `keras-jax` in every result.
+
+JAX is imported in `configure`, after the thread limit is applied: XLA sizes its CPU
+thread pool when it starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
+
+from fwbench.case import Case
+from fwbench.explain.timeline import Event
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
+
+MODES = {"jit": True, "eager": False}
+
+
+def _keras() -> Any:
+    import keras
+
+    return keras
+
+
+def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
+    import jax.numpy as jnp
+
+    b = case.batch_size
+    if kind == "image":
+        side = int(case.input_size or 0)
+        shape: tuple[int, ...] = (b, side, side, 3)
+        if case.layout == "channels_first":
+            shape = (b, 3, side, side)
+        return jnp.asarray(rng.standard_normal(shape, dtype="float32"))
+    if kind == "spectrogram":
+        frames = (b, int(case.seq_len or 0), int(case.freq_bins or 0))
+        return jnp.asarray(rng.standard_normal(frames, dtype="float32"))
+    tokens = (b, int(case.seq_len or 0))
+    vocab = int(case.vocab_size or 0)
+    ids = [jnp.asarray(rng.integers(0, vocab, tokens, dtype="int32")) for _ in range(2)]
+    return ids if kind == "token_pair" else ids[0]
+
+
+Loss = Callable[[Any, Any], Any]
+
+
+def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
+    import jax.numpy as jnp
+
+    keras = _keras()
+    b = case.batch_size
+    if name in ("classify", "lm"):
+        high = int((case.num_classes if name == "classify" else case.vocab_size) or 0)
+        shape = (b,) if name == "classify" else (b, int(case.seq_len or 0))
+        y = jnp.asarray(rng.integers(0, high, shape, dtype="int32"))
+        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    labels = ctc_label_length(int(case.seq_len or 0))
+    y = jnp.asarray(rng.integers(1, int(case.num_classes or 0), (b, labels), dtype="int32"))
+
+    def ctc_loss(y: Any, logits: Any) -> Any:
+        frames = jnp.full((logits.shape[0],), logits.shape[1], dtype="int32")
+        label_lengths = jnp.full((y.shape[0],), y.shape[1], dtype="int32")
+        per_sample = keras.ops.ctc_loss(y, logits, label_lengths, frames, mask_index=0)
+        return jnp.mean(per_sample)
+
+    return y, ctc_loss
+
+
+def make_optimizer(opt: Optimizer) -> Any:
+    keras = _keras()
+    if opt.name == "adam":
+        return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
+    return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
+
+
+class KerasJaxWorkload(Workload):
+    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        self.model = model
+        self.param_count = count_trainable(model)
+        rng = np.random.default_rng(0)
+        self.x = synthetic_inputs(case, spec.input_kind, rng)
+        self.y, loss_fn = objective(case, spec.objective, rng)
+        trainable = [v.value for v in model.trainable_variables]
+        frozen = [v.value for v in model.non_trainable_variables]
+        jit = MODES[case.mode]
+        if case.task == "train":
+            optimizer = make_optimizer(spec.optimizer)
+            optimizer.build(model.trainable_variables)
+
+            def train(state: Any, x: Any, y: Any) -> Any:
+                tv, ntv, ov = state
+
+                def loss_of(tv: Any) -> Any:
+                    logits, ntv2 = model.stateless_call(tv, ntv, x, training=True)
+                    return loss_fn(y, logits.astype(jnp.float32)), ntv2
+
+                (loss, ntv2), grads = jax.value_and_grad(loss_of, has_aux=True)(tv)
+                tv2, ov2 = optimizer.stateless_apply(ov, grads, tv)
+                return loss, (tv2, ntv2, ov2)
+
+            # The state is donated: its buffers are updated in place, as in the other
+            # frameworks' optimizers.
+            self.fn: Any = jax.jit(train, donate_argnums=0) if jit else train
+            self.state: Any = (trainable, frozen, [v.value for v in optimizer.variables])
+        else:
+
+            def infer(state: Any, x: Any, y: Any) -> Any:
+                tv, ntv = state
+                logits, _ = model.stateless_call(tv, ntv, x, training=False)
+                return logits, state
+
+            self.fn = jax.jit(infer) if jit else infer
+            self.state = (trainable, frozen)
+        self.jit = jit
+        self.last: Any = None
+        self.settings_: dict[str, Any] = {}
+
+    def step(self) -> None:
+        self.last, self.state = self.fn(self.state, self.x, self.y)
+
+    def sync(self) -> None:
+        import jax
+
+        # Dispatch is asynchronous: wait for the output and the updated state alike.
+        jax.block_until_ready((self.last, self.state))  # type: ignore[no-untyped-call]
+
+    def compile_count(self) -> int | None:
+        return int(self.fn._cache_size()) if self.jit else None
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+    def counters(self) -> dict[str, Any]:
+        return {"jit_compilations": self.compile_count()} if self.jit else {}
+
+
+def count_trainable(model: Any) -> int:
+    import math
+
+    return sum(math.prod(v.shape) for v in model.trainable_weights)
+
+
+class KerasJaxAdapter(Adapter):
+    name = "keras-jax"
+
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        # XLA has no intra-op thread setting for its CPU pool; pinning the worker to
+        # `threads` cores bounds what it can use (and is recorded as such).
+        cores = sorted(os.sched_getaffinity(0))
+        if device == "cpu" and threads < len(cores):
+            os.sched_setaffinity(0, cores[:threads])
+        if device == "cpu":
+            os.environ["JAX_PLATFORMS"] = "cpu"
+        import jax
+
+        keras = _keras()
+        return {
+            "intra_op_threads": f"XLA thread pool on {len(os.sched_getaffinity(0))} cores",
+            "keras_backend": keras.backend.backend(),
+            "jax_platform": jax.default_backend(),
+        }
+
+    def unavailable_reason(self, device: str) -> str | None:
+        import jax
+
+        if device == "cuda" and not [d for d in jax.devices() if d.platform == "gpu"]:
+            return "JAX sees no GPU on this machine"
+        return None
+
+    def environment(self, device: str) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        import jax
+
+        keras = _keras()
+        env: dict[str, Any] = {
+            "jax": jax.__version__,
+            "jaxlib": version("jaxlib"),
+            "keras": keras.__version__,
+        }
+        if device == "cuda":
+            gpus = [d for d in jax.devices() if d.platform == "gpu"]
+            if gpus:
+                env["device_name"] = gpus[0].device_kind
+        return env
+
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        return get_model(model).build(self.name, dims)
+
+    def count_params(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def build(self, case: Case) -> Workload:
+        keras = _keras()
+        layout = case.layout or "channels_last"
+        keras.config.set_image_data_format(layout)
+        policy = {"bf16": "mixed_bfloat16"}.get(case.precision or "", "float32")
+        keras.mixed_precision.set_global_policy(policy)
+        workload = KerasJaxWorkload(
+            self.build_model(case.model, case.dims), case, get_model(case.model)
+        )
+        workload.settings_ = {
+            "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
+            "precision": case.precision or "fp32",
+            "keras_dtype_policy": policy,
+        }
+        return workload
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)
+
+    def reset_device_memory(self, device: str) -> None:
+        return None
+
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        if device != "cuda":
+            return None
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        peak = stats.get("peak_bytes_in_use")
+        return None if peak is None else {"allocated_peak_bytes": int(peak)}
+
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        raise NotImplementedError(
+            "FLOPs are not counted for keras-jax: XLA's cost analysis also counts "
+            "elementwise ops, so it would not compare with the other frameworks' counts"
+        )
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+        raise NotImplementedError("fwbench explain does not read JAX profiles yet")
+
+    def matmul(self, device: str, dtype: str, n: int) -> Workload:
+        return _Matmul(dtype, n)
+
+
+class _Matmul(Workload):
+    def __init__(self, dtype: str, n: int) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        jdtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+        key = jax.random.PRNGKey(0)
+        self.a = jax.random.normal(key, (n, n), dtype=jdtype)
+        self.b = jax.random.normal(key, (n, n), dtype=jdtype)
+        self.fn = jax.jit(jnp.matmul)
+        self.last: Any = None
+        self.param_count = 0
+
+    def step(self) -> None:
+        self.last = self.fn(self.a, self.b)
+
+    def sync(self) -> None:
+        if self.last is not None:
+            self.last.block_until_ready()

@@ -1,0 +1,51 @@
+"""JAX, through Keras 3 on its JAX backend: jitted and eager steps, real workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwbench.api import RunOptions, run_cases
+from fwbench.case import Case
+from fwbench.store.db import ResultStore
+from tests.conftest import FAST_TIMING
+
+
+def test_jax_trains_and_infers_vision_language_and_recurrent_models(tmp_path: Path) -> None:
+    small = {"framework": "keras-jax", "batch_size": 2, "threads": 2}
+    cases = [
+        Case.build(**small, model="resnet18", input_size=32, num_classes=10, task="train"),
+        Case.build(**small, model="resnet18", input_size=32, num_classes=10, task="infer"),
+        Case.build(
+            **small, model="resnet18", input_size=32, task="train", precision="bf16", mode="eager"
+        ),
+        Case.build(**small, model="lstm_lm", seq_len=8, vocab_size=64, task="train"),
+        Case.build(**small, model="bert_base", seq_len=8, vocab_size=64, task="infer"),
+        Case.build(**small, model="deepspeech2", seq_len=16, freq_bins=32, task="train"),
+    ]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        options = RunOptions(timing=FAST_TIMING)
+        results = list(run_cases(cases, store, "jax", options))
+    for r in results:
+        label = r.case.label()
+        assert r.status == "ok", (label, r.error)
+        assert r.measurement is not None and r.measurement.step_time_s.median > 0
+        assert r.environment["jax"] and r.settings["keras_backend"] == "jax", label
+        assert r.parity is not None and not r.parity.mismatch, (label, r.parity)
+        if r.case.mode == "jit":
+            # One compilation, in the first step; none while timed.
+            assert r.settings["jit_compilations"] == 1, label
+            assert r.measurement.first_step_s > r.measurement.step_time_s.median, label
+        # FLOPs are not counted for JAX, and the result says why.
+        assert r.work is not None and r.work.flops_per_step is None
+    assert results[2].settings["keras_dtype_policy"] == "mixed_bfloat16"
+
+
+def test_jax_refuses_what_it_does_not_implement() -> None:
+    import pytest
+
+    from fwbench.errors import SpecError
+
+    with pytest.raises(SpecError, match="valid choices for keras-jax: fp32, bf16"):
+        Case.build(framework="keras-jax", model="resnet18", precision="fp16")
+    with pytest.raises(SpecError, match="valid choices for keras-jax: jit, eager"):
+        Case.build(framework="keras-jax", model="resnet18", mode="graph")
