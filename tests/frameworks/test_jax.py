@@ -49,3 +49,16 @@ def test_jax_refuses_what_it_does_not_implement() -> None:
         Case.build(framework="keras-jax", model="resnet18", precision="fp16")
     with pytest.raises(SpecError, match="valid choices for keras-jax: jit, eager"):
         Case.build(framework="keras-jax", model="resnet18", mode="graph")
+
+
+def test_keras_on_its_torch_backend_runs_the_same_models(tmp_path: Path) -> None:
+    small = {"framework": "keras-torch", "batch_size": 2, "threads": 2, "model": "resnet18"}
+    cases = [
+        Case.build(**small, input_size=32, num_classes=10, task=task) for task in ("train", "infer")
+    ]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        results = list(run_cases(cases, store, "kt", RunOptions(timing=FAST_TIMING)))
+    for r in results:
+        assert r.status == "ok", (r.case.label(), r.error)
+        assert r.settings["keras_backend"] == "torch"
+        assert r.param_count == 11_181_642  # torchvision's ResNet-18 at 10 classes

@@ -10,7 +10,7 @@ thread pool when it starts.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
@@ -18,66 +18,16 @@ os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
-from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
+from fwbench.frameworks.keras_common import (
+    count_trainable,
+    keras_module,
+    make_optimizer,
+    objective,
+    synthetic_inputs,
+)
+from fwbench.models.registry import ModelSpec, get_model
 
 MODES = {"jit": True, "eager": False}
-
-
-def _keras() -> Any:
-    import keras
-
-    return keras
-
-
-def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
-    import jax.numpy as jnp
-
-    b = case.batch_size
-    if kind == "image":
-        side = int(case.input_size or 0)
-        shape: tuple[int, ...] = (b, side, side, 3)
-        if case.layout == "channels_first":
-            shape = (b, 3, side, side)
-        return jnp.asarray(rng.standard_normal(shape, dtype="float32"))
-    if kind == "spectrogram":
-        frames = (b, int(case.seq_len or 0), int(case.freq_bins or 0))
-        return jnp.asarray(rng.standard_normal(frames, dtype="float32"))
-    tokens = (b, int(case.seq_len or 0))
-    vocab = int(case.vocab_size or 0)
-    ids = [jnp.asarray(rng.integers(0, vocab, tokens, dtype="int32")) for _ in range(2)]
-    return ids if kind == "token_pair" else ids[0]
-
-
-Loss = Callable[[Any, Any], Any]
-
-
-def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
-    import jax.numpy as jnp
-
-    keras = _keras()
-    b = case.batch_size
-    if name in ("classify", "lm"):
-        high = int((case.num_classes if name == "classify" else case.vocab_size) or 0)
-        shape = (b,) if name == "classify" else (b, int(case.seq_len or 0))
-        y = jnp.asarray(rng.integers(0, high, shape, dtype="int32"))
-        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    labels = ctc_label_length(int(case.seq_len or 0))
-    y = jnp.asarray(rng.integers(1, int(case.num_classes or 0), (b, labels), dtype="int32"))
-
-    def ctc_loss(y: Any, logits: Any) -> Any:
-        frames = jnp.full((logits.shape[0],), logits.shape[1], dtype="int32")
-        label_lengths = jnp.full((y.shape[0],), y.shape[1], dtype="int32")
-        per_sample = keras.ops.ctc_loss(y, logits, label_lengths, frames, mask_index=0)
-        return jnp.mean(per_sample)
-
-    return y, ctc_loss
-
-
-def make_optimizer(opt: Optimizer) -> Any:
-    keras = _keras()
-    if opt.name == "adam":
-        return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
-    return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
 
 
 class KerasJaxWorkload(Workload):
@@ -145,12 +95,6 @@ class KerasJaxWorkload(Workload):
         return {"jit_compilations": self.compile_count()} if self.jit else {}
 
 
-def count_trainable(model: Any) -> int:
-    import math
-
-    return sum(math.prod(v.shape) for v in model.trainable_weights)
-
-
 class KerasJaxAdapter(Adapter):
     name = "keras-jax"
 
@@ -164,7 +108,7 @@ class KerasJaxAdapter(Adapter):
             os.environ["JAX_PLATFORMS"] = "cpu"
         import jax
 
-        keras = _keras()
+        keras = keras_module()
         return {
             "intra_op_threads": f"XLA thread pool on {len(os.sched_getaffinity(0))} cores",
             "keras_backend": keras.backend.backend(),
@@ -183,7 +127,7 @@ class KerasJaxAdapter(Adapter):
 
         import jax
 
-        keras = _keras()
+        keras = keras_module()
         env: dict[str, Any] = {
             "jax": jax.__version__,
             "jaxlib": version("jaxlib"),
@@ -202,7 +146,7 @@ class KerasJaxAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        keras = _keras()
+        keras = keras_module()
         layout = case.layout or "channels_last"
         keras.config.set_image_data_format(layout)
         policy = {"bf16": "mixed_bfloat16"}.get(case.precision or "", "float32")

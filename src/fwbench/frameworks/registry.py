@@ -103,6 +103,18 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             precisions=("fp32", "bf16"),
             models_from="tensorflow",
         ),
+        FrameworkInfo(
+            name="keras-torch",
+            label="Keras 3 on PyTorch",
+            modes=("eager",),
+            devices=("cpu", "cuda"),
+            packages=("torch", "keras"),
+            adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
+            distributions=("keras",),
+            native_layout="channels_last",
+            precisions=("fp32", "bf16"),
+            models_from="tensorflow",
+        ),
     )
 }
 

@@ -7,6 +7,7 @@ FRAMEWORK_COLOURS = {
     "tensorflow": "#2A7AB0",  # blue: PyTorch and TensorFlow are both orange by brand
     "jax": "#5E97F6",
     "keras-jax": "#5E97F6",  # JAX's blue-violet
+    "keras-torch": "#F5A623",  # PyTorch's family, lighter
 }
 FALLBACK = ("#4C72B0", "#55A868", "#8172B2", "#64B5CD", "#CCB974")
 # Modes of one framework share its colour and differ by pattern / dash.

@@ -1,0 +1,75 @@
+"""What the adapters of Keras 3's non-TensorFlow backends share: synthetic data, losses
+and optimizers written with keras.ops, so they produce each backend's native tensors.
+
+Imported only inside a worker, after KERAS_BACKEND is set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from fwbench.case import Case
+from fwbench.models.registry import Optimizer, ctc_label_length
+
+
+def keras_module() -> Any:
+    import keras
+
+    return keras
+
+
+def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
+    ops = keras_module().ops
+    b = case.batch_size
+    if kind == "image":
+        side = int(case.input_size or 0)
+        shape: tuple[int, ...] = (b, side, side, 3)
+        if case.layout == "channels_first":
+            shape = (b, 3, side, side)
+        return ops.convert_to_tensor(rng.standard_normal(shape, dtype="float32"))
+    if kind == "spectrogram":
+        frames = (b, int(case.seq_len or 0), int(case.freq_bins or 0))
+        return ops.convert_to_tensor(rng.standard_normal(frames, dtype="float32"))
+    tokens = (b, int(case.seq_len or 0))
+    vocab = int(case.vocab_size or 0)
+    ids = [ops.convert_to_tensor(rng.integers(0, vocab, tokens, dtype="int32")) for _ in range(2)]
+    return ids if kind == "token_pair" else ids[0]
+
+
+Loss = Callable[[Any, Any], Any]
+
+
+def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
+    keras = keras_module()
+    ops = keras.ops
+    b = case.batch_size
+    if name in ("classify", "lm"):
+        high = int((case.num_classes if name == "classify" else case.vocab_size) or 0)
+        shape = (b,) if name == "classify" else (b, int(case.seq_len or 0))
+        y = ops.convert_to_tensor(rng.integers(0, high, shape, dtype="int32"))
+        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    labels = ctc_label_length(int(case.seq_len or 0))
+    y = ops.convert_to_tensor(
+        rng.integers(1, int(case.num_classes or 0), (b, labels), dtype="int32")
+    )
+
+    def ctc_loss(y: Any, logits: Any) -> Any:
+        frames = ops.full((logits.shape[0],), logits.shape[1], dtype="int32")
+        label_lengths = ops.full((y.shape[0],), y.shape[1], dtype="int32")
+        per_sample = ops.ctc_loss(y, logits, label_lengths, frames, mask_index=0)
+        return ops.mean(per_sample)
+
+    return y, ctc_loss
+
+
+def make_optimizer(opt: Optimizer) -> Any:
+    keras = keras_module()
+    if opt.name == "adam":
+        return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
+    return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
+
+
+def count_trainable(model: Any) -> int:
+    return sum(math.prod(v.shape) for v in model.trainable_weights)

@@ -1,0 +1,148 @@
+"""Keras 3 on its PyTorch backend (framework `keras-torch`): the Keras models, stepped
+eagerly with PyTorch's autograd and Keras' optimizer, as Keras' own `fit` does there.
+
+With keras-jax and tensorflow (Keras 3 on TensorFlow) this reproduces the Keras 3
+backend benchmark: one model definition, three backends.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+os.environ["KERAS_BACKEND"] = "torch"  # read once, when keras is first imported
+
+from fwbench.case import Case
+from fwbench.explain.timeline import Event
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.keras_common import (
+    count_trainable,
+    keras_module,
+    make_optimizer,
+    objective,
+    synthetic_inputs,
+)
+from fwbench.models.registry import ModelSpec, get_model
+
+
+class KerasTorchWorkload(Workload):
+    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+        import numpy as np
+        import torch
+
+        self.torch = torch
+        self.model = model
+        self.param_count = count_trainable(model)
+        rng = np.random.default_rng(0)
+        self.x = synthetic_inputs(case, spec.input_kind, rng)
+        self.y, self.loss_fn = objective(case, spec.objective, rng)
+        self.optimizer: Any = None
+        if case.task == "train":
+            self.optimizer = make_optimizer(spec.optimizer)
+            self.optimizer.build(model.trainable_variables)
+        self.on_gpu = case.device == "cuda"
+        self.settings_: dict[str, Any] = {}
+
+    def step(self) -> None:
+        torch = self.torch
+        if self.optimizer is None:
+            with torch.inference_mode():
+                self.model(self.x, training=False)
+            return
+        logits = self.model(self.x, training=True)
+        loss = self.loss_fn(self.y, logits.float())
+        self.model.zero_grad()
+        loss.backward()
+        variables = self.model.trainable_variables
+        grads = [v.value.grad for v in variables]
+        with torch.no_grad():
+            self.optimizer.apply(grads, variables)
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            self.torch.cuda.synchronize()
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+
+class KerasTorchAdapter(Adapter):
+    name = "keras-torch"
+
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(threads)
+        keras = keras_module()
+        return {
+            "intra_op_threads": torch.get_num_threads(),
+            "inter_op_threads": torch.get_num_interop_threads(),
+            "keras_backend": keras.backend.backend(),
+            "inference_grad_mode": "torch.inference_mode",
+        }
+
+    def unavailable_reason(self, device: str) -> str | None:
+        import torch
+
+        if device == "cuda" and not torch.cuda.is_available():
+            return "PyTorch sees no CUDA device on this machine"
+        return None
+
+    def environment(self, device: str) -> dict[str, Any]:
+        import torch
+
+        keras = keras_module()
+        return {"torch": torch.__version__, "keras": keras.__version__}
+
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        return get_model(model).build(self.name, dims)
+
+    def count_params(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def build(self, case: Case) -> Workload:
+        keras = keras_module()
+        layout = case.layout or "channels_last"
+        keras.config.set_image_data_format(layout)
+        policy = {"bf16": "mixed_bfloat16"}.get(case.precision or "", "float32")
+        keras.mixed_precision.set_global_policy(policy)
+        workload = KerasTorchWorkload(
+            self.build_model(case.model, case.dims), case, get_model(case.model)
+        )
+        workload.settings_ = {
+            "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
+            "precision": case.precision or "fp32",
+            "keras_dtype_policy": policy,
+        }
+        return workload
+
+    def is_oom(self, exc: BaseException) -> bool:
+        import torch
+
+        return isinstance(exc, torch.OutOfMemoryError) or "not enough memory" in str(exc)
+
+    def reset_device_memory(self, device: str) -> None:
+        if device == "cuda":
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        if device != "cuda":
+            return None
+        import torch
+
+        return {"allocated_peak_bytes": int(torch.cuda.max_memory_allocated())}
+
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        raise NotImplementedError("FLOPs are not counted for keras-torch yet")
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+        raise NotImplementedError("fwbench explain does not profile keras-torch yet")
+
+    def matmul(self, device: str, dtype: str, n: int) -> Workload:
+        raise NotImplementedError("fwbench peak: use the torch framework for PyTorch's peak")
