@@ -75,12 +75,15 @@ def compared_frameworks(cases: Sequence[Case]) -> list[str]:
     """Frameworks whose parameter counts each case is checked against.
 
     Those of the run itself; a single-framework run is checked against every other
-    installed framework, so `fwbench run` alone still flags different work.
+    installed framework, so `fwbench run` alone still flags different work. Keras'
+    other backends build TensorFlow's Keras models: they add nothing to that check
+    unless the run uses them.
     """
     named = sorted({c.framework for c in cases})
     if len(named) > 1:
         return named
-    return sorted({*named, *(n for n, info in FRAMEWORKS.items() if info.installed())})
+    others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
+    return sorted({*named, *others})
 
 
 def ensure_param_counts(
