@@ -44,7 +44,8 @@ AXES: tuple[str, ...] = (
 # A dimension left out takes each model's default (None here).
 OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")
 DEFAULTS: dict[str, Any] = {
-    "framework": list(FRAMEWORKS),
+    # The core comparison; Keras' other backends (keras-jax, keras-torch) when named.
+    "framework": ["torch", "tensorflow"],
     "task": ["train"],
     "batch_size": [32],
     "device": ["cpu"],
