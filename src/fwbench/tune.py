@@ -127,10 +127,14 @@ def choose(
         best = min(ok, key=_median) if ok else None
         default = by_key.get(defaults[fw].key())
         choices.append(Choice(fw, default, best, len(mine), len(mine) - len(ok)))
-    pair = [c for c in choices if c.best is not None]
-    best_vs_best = _verdict(pair[0].best, pair[1].best) if len(pair) >= 2 else None
-    defaults_ok = [c for c in choices if c.default is not None]
-    default_vs_default = (
-        _verdict(defaults_ok[0].default, defaults_ok[1].default) if len(defaults_ok) >= 2 else None
+    return TuneOutcome(
+        choices,
+        _fastest_two([c.best for c in choices]),
+        _fastest_two([c.default for c in choices]),
     )
-    return TuneOutcome(choices, best_vs_best, default_vs_default)
+
+
+def _fastest_two(results: list[Result | None]) -> Verdict | None:
+    """The fastest framework's result against the runner-up's."""
+    ok = sorted((r for r in results if r is not None and r.measurement), key=_median)
+    return _verdict(ok[0], ok[1]) if len(ok) >= 2 else None

@@ -34,7 +34,8 @@ from fwbench.result import Result
 def command(
     model: Annotated[str, typer.Argument(help="Model name; see `fwbench models`.")],
     framework: Annotated[
-        list[str] | None, typer.Option(help="Frameworks to tune (repeat). [default: all]")
+        list[str] | None,
+        typer.Option(help="Frameworks to tune (repeat). [default: torch, tensorflow]"),
     ] = None,
     task: Annotated[str, typer.Option(help="train | infer")] = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
@@ -67,7 +68,9 @@ def command(
     """Search each framework's modes, precisions, layouts and threads for this workload;
     report each framework's best configuration and the best-vs-best verdict next to the
     default-vs-default one."""
-    frameworks = framework or [n for n, info in FRAMEWORKS.items() if info.installed()]
+    frameworks = framework or [
+        n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None
+    ]
     for fw in frameworks:
         if fw not in FRAMEWORKS:
             raise SpecError(f"unknown framework {fw!r}; valid choices: {', '.join(FRAMEWORKS)}")
