@@ -73,3 +73,18 @@ def make_optimizer(opt: Optimizer) -> Any:
 
 def count_trainable(model: Any) -> int:
     return sum(math.prod(v.shape) for v in model.trainable_weights)
+
+
+def apply_case_settings(case: Case) -> dict[str, Any]:
+    """Set Keras' global image layout and dtype policy for `case` (both are read when
+    layers are created, so before building), and return them as recorded."""
+    keras = keras_module()
+    layout = case.layout or "channels_last"
+    keras.config.set_image_data_format(layout)
+    policy = {"bf16": "mixed_bfloat16"}.get(case.precision or "", "float32")
+    keras.mixed_precision.set_global_policy(policy)
+    return {
+        "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
+        "precision": case.precision or "fp32",
+        "keras_dtype_policy": policy,
+    }

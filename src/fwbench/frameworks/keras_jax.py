@@ -19,6 +19,7 @@ from fwbench.case import Case
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.keras_common import (
+    apply_case_settings,
     count_trainable,
     keras_module,
     make_optimizer,
@@ -146,19 +147,10 @@ class KerasJaxAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        keras = keras_module()
-        layout = case.layout or "channels_last"
-        keras.config.set_image_data_format(layout)
-        policy = {"bf16": "mixed_bfloat16"}.get(case.precision or "", "float32")
-        keras.mixed_precision.set_global_policy(policy)
-        workload = KerasJaxWorkload(
-            self.build_model(case.model, case.dims), case, get_model(case.model)
-        )
-        workload.settings_ = {
-            "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
-            "precision": case.precision or "fp32",
-            "keras_dtype_policy": policy,
-        }
+        settings = apply_case_settings(case)
+        model = self.build_model(case.model, case.dims)
+        workload = KerasJaxWorkload(model, case, get_model(case.model))
+        workload.settings_ = settings
         return workload
 
     def is_oom(self, exc: BaseException) -> bool:
