@@ -10,6 +10,8 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
   4  results gain the token and spectrogram dimensions (seq_len, vocab_size, freq_bins);
      param_counts is keyed by a model's dimensions as JSON (`dims`). It is a cache:
      the migration empties it and counts are made again when next needed.
+  5  results gain the data-parallel case fields (strategy, world_size), the global
+     batch, the communication time per step (comm_s) and distributed (JSON).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -135,5 +137,15 @@ def _to_v4(con: Any) -> None:
     )
 
 
+def _to_v5(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN strategy VARCHAR")
+    con.execute("ALTER TABLE results ADD COLUMN world_size INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN global_batch_size INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN comm_s DOUBLE")
+    con.execute("ALTER TABLE results ADD COLUMN distributed VARCHAR")
+    # Every result before this version ran one replica: its global batch is its batch.
+    con.execute("UPDATE results SET global_batch_size = batch_size")
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5}
