@@ -396,6 +396,10 @@ def run_distributed(
         clean = True
     except CaseEnded as ended:
         return ended.outcome
+    except Exception as exc:
+        # A garbled or broken channel is this case's failure, never the sweep's.
+        failure = WorkerFailure("error", f"launcher lost the ranks: {exc}"[:500], job.log_tail())
+        return CaseOutcome(None, failure, None, NO_ENERGY)
     finally:
         job.close(wait_s=30.0 if clean else 0.0)
     report = _combine(reports)
