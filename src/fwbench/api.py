@@ -26,7 +26,7 @@ from fwbench.launch.executor import Executor
 from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure.timing import Prepared, Timing, TimingConfig
 from fwbench.models.parity import Parity, compare
-from fwbench.result import Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Distributed, Measurement, Memory, Result, StepTime, Work
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -202,6 +202,7 @@ def result_from_outcome(
         energy=outcome.energy if measurement else None,
         work=_work(report.flops, timing, peak_flops),
         breakdown=_breakdown(report.breakdown, timing),
+        distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
         environment={"host": host, **report.environment},
         settings=report.settings,

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fwbench.distributed import strategies
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.models.registry import DIMENSIONS, find_model, get_model
@@ -66,12 +67,18 @@ class Case(BaseModel):
     autotune: bool | None = None  # cudnn.benchmark / TF_CUDNN_USE_AUTOTUNE (CUDA only)
     # Intra-op and inter-op threads, set equally for every framework (METHODOLOGY rule 9).
     threads: int = Field(default_factory=default_threads, ge=1, le=1024)
+    # Data parallelism (fwbench.distributed): a strategy and its replicas (processes for
+    # ddp / multiworker, devices for dp / mirrored). None on single-device cases, so their
+    # keys are unchanged. batch_size stays the per-replica batch; threads are per process.
+    strategy: str | None = None
+    world_size: int | None = Field(None, ge=1, le=1024)
 
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any) -> Any:
         if isinstance(data, dict):
             data = _drop_defaults(data)
+            data = _distributed_defaults(data)
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             data = {**data, "model": data["model"].lower()}
             spec = find_model(data["model"])
@@ -117,6 +124,12 @@ class Case(BaseModel):
             raise ValueError(
                 "precision: mixed precision needs autocast, which a TorchScript trace "
                 "freezes; use mode eager or compile"
+            )
+        strategies.check(self.framework, self.strategy, self.world_size, self.mode, self.task)
+        if self.strategy and (self.precision or self.layout or self.autotune):
+            raise ValueError(
+                "strategy: data-parallel cases run fp32 in the framework's native layout "
+                "for now; leave out precision, layout and autotune"
             )
         try:
             spec = get_model(self.model)
@@ -180,6 +193,15 @@ class Case(BaseModel):
         return " ".join(parts)
 
     @property
+    def replicas(self) -> int:
+        return self.world_size or 1
+
+    @property
+    def global_batch_size(self) -> int:
+        """Samples per step across all replicas (batch_size is per replica)."""
+        return self.batch_size * self.replicas
+
+    @property
     def implementation(self) -> str:
         spec = find_model(self.model)
         return spec.implementation if spec else ""
@@ -196,20 +218,22 @@ class Case(BaseModel):
             self.precision or "fp32",
             self.device,
             self.threads,
+            self.replicas,
         )
 
     @property
     def variant(self) -> str:
         """How the workload is run: framework/mode, then any non-default implementation,
-        layout and autotuning (`torch/compile/channels_last`)."""
+        layout, autotuning and data-parallel strategy (`torch/compile/channels_last`)."""
         parts = [self.framework, self.mode, self.implementation]
-        parts += [self.layout or "", "autotune" if self.autotune else ""]
+        parts += [self.layout or "", "autotune" if self.autotune else "", self.strategy or ""]
         return "/".join(p for p in parts if p)
 
     def label(self) -> str:
         precision = f" {self.precision}" if self.precision else ""
+        workers = f" x{self.world_size}" if self.strategy else ""
         return (
-            f"{self.variant} {self.model} {self.task} b{self.batch_size} "
+            f"{self.variant} {self.model} {self.task} b{self.batch_size}{workers} "
             f"{self.shape}{precision} {self.device} t{self.threads}"
         )
 
@@ -226,6 +250,27 @@ def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:
     if info is not None and out.get("layout") == info.native_layout:
         out["layout"] = None
     return out
+
+
+def _distributed_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """A strategy defaults to one replica; one replica without a strategy is a plain case
+    (the same key as before the field existed); replicas that are processes share the
+    machine's cores unless threads are given."""
+    strategy, world = data.get("strategy"), data.get("world_size")
+    if isinstance(strategy, str):
+        strategy = strategy.lower()
+        data = {**data, "strategy": strategy}
+    if strategy is None and world == 1:
+        data = {**data, "world_size": None}
+    if strategy is not None and world is None:
+        data = {**data, "world_size": 1}
+        world = 1
+    found = strategies.STRATEGIES.get(strategy) if isinstance(strategy, str) else None
+    if data.get("threads") is None:
+        data = {k: v for k, v in data.items() if k != "threads"}
+        if found is not None and isinstance(world, int) and world >= 1:
+            data["threads"] = max(1, default_threads() // found.process_count(world))
+    return data
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -9,6 +9,9 @@ Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema)
   3  breakdown (`fwbench explain`: time per step by category of operation).
   4  case dimensions of token and spectrogram models: seq_len, vocab_size, freq_bins.
   5  case precision, layout and autotune.
+  6  data parallelism: case fields strategy and world_size (None on single-device
+     cases); distributed (replicas, processes, per-replica and global batch, backend,
+     communication time); throughput counts the global batch.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
@@ -80,6 +83,39 @@ class Work(BaseModel):
     share_of_peak: float | None = None
 
 
+class Communication(BaseModel):
+    """Gradient communication seen by the framework's profiler (fwbench.distributed.comm)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    profiler: str | None = None
+    profiled_steps: int | None = None
+    profiled_step_s: float | None = None
+    in_flight_s: float | None = None  # per step, union of communication ops' intervals
+    share_of_step: float | None = None
+    ops: list[str] = Field(default_factory=list)
+    error: str | None = None  # why there is no figure
+
+
+class Distributed(BaseModel):
+    """How a data-parallel case ran (its strategy and replicas are in the case)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    strategy: str
+    strategy_label: str
+    replicas: int
+    processes: int
+    per_replica_batch_size: int
+    global_batch_size: int
+    batch_semantics: str
+    threads_per_process: int
+    timed_rank: str
+    backend: str | None = None
+    launcher: str | None = None
+    communication: Communication | None = None
+
+
 class Result(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -99,6 +135,7 @@ class Result(BaseModel):
     energy: Energy | None = None
     work: Work | None = None
     breakdown: Breakdown | None = None
+    distributed: Distributed | None = None
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
@@ -118,10 +155,16 @@ class Result(BaseModel):
 
     @property
     def throughput(self) -> float | None:
-        """Samples per second at the median step time."""
+        """Samples per second at the median step time, over all replicas."""
         if self.measurement is None:
             return None
-        return self.case.batch_size / self.measurement.step_time_s.median
+        return self.case.global_batch_size / self.measurement.step_time_s.median
+
+    @property
+    def communication_s(self) -> float | None:
+        """Gradient communication in flight per step, where the profiler showed it."""
+        d = self.distributed
+        return d.communication.in_flight_s if d and d.communication else None
 
     @property
     def different_work(self) -> bool:
@@ -140,6 +183,7 @@ class Result(BaseModel):
             "status": self.status,
             "error": self.error,
             "step_time_s": m.step_time_s.model_dump() if m else None,
+            "global_batch_size": self.case.global_batch_size,
             "throughput": self.throughput,
             "samples": list(m.samples) if m else [],
             "param_count": self.param_count,
@@ -149,6 +193,7 @@ class Result(BaseModel):
             "energy": self.energy.model_dump() if self.energy else None,
             "work": self.work.model_dump() if self.work else None,
             "breakdown": self.breakdown.model_dump() if self.breakdown else None,
+            "distributed": self.distributed.model_dump() if self.distributed else None,
             "warnings": list(self.warnings),
         }
         if m:

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fwbench.case import Case, default_threads
+from fwbench.case import Case
+from fwbench.distributed.strategies import STRATEGIES
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.timing import TimingConfig
@@ -36,6 +37,8 @@ AXES: tuple[str, ...] = (
     "precision",
     "device",
     "threads",
+    "world_size",
+    "strategy",
     "framework",
     "mode",
     "layout",
@@ -109,8 +112,6 @@ def parse(text: str, source: str = "sweep") -> Sweep:
     if "model" not in data:
         raise SpecError(f"{source}: missing key 'model' (a model name or a list of them)")
     axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis, [None]))) for axis in AXES}
-    if axes["threads"] == [None]:
-        axes["threads"] = [default_threads()]
     excludes = _excludes(source, data.get("exclude") or [])
     try:
         timing = TimingConfig(**(data.get("timing") or {}))
@@ -176,6 +177,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
     cases: list[Case] = []
     seen: set[str] = set()
     outer = [a for a in AXES if a not in ("framework", "mode")]
+    strategies = [s for s in _flat(axes["strategy"]) if s is not None]
     for combo in itertools.product(*(_flat(axes[a]) for a in outer)):
         fields = dict(zip(outer, combo, strict=True))
         for fw in axes["framework"]:
@@ -184,6 +186,8 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 continue
             for mode in _for(axes["mode"], fw):
                 candidate = _applicable({**fields, "framework": fw, "mode": mode})
+                if not _distributed_fits(candidate, strategies):
+                    continue
                 if any(_matches(candidate, rule) for rule in excludes):
                     continue
                 try:
@@ -193,6 +197,15 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 if case.key() not in seen:
                     seen.add(case.key())
                     cases.append(case)
+    for name in strategies:
+        if not any(c.strategy == str(name).lower() for c in cases):
+            found = STRATEGIES.get(str(name).lower())
+            needs = (
+                f" (it needs {found.framework} in {'/'.join(found.modes)} mode)" if found else ""
+            )
+            raise SpecError(
+                f"{source}: strategy {name} applies to none of the sweep's cases{needs}"
+            )
     for dim in DIMENSIONS:
         given = [v for v in _flat(axes[dim]) if v is not None]
         if given and all(getattr(c, dim) is None for c in cases):
@@ -205,11 +218,26 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
 
 def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     """Drop the dimensions the case's model does not take: one sweep can mix image and
-    token models, each reading only its own axes (duplicates are removed by key)."""
+    token models, each reading only its own axes (duplicates are removed by key). Axes
+    left out (None) take the case's defaults: threads default per world size."""
+    fields = {k: v for k, v in fields.items() if v is not None or k in DIMENSIONS}
     spec = find_model(str(fields["model"]))
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices
     return {k: v for k, v in fields.items() if k not in DIMENSIONS or k in spec.dims}
+
+
+def _distributed_fits(case: dict[str, Any], strategies: list[Any]) -> bool:
+    """A strategy applies to its framework in its modes; several workers apply to the
+    strategies. So `strategy: [ddp, multiworker]` beside `framework: [torch, tensorflow]`
+    gives each framework its own, and `world_size: [1, 2]` a plain case plus the rest."""
+    name = case.get("strategy")
+    if name is None:
+        return not strategies or int(case.get("world_size") or 1) == 1
+    found = STRATEGIES.get(str(name).lower())
+    if found is None:
+        return True  # unknown strategy: Case.build names the valid choices
+    return found.framework == case["framework"] and case["mode"] in found.modes
 
 
 def _flat(axis: Any) -> list[Any]:

@@ -11,9 +11,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fwbench.case import Case, default_threads
+from fwbench.case import Case
 from fwbench.errors import SpecError
-from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.report import scaling
+from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
 
@@ -63,23 +64,35 @@ NumClassesOption = Annotated[
 ]
 
 
-def cases_per_framework(frameworks: list[str], modes: list[str], **workload: Any) -> list[Case]:
-    """One validated case per framework: one mode for all, or one mode each."""
-    if len(modes) not in (1, len(frameworks)):
-        raise SpecError(
-            f"mode: give one mode for all frameworks or one per framework "
-            f"({len(frameworks)}), not {len(modes)}"
-        )
-    threads = workload.pop("threads", 0) or default_threads()
+def cases_per_framework(
+    frameworks: list[str],
+    modes: list[str],
+    strategies: list[str] | None = None,
+    **workload: Any,
+) -> list[Case]:
+    """One validated case per framework: one mode (strategy) for all, or one each."""
+    for name, given in (("mode", modes), ("strategy", strategies or [])):
+        if len(given) not in (0, 1, len(frameworks)) or (name == "mode" and not given):
+            raise SpecError(
+                f"{name}: give one {name} for all frameworks or one per framework "
+                f"({len(frameworks)}), not {len(given)}"
+            )
+    # Left out, threads default per case: the cores, shared by a case's processes.
+    if not workload.get("threads"):
+        workload.pop("threads", None)
     return [
         Case.build(
             framework=fw,
             mode=modes[0] if len(modes) == 1 else modes[i],
-            threads=threads,
+            **({"strategy": _pick(strategies, i)} if strategies else {}),
             **workload,
         )
         for i, fw in enumerate(frameworks)
     ]
+
+
+def _pick(values: list[str], i: int) -> str:
+    return values[0] if len(values) == 1 else values[i]
 
 
 def print_json(data: Any) -> None:
@@ -100,12 +113,22 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
         table.add_row(
             w["model"],
             w["task"],
-            str(w["batch_size"]),
+            batch_text(w),
             str(w["shape"]),
             *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
             row.verdict(short=True),
             style=style,
         )
+    return table
+
+
+def scaling_table(results: list[Result]) -> Table:
+    head, body = scaling.rows(scaling.scaling(results))
+    table = Table(title="Data-parallel scaling (efficiency = t1 / tN)", title_justify="left")
+    for col in head:
+        table.add_column(col)
+    for row in body:
+        table.add_row(*row)
     return table
 
 
@@ -153,6 +176,21 @@ def describe_result(r: Result) -> str:
         if w.share_of_peak is not None:
             text += f" = {w.share_of_peak:.0%} of the measured peak"
         lines.append(text)
+    if r.distributed is not None:
+        d = r.distributed
+        lines.append(
+            f"  data parallel: {d.strategy_label}, {d.replicas} replica(s) in {d.processes} "
+            f"process(es), batch {d.per_replica_batch_size}/replica = {d.global_batch_size} "
+            f"global, {d.threads_per_process} thread(s)/process, backend {d.backend}"
+        )
+        comm = d.communication
+        if comm is not None and comm.in_flight_s is not None and comm.share_of_step is not None:
+            lines.append(
+                f"  communication: {comm.in_flight_s * 1e3:.1f} ms/step in flight "
+                f"({comm.share_of_step:.0%} of a profiled step; {', '.join(comm.ops)})"
+            )
+        elif comm is not None:
+            lines.append(f"  communication: not measured ({comm.error})")
     if r.parity is not None:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]

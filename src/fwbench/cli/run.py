@@ -23,11 +23,16 @@ from fwbench.cli.common import (
     console,
     describe_result,
     print_json,
+    scaling_table,
     summary_table,
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.measure.timing import TimingConfig
+
+
+def _world_sizes(given: list[int] | None) -> list[int | None]:
+    return list(given) if given else [None]
 
 
 def command(
@@ -56,8 +61,28 @@ def command(
         ),
     ] = None,
     threads: Annotated[
-        int, typer.Option(help="Intra- and inter-op threads. [default: physical cores]")
+        int,
+        typer.Option(
+            help="Intra- and inter-op threads per process. "
+            "[default: physical cores, shared by a case's processes]"
+        ),
     ] = 0,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=(
+                "Data parallelism: ddp, dp (torch) | multiworker, mirrored (tensorflow); "
+                "one for all frameworks, or one each. See docs/distributed.md."
+            )
+        ),
+    ] = None,
+    world_size: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="Replicas (processes for ddp / multiworker, devices for dp / mirrored); "
+            "repeat to measure scaling, e.g. --world-size 1 --world-size 2."
+        ),
+    ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     target_ci: Annotated[
         float, typer.Option(help="Stop when the 95% CI of the median is within +-this share.")
@@ -81,23 +106,29 @@ def command(
     """
     if interleave and len(framework) < 2:
         raise SpecError("interleave: give two or more --framework to alternate")
-    cases = cases_per_framework(
-        framework,
-        mode or ["eager"],
-        model=model,
-        task=task,
-        batch_size=batch_size,
-        input_size=input_size,
-        seq_len=seq_len,
-        vocab_size=vocab_size,
-        freq_bins=freq_bins,
-        num_classes=num_classes,
-        precision=precision,
-        layout=layout,
-        autotune=autotune,
-        device=device,
-        threads=threads,
-    )
+    cases = [
+        case
+        for workers in _world_sizes(world_size)
+        for case in cases_per_framework(
+            framework,
+            mode or ["eager"],
+            strategy,
+            model=model,
+            task=task,
+            batch_size=batch_size,
+            input_size=input_size,
+            seq_len=seq_len,
+            vocab_size=vocab_size,
+            freq_bins=freq_bins,
+            num_classes=num_classes,
+            precision=precision,
+            layout=layout,
+            autotune=autotune,
+            device=device,
+            threads=threads,
+            world_size=workers,
+        )
+    ]
     timing = TimingConfig(target_ci=target_ci, max_time_s=max_time)
     options = RunOptions(timing=timing, timeout_s=timeout, interleave=interleave, count_flops=flops)
     results = execute(cases, db, options)
@@ -109,3 +140,5 @@ def command(
         console.print(describe_result(result))
     if len(results) > 1:
         console.print(summary_table(results, title="Comparison"))
+    if any(r.case.strategy for r in results):
+        console.print(scaling_table(results))

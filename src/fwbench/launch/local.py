@@ -250,7 +250,18 @@ def run_group(
     """Run cases in alternation (or one case alone); one outcome per request, in order.
 
     Every case gets `timeout_s` from the start of the group for each case in it.
+    Data-parallel cases (a strategy) run alone, their ranks driven by
+    fwbench.distributed.launch: interleaving would put two jobs' ranks on the same cores.
     """
+    if any(r.case.strategy for r in requests):
+        from fwbench.distributed.launch import run_distributed
+
+        return [
+            run_distributed(r, timeout_s, on_phase)
+            if r.case.strategy
+            else run_group([r], timeout_s, on_phase)[0]
+            for r in requests
+        ]
     deadline = time.monotonic() + timeout_s * len(requests)
     outcomes: dict[int, CaseOutcome] = {}
     runners: dict[int, _Runner] = {}

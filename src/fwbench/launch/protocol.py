@@ -75,6 +75,8 @@ class CaseReport(BaseModel):
     memory: dict[str, Any] | None = None
     flops: dict[str, Any] | None = None
     breakdown: dict[str, Any] | None = None
+    # Data-parallel cases: strategy, replicas, batches, backend, communication time.
+    distributed: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     settings: dict[str, Any] = {}
 

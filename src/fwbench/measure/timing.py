@@ -100,7 +100,7 @@ def run_block(
     return clock() - start
 
 
-def _sync_overhead(sync: Callable[[], None], clock: Clock, repeats: int = 21) -> float:
+def sync_overhead(sync: Callable[[], None], clock: Clock, repeats: int = 21) -> float:
     costs = []
     for _ in range(repeats):
         start = clock()
@@ -116,11 +116,22 @@ def prepare(
     clock: Clock = time.perf_counter,
 ) -> Prepared:
     """First step, warmup until stable, then the block size for the steady state."""
-    first = run_block(step, sync, 1, clock)
+    return calibrate(
+        lambda n: run_block(step, sync, n, clock), lambda: sync_overhead(sync, clock), config
+    )
+
+
+def calibrate(
+    blocks: Callable[[int], float], sync_overhead: Callable[[], float], config: TimingConfig
+) -> Prepared:
+    """`prepare` over any runner of n synced steps: a local workload, or the ranks of a
+    distributed case driven in lockstep by their launcher (every rank must take the same
+    number of steps, so the warmup decisions are made in one place)."""
+    first = blocks(1)
     warm: list[float] = []
     warmup_stop: WarmupStop = "max_steps"
     while len(warm) < config.max_warmup_steps:
-        warm.append(run_block(step, sync, 1, clock))
+        warm.append(blocks(1))
         if len(warm) >= config.min_warmup_steps and is_stable(
             warm, config.warmup_window, config.warmup_tolerance
         ):
@@ -129,7 +140,7 @@ def prepare(
         if sum(warm) >= config.max_warmup_s and len(warm) >= config.min_warmup_steps:
             warmup_stop = "budget"
             break
-    overhead = _sync_overhead(sync, clock)
+    overhead = sync_overhead()
     # Warmup steps were timed with a sync each: take the sync out of the step estimate.
     estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)

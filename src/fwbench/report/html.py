@@ -11,9 +11,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from fwbench.explain.compare import side_by_side
-from fwbench.report import figures
+from fwbench.report import figures, scaling
 from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
-from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
 
 _CSS = """
@@ -124,6 +124,88 @@ def _curve_figure(
     return fig
 
 
+def _scaling_figure(panels: list[scaling.ScalingPanel]) -> go.Figure:
+    """Throughput (left) and scaling efficiency (right) against workers, per strategy."""
+    titles = [t for p in panels for t in (f"{p.title}: throughput", f"{p.title}: efficiency")]
+    fig = make_subplots(rows=len(panels), cols=2, subplot_titles=titles)
+    shown: set[str] = set()
+    for row, panel in enumerate(panels, start=1):
+        for series in panel.series:
+            name = series.variant
+            ok = [p for p in series.points if p.throughput is not None]
+            line = {"color": colour(name), "dash": MODE_DASH.get(mode_of(name), "solid")}
+            fig.add_trace(
+                go.Scatter(
+                    name=name,
+                    legendgroup=name,
+                    showlegend=name not in shown,
+                    x=[p.world_size for p in ok],
+                    y=[p.throughput for p in ok],
+                    mode="lines+markers",
+                    line=line,
+                    hovertemplate=f"{html.escape(name)}<br>%{{x}} workers<br>"
+                    "%{y:.1f} samples/s<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+            shown.add(name)
+            eff = [p for p in ok if p.efficiency is not None]
+            fig.add_trace(
+                go.Scatter(
+                    name=name,
+                    legendgroup=name,
+                    showlegend=False,
+                    x=[p.world_size for p in eff],
+                    y=[p.efficiency for p in eff],
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": scaling.error_bars(eff)[1],
+                        "arrayminus": scaling.error_bars(eff)[0],
+                    },
+                    mode="lines+markers",
+                    line=line,
+                    hovertemplate=f"{html.escape(name)}<br>%{{x}} workers<br>"
+                    "efficiency %{y:.2f}<extra></extra>",
+                ),
+                row=row,
+                col=2,
+            )
+            gaps = [p for p in series.points if p.throughput is None]
+            if gaps:
+                # A failed or unsupported world size stays visible, with its reason.
+                fig.add_trace(
+                    go.Scatter(
+                        name=f"{name} failed",
+                        legendgroup=name,
+                        showlegend=False,
+                        x=[p.world_size for p in gaps],
+                        y=[0 for _ in gaps],
+                        mode="markers+text",
+                        marker={"symbol": "x", "size": 12, "color": colour(name)},
+                        text=[p.status.upper() for p in gaps],
+                        textposition="top center",
+                        hovertext=[f"{name}: {p.status}: {p.error}" for p in gaps],
+                        hoverinfo="text",
+                    ),
+                    row=row,
+                    col=1,
+                )
+        sizes = sorted({p.world_size for s in panel.series for p in s.points})
+        for col in (1, 2):
+            fig.update_xaxes(
+                title_text="workers", tickmode="array", tickvals=sizes, row=row, col=col
+            )
+        fig.add_hline(y=1.0, line_dash="dot", line_color="#999", row=row, col=2)
+        fig.update_yaxes(title_text="samples/s", rangemode="tozero", row=row, col=1)
+        fig.update_yaxes(title_text="t1 / tN (ideal = 1)", rangemode="tozero", row=row, col=2)
+    fig.update_layout(
+        title="Data-parallel scaling (per-replica batch fixed)", height=max(340, 300 * len(panels))
+    )
+    return fig
+
+
 def _table(
     head: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int] | None = None
 ) -> str:
@@ -182,7 +264,7 @@ def _verdicts(results: Sequence[Result]) -> str:
             [
                 str(w["model"]),
                 str(w["task"]),
-                str(w["batch_size"]),
+                batch_text(w),
                 str(w["shape"]),
                 str(w["device"]),
                 *(cell(row.results.get(v), row.relative(v)) for v in variants),
@@ -235,6 +317,18 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
                 title = f"Relative {word} time on {device} (faster framework = 1.0)"
                 heading = f"{word.capitalize()} time, relative ({device})"
                 figs.append((heading, _relative_figure(panels, title), ""))
+    scaled = scaling.scaling(results)
+    if scaled:
+        figs.append(
+            (
+                "Data-parallel scaling",
+                _scaling_figure(scaled),
+                "<p>Efficiency = throughput(N) / (N x throughput(1)) = t1 / tN at a fixed "
+                "per-replica batch, against the same strategy at one worker; communication is "
+                "the profiled time per step with a collective in flight.</p>"
+                + _table(*scaling.rows(scaled), numeric={2, 3, 4, 5}),
+            )
+        )
     per_sample = figures.per_sample_time(results)
     if per_sample:
         figs.append(

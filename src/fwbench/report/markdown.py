@@ -6,7 +6,8 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from fwbench.report.summary import WORKLOAD_FIELDS, cell, summarise
+from fwbench.report import scaling
+from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
 
 
@@ -35,10 +36,24 @@ def render(
         w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
         cells = [cell(row.results.get(v), row.relative(v)) for v in variants]
         out.append(
-            f"| {w['model']} | {w['task']} | {w['batch_size']} | {w['shape']} | "
+            f"| {w['model']} | {w['task']} | {batch_text(w)} | {w['shape']} | "
             + " | ".join(cells)
             + f" | {row.verdict()} |"
         )
+    scaled = scaling.scaling(results)
+    if scaled:
+        head, body = scaling.rows(scaled)
+        out += [
+            "",
+            "## Data-parallel scaling",
+            "",
+            "Efficiency = throughput(N) / (N x throughput(1)) = t1 / tN at a fixed per-replica",
+            "batch, against the same strategy at one worker (95% bootstrap CI).",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
+        out += ["| " + " | ".join(row) + " |" for row in body]
     for caption, path in charts:
         out += ["", f"![{caption}]({path})"]
     failures = [r for r in results if r.status != "ok"]

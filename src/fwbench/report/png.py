@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt
 
-from fwbench.report import figures
+from fwbench.report import figures, scaling
 from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
 from fwbench.result import Result
 
@@ -85,6 +85,48 @@ def _curves(panels: list[figures.CurvePanel], title: str, y_label: str, path: Pa
     plt.close(fig)
 
 
+def _scaling(panels: list[scaling.ScalingPanel], path: Path) -> None:
+    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 3 * len(panels)), squeeze=False)
+    for (ax_tp, ax_eff), panel in zip(axes, panels, strict=True):
+        for series in panel.series:
+            ok = [p for p in series.points if p.throughput is not None]
+            ax_tp.plot(
+                [p.world_size for p in ok],
+                [p.throughput for p in ok],
+                marker="o",
+                color=colour(series.variant),
+                label=series.variant,
+            )
+            for p in series.points:
+                if p.throughput is None:
+                    ax_tp.plot(p.world_size, 0, marker="x", color=colour(series.variant))
+                    ax_tp.annotate(p.status.upper(), (p.world_size, 0), fontsize=8)
+            eff = [p for p in ok if p.efficiency is not None]
+            ax_eff.errorbar(
+                [p.world_size for p in eff],
+                [p.efficiency for p in eff],
+                yerr=scaling.error_bars(eff),
+                marker="o",
+                capsize=3,
+                color=colour(series.variant),
+                label=series.variant,
+            )
+        sizes = sorted({p.world_size for s in panel.series for p in s.points})
+        ax_eff.axhline(1.0, color="#999", linewidth=0.8, linestyle=":")
+        for ax, label in ((ax_tp, "samples/s"), (ax_eff, "efficiency t1/tN")):
+            ax.set_xticks(sizes)
+            ax.set_xlabel("workers")
+            ax.set_ylabel(label)
+            ax.set_ylim(bottom=0)
+            ax.legend(fontsize=8)
+        ax_tp.set_title(f"{panel.title}: throughput", fontsize=9)
+        ax_eff.set_title(f"{panel.title}: efficiency", fontsize=9)
+    fig.suptitle("Data-parallel scaling (per-replica batch fixed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Path]]:
     """Write the charts into `folder`; return (caption, path) pairs."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -96,6 +138,11 @@ def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Pat
                 path = folder / f"relative-{task}-{device}.png"
                 _relative(panels, f"Relative {word} time on {device} (fastest = 1.0)", path)
                 charts.append((f"Relative {word} time, {device}", path))
+    scaled = scaling.scaling(results)
+    if scaled:
+        path = folder / "scaling.png"
+        _scaling(scaled, path)
+        charts.append(("Data-parallel scaling: throughput and efficiency vs workers", path))
     per_sample = figures.per_sample_time(results)
     if per_sample:
         path = folder / "per-sample.png"

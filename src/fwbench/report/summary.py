@@ -86,7 +86,22 @@ class SummaryRow:
 
 # The fields of Case.workload_key(), in order ("model" is the workload's name, shared by
 # two implementations of one network).
-WORKLOAD_FIELDS = ("model", "task", "batch_size", "shape", "precision", "device", "threads")
+WORKLOAD_FIELDS = (
+    "model",
+    "task",
+    "batch_size",
+    "shape",
+    "precision",
+    "device",
+    "threads",
+    "world_size",
+)
+
+
+def batch_text(workload: dict[str, Any]) -> str:
+    """The batch column: `8`, or `8x2` for 8 per replica on 2 replicas."""
+    replicas = int(workload.get("world_size") or 1)
+    return str(workload["batch_size"]) + (f"x{replicas}" if replicas > 1 else "")
 
 
 def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:

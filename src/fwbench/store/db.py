@@ -18,7 +18,7 @@ from fwbench.errors import StoreError
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
-from fwbench.result import Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Distributed, Measurement, Memory, Result, StepTime, Work
 from fwbench.store.schema import CREATE_V1, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
@@ -40,6 +40,7 @@ _MODEL_FIELDS: dict[str, type[BaseModel]] = {
     "energy": Energy,
     "work": Work,
     "breakdown": Breakdown,
+    "distributed": Distributed,
 }
 
 
@@ -276,6 +277,8 @@ def _to_row(r: Result) -> dict[str, Any]:
         "joules_per_sample": r.energy.joules_per_sample if r.energy else None,
         "flops_per_step": r.work.flops_per_step if r.work else None,
         "achieved_flops": r.work.achieved_flops_per_s if r.work else None,
+        "global_batch_size": r.case.global_batch_size,
+        "comm_s": r.communication_s,
     }
     row |= {f: json.dumps(getattr(r, f)) for f in _JSON_FIELDS}
     row |= {f: getattr(r, f).model_dump_json() if getattr(r, f) else None for f in _MODEL_FIELDS}

@@ -12,6 +12,8 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
      the migration empties it and counts are made again when next needed.
   5  results gain how the numbers are computed: precision, layout, autotune (None = the
      defaults: fp32, the framework's native layout, autotuning off).
+  6  results gain the data-parallel case fields (strategy, world_size), the global
+     batch, the communication time per step (comm_s) and distributed (JSON).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -143,5 +145,21 @@ def _to_v5(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN autotune BOOLEAN")
 
 
+def _to_v6(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN strategy VARCHAR")
+    con.execute("ALTER TABLE results ADD COLUMN world_size INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN global_batch_size INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN comm_s DOUBLE")
+    con.execute("ALTER TABLE results ADD COLUMN distributed VARCHAR")
+    # Every result before this version ran one replica: its global batch is its batch.
+    con.execute("UPDATE results SET global_batch_size = batch_size")
+
+
 # version v -> function migrating a connection from v to v + 1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _to_v2, 2: _to_v3, 3: _to_v4, 4: _to_v5}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {
+    1: _to_v2,
+    2: _to_v3,
+    3: _to_v4,
+    4: _to_v5,
+    5: _to_v6,
+}

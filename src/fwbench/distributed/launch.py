@@ -1,0 +1,429 @@
+"""Run one data-parallel case: start its ranks, drive them in lockstep, collect the result.
+
+Every rank must take exactly the same number of steps, or a collective waits forever.
+So the launcher makes every timing decision (first step, warmup, block size, when to
+stop) and sends each command to all ranks at once; a sample is the slowest rank's
+time for the block (a step is done when every replica is). The ranks talk JSON lines
+over a TCP socket to the launcher (torchrun owns the ranks' stdin and stdout), one
+connection per rank, each opened with a hello naming its rank.
+
+Processes: DDP ranks are started by torchrun (`python -m torch.distributed.run`, one
+process per replica, gloo on CPU, nccl on GPUs); MultiWorkerMirroredStrategy workers
+are started directly, one per replica, each with its TF_CONFIG on localhost ports;
+DataParallel and MirroredStrategy run in one process. A time-out, or any rank dying,
+ends the case: every process of it is killed and the failure is the case's result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from fwbench.distributed.strategies import STRATEGIES
+from fwbench.launch.local import (
+    NO_ENERGY,
+    CaseOutcome,
+    WorkerFailure,
+    classify_exit,
+    worker_env,
+)
+from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.measure import energy
+from fwbench.measure.nvml import NvmlMemorySampler
+from fwbench.measure.timing import calibrate, finish, steady
+
+LAUNCHER_ENV = "FWBENCH_LAUNCHER"  # host:port the ranks connect back to
+_LOG_TAIL_LINES = 40
+# After one rank fails, how long the launcher waits for the others to tell their side
+# (a rank that crashed outright explains a peer's "connection closed" error).
+_GRACE_S = 3.0
+
+
+class CaseEnded(Exception):
+    """The case is over before its measurement finished; the outcome says why."""
+
+    def __init__(self, outcome: CaseOutcome) -> None:
+        super().__init__(outcome.failure.error if outcome.failure else "rank reported")
+        self.outcome = outcome
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def tf_config(ports: list[int], index: int) -> str:
+    """TF_CONFIG of worker `index` of a cluster on localhost."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    return json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+
+
+@dataclass
+class _Process:
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+class _Rank:
+    """One rank's connection: JSON lines in both directions."""
+
+    def __init__(self, sock: socket.socket, rank: int, pid: int) -> None:
+        self.sock = sock
+        self.rank = rank
+        self.pid = pid
+        self.buffer = b""
+        self.proc: psutil.Process | None = None
+        with contextlib.suppress(psutil.Error):
+            self.proc = psutil.Process(pid)  # remembers the start time: no pid-reuse kills
+
+    def send(self, message: dict[str, Any] | str) -> None:
+        text = message if isinstance(message, str) else json.dumps(message)
+        self.sock.sendall(text.encode() + b"\n")
+
+    def line(self) -> dict[str, Any] | None:
+        if b"\n" not in self.buffer:
+            return None
+        raw, self.buffer = self.buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(raw)
+        return message
+
+
+class _Job:
+    """The processes and rank connections of one case."""
+
+    def __init__(self, request: CaseRequest, deadline: float, timeout_s: float) -> None:
+        self.request = request
+        self.case = request.case
+        self.strategy = STRATEGIES[str(self.case.strategy)]
+        self.nproc = self.strategy.process_count(self.case.replicas)
+        self.deadline = deadline
+        self.timeout_s = timeout_s
+        self.dir = Path(tempfile.mkdtemp(prefix="fwbench-dist-"))
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.processes: list[_Process] = []
+        self.ranks: list[_Rank] = []
+        self.selector = selectors.DefaultSelector()
+
+    # starting ---------------------------------------------------------------
+
+    def start(self) -> None:
+        label = f"case: {self.case.label()}"
+        env = worker_env(self.case.threads, self.case.device)
+        env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
+        worker = [sys.executable, "-m", "fwbench.distributed.worker", label]
+        if self.case.strategy == "ddp":
+            torchrun = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=1",
+                f"--nproc-per-node={self.nproc}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={free_port()}",
+                "--max-restarts=0",
+                *worker[1:],
+            ]
+            self._spawn(torchrun, env, "torchrun")
+        elif self.case.strategy == "multiworker":
+            ports = [free_port() for _ in range(self.nproc)]
+            for rank in range(self.nproc):
+                rank_env = env | {
+                    "TF_CONFIG": tf_config(ports, rank),
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": str(self.nproc),
+                }
+                if self.case.device == "cuda":
+                    rank_env["CUDA_VISIBLE_DEVICES"] = str(rank)  # one GPU per worker
+                self._spawn(worker, rank_env, f"rank-{rank}")
+        else:
+            self._spawn(worker, env | {"RANK": "0", "WORLD_SIZE": "1"}, "rank-0")
+        self._accept()
+
+    def _spawn(self, argv: list[str], env: dict[str, str], name: str) -> None:
+        log = self.dir / f"{name}.log"
+        with log.open("wb") as out:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # a time-out kills the whole group
+            )
+        self.processes.append(_Process(popen, log))
+
+    def _accept(self) -> None:
+        self.server.setblocking(False)
+        pending: dict[socket.socket, bytes] = {}
+        self.selector.register(self.server, selectors.EVENT_READ)
+        while len(self.ranks) < self.nproc:
+            for key, _ in self._select():
+                if key.fileobj is self.server:
+                    conn, _ = self.server.accept()
+                    conn.setblocking(True)
+                    pending[conn] = b""
+                    self.selector.register(conn, selectors.EVENT_READ)
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                data = conn.recv(65536)
+                if not data:
+                    self.selector.unregister(conn)
+                    conn.close()
+                    pending.pop(conn, None)
+                    continue
+                pending[conn] += data
+                if b"\n" in pending[conn]:
+                    raw, rest = pending.pop(conn).split(b"\n", 1)
+                    hello = json.loads(raw)
+                    rank = _Rank(conn, int(hello["rank"]), int(hello["pid"]))
+                    rank.buffer = rest
+                    self.selector.modify(conn, selectors.EVENT_READ, rank)
+                    self.ranks.append(rank)
+        self.selector.unregister(self.server)
+        self.ranks.sort(key=lambda r: r.rank)
+
+    # talking ----------------------------------------------------------------
+
+    def _select(self) -> list[tuple[selectors.SelectorKey, int]]:
+        """Wait for input; fail the case when the deadline passes or a process dies."""
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise CaseEnded(self._timeout())
+            events = self.selector.select(timeout=min(remaining, 1.0))
+            if events:
+                return events
+            # A process that failed before its ranks connected (or answered) says
+            # nothing more; a clean exit only follows a rank's final report.
+            failed = [p for p in self.processes if p.popen.poll() not in (None, 0)]
+            if failed:
+                raise CaseEnded(self._crashed(failed[0]))
+
+    def broadcast(self, message: dict[str, Any] | str) -> None:
+        for rank in self.ranks:
+            try:
+                rank.send(message)
+            except OSError:
+                raise CaseEnded(self._lost(rank)) from None
+
+    def gather(self, event: str) -> list[dict[str, Any]]:
+        """One reply from every rank; a rank's final report or its end ends the case."""
+        replies: dict[int, dict[str, Any]] = {}
+        while len(replies) < len(self.ranks):
+            for rank in self.ranks:
+                message = rank.line() if rank.rank not in replies else None
+                if message is not None:
+                    self._check(rank, message, event)
+                    replies[rank.rank] = message
+            if len(replies) == len(self.ranks):
+                break
+            for key, _ in self._select():
+                rank = key.data
+                if rank is None:
+                    continue
+                data = rank.sock.recv(65536)
+                if not data:
+                    if rank.rank in replies:  # answered, then left: its final report
+                        self.selector.unregister(rank.sock)
+                        continue
+                    raise CaseEnded(self._lost(rank))
+                rank.buffer += data
+        return [replies[r.rank] for r in self.ranks]
+
+    def _check(self, rank: _Rank, message: dict[str, Any], event: str) -> None:
+        if message["event"] == event:
+            return
+        report = CaseReport.model_validate(message["report"])
+        if report.status == "error":
+            # Its peers may have died first: their crash is the cause, this the symptom.
+            crashed = self._first_crash(_GRACE_S)
+            if crashed is not None:
+                raise CaseEnded(crashed)
+        raise CaseEnded(CaseOutcome(report, None, None, NO_ENERGY))
+
+    # failures ---------------------------------------------------------------
+
+    def _first_crash(self, wait_s: float) -> CaseOutcome | None:
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end:
+            for proc in self.processes:
+                code = proc.popen.poll()
+                if code is not None and code != 0:
+                    return self._crashed(proc)
+            time.sleep(0.1)
+        return None
+
+    def _lost(self, rank: _Rank) -> CaseOutcome:
+        """Rank `rank` closed its connection without a report: find how its process ended."""
+        for _ in range(150):  # up to 15 s for torchrun to notice and exit
+            dead = [p for p in self.processes if p.popen.poll() is not None]
+            if dead:
+                dead.sort(key=lambda p: p.popen.returncode == 0)  # a failure explains most
+                return self._crashed(dead[0])
+            time.sleep(0.1)
+        failure = WorkerFailure(
+            "error", f"rank {rank.rank} closed its connection without a result", self.log_tail()
+        )
+        return CaseOutcome(None, failure, None, NO_ENERGY)
+
+    def _crashed(self, proc: _Process) -> CaseOutcome:
+        code = proc.popen.returncode
+        failure = classify_exit(code if code is not None else -1, self.log_tail())
+        # torchrun exits with 1 when a rank dies; say which launcher saw it.
+        error = failure.error.replace("worker", f"{proc.log.stem}", 1)
+        return CaseOutcome(
+            None, WorkerFailure(failure.status, error, failure.log_tail), None, NO_ENERGY
+        )
+
+    def _timeout(self) -> CaseOutcome:
+        self.kill()
+        failure = WorkerFailure(
+            "timeout",
+            f"no result after {self.timeout_s:g} s; all {self.nproc} rank(s) stopped",
+            self.log_tail(),
+        )
+        return CaseOutcome(None, failure, None, NO_ENERGY)
+
+    def log_tail(self) -> str:
+        parts = []
+        for proc in self.processes:
+            try:
+                lines = proc.log.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            parts.append(f"--- {proc.log.stem} ---")
+            parts += lines[-_LOG_TAIL_LINES // max(1, len(self.processes)) :]
+        return "\n".join(parts)
+
+    # ending -----------------------------------------------------------------
+
+    def kill(self) -> None:
+        for rank in self.ranks:  # torchrun's children run in sessions of their own
+            if rank.proc is not None:
+                with contextlib.suppress(psutil.Error):
+                    rank.proc.kill()
+        for proc in self.processes:
+            if proc.popen.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.popen.pid, signal.SIGKILL)
+            proc.popen.wait()
+
+    def close(self, wait_s: float = 0.0) -> None:
+        end = time.monotonic() + wait_s
+        for proc in self.processes:  # a clean exit first: ranks tear down their groups
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=max(0.0, end - time.monotonic()))
+        self.kill()
+        for rank in self.ranks:
+            with contextlib.suppress(OSError):
+                rank.sock.close()
+        self.selector.close()
+        self.server.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def run_distributed(
+    request: CaseRequest, timeout_s: float, on_phase: Callable[[str], None] | None = None
+) -> CaseOutcome:
+    """Run one data-parallel case to its outcome; never raises for what happens to it."""
+    case = request.case
+    job = _Job(request, time.monotonic() + timeout_s, timeout_s)
+    clean = False
+    try:
+        if on_phase:
+            on_phase(f"starting {job.nproc} rank(s) of {case.label()}")
+        job.start()
+        job.broadcast(request.model_dump_json())
+        job.gather("built")
+        counters, reasons = energy.counters_for(case.device)
+        meter = energy.EnergyAccumulator(counters)
+
+        def blocks(steps: int) -> float:
+            job.broadcast({"op": "block", "steps": steps})
+            return max(float(m["seconds"]) for m in job.gather("block"))
+
+        def overhead() -> float:
+            job.broadcast({"op": "overhead"})
+            return max(float(m["seconds"]) for m in job.gather("overhead"))
+
+        if on_phase:
+            on_phase(f"warming up {case.label()}")
+        prepared = calibrate(blocks, overhead, request.timing)
+        job.broadcast({"op": "steady"})
+        job.gather("steady")
+        k = prepared.steps_per_block
+
+        def block() -> float:
+            started = meter.start()
+            wall = time.perf_counter()
+            seconds = blocks(k)
+            meter.stop(started, time.perf_counter() - wall, k)
+            return seconds
+
+        config = request.timing
+        if counters:
+            config = config.model_copy(
+                update={"min_time_s": max(config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
+            )
+        if on_phase:
+            on_phase(f"measuring {case.label()}")
+        with NvmlMemorySampler(case.device) as nvml:
+            (run,) = steady([block], [k], config)
+        if isinstance(run.error, CaseEnded):
+            return run.error.outcome
+        if run.error is not None:
+            raise run.error
+        job.broadcast({"op": "finish"})
+        reports = [CaseReport.model_validate(m["report"]) for m in job.gather("report")]
+        clean = True
+    except CaseEnded as ended:
+        return ended.outcome
+    except Exception as exc:
+        # A garbled or broken channel is this case's failure, never the sweep's.
+        failure = WorkerFailure("error", f"launcher lost the ranks: {exc}"[:500], job.log_tail())
+        return CaseOutcome(None, failure, None, NO_ENERGY)
+    finally:
+        job.close(wait_s=30.0 if clean else 0.0)
+    report = _combine(reports)
+    if nvml.peak_bytes is not None and report.memory is not None:
+        report.memory["device"] = dict(report.memory.get("device") or {}) | {
+            "nvml_used_peak_bytes": nvml.peak_bytes
+        }
+    timing = finish(prepared, run, request.timing) if report.status == "ok" else None
+    summary = energy.summarise(meter, reasons, case.global_batch_size)
+    return CaseOutcome(report, None, timing, summary if timing else NO_ENERGY)
+
+
+def _combine(reports: list[CaseReport]) -> CaseReport:
+    """Rank 0's report, with what differs between ranks recorded beside it."""
+    first = reports[0]
+    failed = next((r for r in reports if r.status != "ok"), None)
+    if failed is not None:
+        return failed
+    info = dict(first.distributed or {})
+    peaks = [r.memory["host_peak_bytes"] for r in reports if r.memory]
+    if peaks:
+        info["host_peak_bytes_per_rank"] = peaks
+    comm = [(r.distributed or {}).get("communication") for r in reports]
+    in_flight = [c.get("in_flight_s") for c in comm if c]
+    if len(reports) > 1 and all(v is not None for v in in_flight):
+        info["communication_in_flight_s_per_rank"] = in_flight
+    return first.model_copy(update={"distributed": info})

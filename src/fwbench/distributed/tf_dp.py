@@ -1,0 +1,112 @@
+"""TensorFlow data parallelism: MultiWorkerMirroredStrategy (one process per replica,
+TF_CONFIG on localhost) and MirroredStrategy (one process, one replica per GPU).
+Imports TensorFlow: loaded only inside a rank process.
+
+tf.distribute thinks in global batches: a dataset is batched globally and split. Here
+each replica gets its own per-replica batch, made on its device with
+`experimental_distribute_values_from_function` (the split a distributed dataset would
+give, without an input pipeline), and the loss of each replica is its mean divided by
+the number of replicas: Keras' optimizer sums the replicas' gradients, so the update is
+the mean gradient over the global batch, as DDP's averaged gradients are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from fwbench.case import Case
+from fwbench.distributed.base import DistributedWorkload
+from fwbench.frameworks.base import Adapter
+from fwbench.frameworks.tensorflow import count_trainable, make_optimizer, objective
+from fwbench.frameworks.tensorflow import synthetic_inputs as make_inputs
+from fwbench.models.registry import get_model
+
+
+class StrategyWorkload(DistributedWorkload):
+    def __init__(self, adapter: Adapter, case: Case, strategy: tf.distribute.Strategy) -> None:
+        spec = get_model(case.model)
+        self.strategy = strategy
+        self.replicas = int(strategy.num_replicas_in_sync)
+        if self.replicas != case.replicas:
+            raise RuntimeError(
+                f"the strategy has {self.replicas} replicas; the case asks for {case.replicas}"
+            )
+        self.on_gpu = case.device == "cuda"
+        with strategy.scope():
+            self.model = adapter.build_model(case.model, case.dims)
+            self.optimizer = make_optimizer(spec.optimizer)
+            # Slots now: creating variables inside the traced step is an error.
+            self.optimizer.build(self.model.trainable_variables)
+        self.param_count = count_trainable(self.model)
+        _, self.loss_fn = objective(case, spec.objective)
+        self.x = strategy.experimental_distribute_values_from_function(
+            lambda _: make_inputs(case, spec.input_kind)
+        )
+        self.y = strategy.experimental_distribute_values_from_function(
+            lambda _: objective(case, spec.objective)[0]
+        )
+        self.fn = tf.function(self._step)
+        self.last: Any = None
+
+    def _replica_step(self, x: Any, y: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(y, self.model(x, training=True)) / self.replicas
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
+        return loss
+
+    def _step(self, x: Any, y: Any) -> tf.Tensor:
+        per_replica = self.strategy.run(self._replica_step, args=(x, y))
+        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def step(self) -> None:
+        self.last = self.fn(self.x, self.y)
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            tf.test.experimental.sync_devices()
+        elif self.last is not None:
+            self.last.numpy()  # the step's reduced loss: every replica has finished
+
+    def counters(self) -> dict[str, Any]:
+        return {"tf_function_traces": int(self.fn.experimental_get_tracing_count())}
+
+    def describe(self) -> dict[str, Any]:
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            impl = "NCCL" if self.on_gpu else "RING"
+            return {
+                "backend": f"collective ops, {impl} (CommunicationOptions)",
+                "launcher": "one process per worker, TF_CONFIG on localhost",
+            }
+        return {"backend": "MirroredStrategy default cross-device ops (NCCL all-reduce)"}
+
+
+def unsupported_reason(case: Case) -> str | None:
+    if case.strategy != "mirrored":
+        return None
+    n = case.replicas
+    if case.device != "cuda":
+        return (
+            f"MirroredStrategy here replicates over GPUs ({n} needed, one per replica); "
+            "this case runs on the CPU"
+        )
+    found = len(tf.config.list_physical_devices("GPU"))
+    if found < n:
+        return f"MirroredStrategy needs {n} GPUs (one per replica); this machine has {found}"
+    return None
+
+
+def build(adapter: Adapter, case: Case, rank: int, world: int) -> DistributedWorkload:
+    strategy: tf.distribute.Strategy
+    if case.strategy == "multiworker":
+        impl = tf.distribute.experimental.CommunicationImplementation
+        options = tf.distribute.experimental.CommunicationOptions(
+            implementation=impl.NCCL if case.device == "cuda" else impl.RING
+        )
+        # Reads TF_CONFIG, which the launcher set for this worker.
+        strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    else:
+        strategy = tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(case.replicas)])
+    return StrategyWorkload(adapter, case, strategy)
