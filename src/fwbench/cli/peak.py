@@ -46,8 +46,8 @@ def command(
     rows: list[dict[str, Any]] = []
     with ResultStore(db) as store:
         for name, info in FRAMEWORKS.items():
-            if not info.installed():
-                continue
+            if not info.installed() or info.kernels_of:
+                continue  # a Keras backend's matmul is its backend framework's
             with console.status(f"{info.label}: {size}x{size} matmul, {', '.join(dtypes)}"):
                 request = PeakRequest(
                     framework=name,

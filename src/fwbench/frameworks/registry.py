@@ -35,6 +35,8 @@ class FrameworkInfo:
     # 3 builders, registered under "tensorflow", serve every Keras backend).
     precisions: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
     models_from: str | None = None
+    # Whose compute kernels it runs, when another framework's (`fwbench peak` skips it).
+    kernels_of: str | None = None
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(p) is not None for p in self.packages)
@@ -114,6 +116,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             native_layout="channels_last",
             precisions=("fp32", "bf16"),
             models_from="tensorflow",
+            kernels_of="torch",
         ),
     )
 }
