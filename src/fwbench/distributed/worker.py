@@ -30,7 +30,7 @@ from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.launch.worker import _die_with_parent, _thread_env, one_line
+from fwbench.launch.worker import _die_with_parent, _thread_env, memory_report, one_line
 from fwbench.measure.memory import HostMemoryTracker
 from fwbench.measure.timing import run_block, sync_overhead
 from fwbench.models.registry import get_model
@@ -115,14 +115,7 @@ def serve(request: CaseRequest, rank: int, world: int, send: Send, commands: Any
                 send({"event": "steady"})
             else:
                 break
-        host = memory.result()
-        memory_fields = {
-            "host_baseline_bytes": host.baseline_rss_bytes,
-            "host_peak_bytes": host.peak_rss_bytes,
-            "host_framework_bytes": host.framework_bytes,
-            "host_method": host.method,
-            "device": adapter.device_memory(case.device),
-        }
+        memory_fields = memory_report(memory, adapter, case.device)
         settings |= workload.counters()
         info["communication"], found = _communication(adapter, workload, request, rank)
     except Exception as exc:

@@ -7,11 +7,13 @@ Imported only inside a worker, after KERAS_BACKEND is set.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.models.registry import Optimizer, ctc_label_length
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 
 def keras_module() -> Any:
@@ -88,3 +90,26 @@ def apply_case_settings(case: Case) -> dict[str, Any]:
         "precision": case.precision or "fp32",
         "keras_dtype_policy": policy,
     }
+
+
+class KerasBackendAdapter(Adapter):
+    """What an adapter of a Keras 3 backend does the same way on every backend: build the
+    Keras models (TensorFlow's builders) under the case's layout and dtype policy."""
+
+    @abstractmethod
+    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
+        """The backend's workload for a built model; its `settings_` receive the case's."""
+
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        return get_model(model).build(self.name, dims)
+
+    def count_params(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def build(self, case: Case) -> Workload:
+        settings = apply_case_settings(case)
+        model = self.build_model(case.model, case.dims)
+        workload = self.workload(model, case, get_model(case.model))
+        workload.settings_ = settings
+        built: Workload = workload
+        return built

@@ -10,23 +10,22 @@ thread pool when it starts.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
 
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Workload
 from fwbench.frameworks.keras_common import (
-    apply_case_settings,
+    KerasBackendAdapter,
     count_trainable,
     keras_module,
     make_optimizer,
     objective,
     synthetic_inputs,
 )
-from fwbench.models.registry import ModelSpec, get_model
+from fwbench.models.registry import ModelSpec
 
 MODES = {"jit": True, "eager": False}
 
@@ -96,7 +95,7 @@ class KerasJaxWorkload(Workload):
         return {"jit_compilations": self.compile_count()} if self.jit else {}
 
 
-class KerasJaxAdapter(Adapter):
+class KerasJaxAdapter(KerasBackendAdapter):
     name = "keras-jax"
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
@@ -140,18 +139,8 @@ class KerasJaxAdapter(Adapter):
                 env["device_name"] = gpus[0].device_kind
         return env
 
-    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        return get_model(model).build(self.name, dims)
-
-    def count_params(self, model: Any) -> int:
-        return count_trainable(model)
-
-    def build(self, case: Case) -> Workload:
-        settings = apply_case_settings(case)
-        model = self.build_model(case.model, case.dims)
-        workload = KerasJaxWorkload(model, case, get_model(case.model))
-        workload.settings_ = settings
-        return workload
+    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
+        return KerasJaxWorkload(model, case, spec)
 
     def is_oom(self, exc: BaseException) -> bool:
         return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)

@@ -8,23 +8,22 @@ backend benchmark: one model definition, three backends.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
 
 os.environ["KERAS_BACKEND"] = "torch"  # read once, when keras is first imported
 
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Workload
 from fwbench.frameworks.keras_common import (
-    apply_case_settings,
+    KerasBackendAdapter,
     count_trainable,
     keras_module,
     make_optimizer,
     objective,
     synthetic_inputs,
 )
-from fwbench.models.registry import ModelSpec, get_model
+from fwbench.models.registry import ModelSpec
 
 
 class KerasTorchWorkload(Workload):
@@ -68,7 +67,7 @@ class KerasTorchWorkload(Workload):
         return self.settings_
 
 
-class KerasTorchAdapter(Adapter):
+class KerasTorchAdapter(KerasBackendAdapter):
     name = "keras-torch"
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
@@ -97,18 +96,8 @@ class KerasTorchAdapter(Adapter):
         keras = keras_module()
         return {"torch": torch.__version__, "keras": keras.__version__}
 
-    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        return get_model(model).build(self.name, dims)
-
-    def count_params(self, model: Any) -> int:
-        return count_trainable(model)
-
-    def build(self, case: Case) -> Workload:
-        settings = apply_case_settings(case)
-        model = self.build_model(case.model, case.dims)
-        workload = KerasTorchWorkload(model, case, get_model(case.model))
-        workload.settings_ = settings
-        return workload
+    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
+        return KerasTorchWorkload(model, case, spec)
 
     def is_oom(self, exc: BaseException) -> bool:
         import torch

@@ -50,6 +50,18 @@ def _thread_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
+def memory_report(memory: HostMemoryTracker, adapter: Adapter, device: str) -> dict[str, Any]:
+    """The steady-state memory a case report carries: host RSS and the device allocator."""
+    host = memory.result()
+    return {
+        "host_baseline_bytes": host.baseline_rss_bytes,
+        "host_peak_bytes": host.peak_rss_bytes,
+        "host_framework_bytes": host.framework_bytes,
+        "host_method": host.method,
+        "device": adapter.device_memory(device),
+    }
+
+
 def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
     case = request.case
     adapter = get_framework(case.framework).load_adapter()
@@ -92,14 +104,7 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
             # launcher (fwbench.api), never silently averaged in.
             settings["compiles_after_warmup"] = compiles_before
             settings["compiles_after_timing"] = workload.compile_count()
-        host = memory.result()
-        memory_fields = {
-            "host_baseline_bytes": host.baseline_rss_bytes,
-            "host_peak_bytes": host.peak_rss_bytes,
-            "host_framework_bytes": host.framework_bytes,
-            "host_method": host.method,
-            "device": adapter.device_memory(case.device),
-        }
+        memory_fields = memory_report(memory, adapter, case.device)
         settings |= workload.counters()
         flops = _flops(adapter, workload) if request.count_flops else None
         breakdown = _profile(adapter, workload, request) if request.profile_steps else None
