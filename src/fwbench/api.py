@@ -144,7 +144,7 @@ def result_from_outcome(
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
     host: dict[str, Any],
-    peak_flops: float | None,
+    peak: tuple[float | None, str],
 ) -> Result:
     """Assemble the stored record; the host environment goes into every record so an
     exported row stands on its own."""
@@ -200,7 +200,7 @@ def result_from_outcome(
         parity=parity,
         memory=Memory(**report.memory) if report.memory else None,
         energy=outcome.energy if measurement else None,
-        work=_work(report.flops, timing, peak_flops),
+        work=_work(report.flops, timing, peak),
         breakdown=_breakdown(report.breakdown, timing),
         distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
@@ -209,18 +209,22 @@ def result_from_outcome(
     )
 
 
-def _work(flops: dict[str, Any] | None, timing: Timing | None, peak: float | None) -> Work | None:
+def _work(
+    flops: dict[str, Any] | None, timing: Timing | None, peak: tuple[float | None, str]
+) -> Work | None:
     if flops is None:
         return None
     per_step = flops.get("per_step")
     achieved = per_step / timing.median_s if per_step and timing else None
+    flops_per_s, dtype = peak
     return Work(
         flops_per_step=per_step,
         counter=flops.get("counter"),
         error=flops.get("error"),
         achieved_flops_per_s=achieved,
-        peak_flops_per_s=peak,
-        share_of_peak=achieved / peak if achieved and peak else None,
+        peak_flops_per_s=flops_per_s,
+        peak_dtype=dtype if flops_per_s else None,
+        share_of_peak=achieved / flops_per_s if achieved and flops_per_s else None,
     )
 
 
@@ -303,9 +307,11 @@ def run_cases(
             # On a cluster, each result carries the node that measured it.
             where = finished.host if finished.host is not None else host
             for case, outcome in zip(group, finished.outcomes, strict=True):
-                peak = store.best_peak(host_key(where), case.device, "fp32", case.threads)
+                # Mixed precision runs on the tensor cores / AMX: its share is of that peak.
+                peak_dtype = case.precision or "fp32"
+                peak = store.best_peak(host_key(where), case.device, peak_dtype, case.threads)
                 result = result_from_outcome(
-                    case, run_id, outcome, counts, options.timing, where, peak
+                    case, run_id, outcome, counts, options.timing, where, (peak, peak_dtype)
                 )
                 store.add(result)
                 yield result

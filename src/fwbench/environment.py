@@ -29,6 +29,41 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU features that decide which low-precision kernels a framework has on this CPU
+# (oneDNN's fp16 and bf16 paths, AMX tiles, VNNI dot products).
+CPU_FEATURES = (
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_vnni",
+    "avx_vnni",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "amx_int8",
+)
+
+
+def cpu_features(flags: str | None = None) -> list[str]:
+    """Which of CPU_FEATURES this CPU has (from /proc/cpuinfo; empty where unreadable)."""
+    if flags is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((ln.split(":", 1)[1] for ln in f if ln.startswith("flags")), "")
+        except OSError:
+            flags = ""
+    have = set(flags.split())
+    return [feature for feature in CPU_FEATURES if feature in have]
+
+
+def cpu_features_text() -> str:
+    have = cpu_features()
+    missing = [f for f in ("avx512_bf16", "avx512_fp16", "amx_bf16", "amx_fp16") if f not in have]
+    has = ", ".join(have) or "none of " + ", ".join(CPU_FEATURES)
+    return f"has {has}; lacks {', '.join(missing) or 'none of the low-precision features'}"
+
+
 def gpus() -> list[dict[str, str]]:
     """GPUs as nvidia-smi reports them; empty where there is none (verified: CPU only)."""
     if shutil.which("nvidia-smi") is None:
@@ -55,6 +90,7 @@ def host_environment() -> dict[str, Any]:
         "python": platform.python_version(),
         "fwbench": metadata.version("fwbench"),
         "cpu_model": cpu_model(),
+        "cpu_features": cpu_features(),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "cpu_logical_cores": psutil.cpu_count(logical=True),
         "cpu_max_mhz": round(freq.max) if freq and freq.max else None,

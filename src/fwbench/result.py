@@ -79,7 +79,9 @@ class Work(BaseModel):
     counter: str | None = None
     error: str | None = None
     achieved_flops_per_s: float | None = None
-    peak_flops_per_s: float | None = None  # `fwbench peak` on this host, fp32
+    # `fwbench peak` on this host, in the case's precision (fp32, tf32, bf16 or fp16).
+    peak_flops_per_s: float | None = None
+    peak_dtype: str | None = None
     share_of_peak: float | None = None
 
 

@@ -20,12 +20,15 @@ from fwbench.launch.protocol import PeakRequest
 from fwbench.measure.timing import TimingConfig
 from fwbench.store.db import ResultStore
 
-DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 def command(
     device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
-    dtype: Annotated[list[str] | None, typer.Option(help="fp32 | bf16 | fp16 (repeat).")] = None,
+    dtype: Annotated[
+        list[str] | None,
+        typer.Option(help="fp32 | tf32 (cuda) | bf16 | fp16 (repeat). [default: fp32, bf16]"),
+    ] = None,
     size: Annotated[int, typer.Option(help="Matrix side n (n x n by n x n).")] = 2048,
     threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
     db: DbOption = DEFAULT_DB_PATH,
@@ -38,6 +41,8 @@ def command(
         raise SpecError(f"dtype: invalid value {bad[0]!r}; valid choices: {', '.join(DTYPES)}")
     if device not in DEVICES:
         raise SpecError(f"device: invalid value {device!r}; valid choices: {', '.join(DEVICES)}")
+    if device != "cuda" and "tf32" in dtypes:
+        raise SpecError("dtype: tf32 is a tensor-core mode of NVIDIA GPUs (--device cuda only)")
     if size < 16:
         raise SpecError(f"size: {size} is too small to measure a peak; use 512 or more")
     threads = threads or default_threads()
@@ -107,4 +112,7 @@ def command(
         else:
             table.add_row(row["framework"], row["dtype"], "-", "-", row.get("error", ""))
     out.print(table)
-    console.print(f"stored in {db}: later results on this host show their share of the best fp32")
+    console.print(
+        f"stored in {db}: later results on this host show their share of the best peak "
+        "in their own precision"
+    )

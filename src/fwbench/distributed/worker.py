@@ -30,7 +30,13 @@ from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.launch.worker import _die_with_parent, _thread_env, memory_report, one_line
+from fwbench.launch.worker import (
+    _die_with_parent,
+    _thread_env,
+    failure,
+    memory_report,
+    one_line,
+)
 from fwbench.measure.memory import HostMemoryTracker
 from fwbench.measure.timing import run_block, sync_overhead
 from fwbench.models.registry import get_model
@@ -120,8 +126,9 @@ def serve(request: CaseRequest, rank: int, world: int, send: Send, commands: Any
         info["communication"], found = _communication(adapter, workload, request, rank)
     except Exception as exc:
         traceback.print_exc()
-        status = "oom" if adapter.is_oom(exc) else "error"
-        report(status=status, error=one_line(exc), param_count=param_count)
+        found = failure(adapter, exc, case.device)
+        settings["error_traceback"] = found.pop("traceback")
+        report(**found, param_count=param_count)
         return
     finally:
         if workload is not None:

@@ -75,6 +75,11 @@ class Adapter(ABC):
     def is_oom(self, exc: BaseException) -> bool:
         """Whether `exc` is this framework's out-of-memory error."""
 
+    def is_unsupported(self, exc: BaseException) -> bool:
+        """Whether `exc` says this hardware (or build) has no kernel for the case: such a
+        case is recorded `unsupported` with the framework's reason, not as an error."""
+        return False
+
     @abstractmethod
     def reset_device_memory(self, device: str) -> None:
         """Forget the allocator's peak so far (no-op where there is no device allocator)."""

@@ -98,7 +98,9 @@ def _cpu_op(name: str) -> str | None:
 
 class MatmulWorkload(Workload):
     def __init__(self, device_name: str, dtype: str, n: int) -> None:
-        tf_dtype = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[dtype]
+        tf_dtype = {"bf16": tf.bfloat16, "fp16": tf.float16}.get(dtype, tf.float32)
+        # TensorFlow turns TF32 on by default on GPUs: fp32 is fp32, tf32 asked by name.
+        tf.config.experimental.enable_tensor_float_32_execution(dtype == "tf32")
         with tf.device(device_name):
             self.a = tf.cast(tf.random.normal((n, n)), tf_dtype)
             self.b = tf.cast(tf.random.normal((n, n)), tf_dtype)
@@ -315,3 +317,8 @@ class TensorFlowAdapter(Adapter):
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, tf.errors.ResourceExhaustedError)
+
+    def is_unsupported(self, exc: BaseException) -> bool:
+        # e.g. fp16 convolutions in NCHW on a CPU without AVX512-FP16: oneDNN does not
+        # take them, and TensorFlow's own CPU kernels run NHWC only.
+        return isinstance(exc, tf.errors.UnimplementedError)

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
+from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
@@ -146,8 +147,15 @@ def _rnn_layer_backward_flops(
 
 class MatmulWorkload(Workload):
     def __init__(self, device: torch.device, dtype: str, n: int) -> None:
-        torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+        torch_dtype = {
+            "fp32": torch.float32,
+            "tf32": torch.float32,
+            "bf16": torch.bfloat16,
+            "fp16": torch.float16,
+        }
         self.device = device
+        # fp32 is IEEE fp32 on the tensor cores' GPUs too; tf32 is asked for by name.
+        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
         self.a = torch.randn(n, n, device=device, dtype=torch_dtype[dtype])
         self.b = torch.randn(n, n, device=device, dtype=torch_dtype[dtype])
         self.param_count = 0
@@ -327,7 +335,9 @@ class TorchAdapter(Adapter):
             prof.export_chrome_trace(trace_path)
         events: list[Event] = []
         window = (0.0, 0.0)
-        for ev in prof.events():
+        all_events = list(prof.events())
+        launched_by = kernel_launchers(all_events) if on_gpu else {}
+        for ev in all_events:
             start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
             if ev.name == WINDOW:
                 window = (start, end)
@@ -335,7 +345,10 @@ class TorchAdapter(Adapter):
             is_gpu = ev.device_type.name == "CUDA"
             if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
                 continue
-            ancestors, parent = [], ev.cpu_parent
+            # A kernel's name says how it computes (cuDNN runs convolutions as implicit
+            # GEMMs), the op that launched it says what: categories read both.
+            parent = launched_by.get(id(ev)) if is_gpu else ev.cpu_parent
+            ancestors = []
             while parent is not None and parent.name != WINDOW:
                 ancestors.append(parent.name)
                 parent = parent.cpu_parent
@@ -346,6 +359,10 @@ class TorchAdapter(Adapter):
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)
+
+    def is_unsupported(self, exc: BaseException) -> bool:
+        # "\"addmm_impl_cpu_\" not implemented for 'Half'": no kernel for this dtype here.
+        return isinstance(exc, RuntimeError) and " not implemented for " in str(exc)
 
     def is_oom(self, exc: BaseException) -> bool:
         if isinstance(exc, torch.OutOfMemoryError):

@@ -81,6 +81,10 @@ def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
     if device == "cpu":
         # A CPU case must not initialise (or reserve memory on) a GPU.
         env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        # CUDA's own order (fastest first) may differ from NVML's (PCI bus): in PCI order
+        # an index names one device for the worker and for the NVML trackers alike.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     return env

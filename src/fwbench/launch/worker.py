@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 from pydantic import BaseModel, TypeAdapter
 
 from fwbench.case import Case
+from fwbench.environment import cpu_features_text
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
@@ -39,14 +41,48 @@ from fwbench.models.registry import get_model
 Send = Callable[[dict[str, Any]], None]
 
 
+# Lines of a framework's error that say where, not what: TensorFlow's "Graph execution
+# error:" and node back-traces, Keras' "Exception encountered when calling ...", stack
+# frames. The informative line is the first one that is none of these.
+_NOISE = re.compile(
+    r"^(graph execution error|detected at node|defined at|exception encountered when"
+    r"|arguments received by|file \"|\[\[|•|traceback|during handling|the above exception)",
+    re.IGNORECASE,
+)
+_TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
+
+
+def informative_line(text: str) -> str:
+    """The line of an error message that says what went wrong (pure; tested)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in lines:
+        if line.startswith((" ", "\t")) or _NOISE.match(line):
+            continue
+        cleaned = _TF_DECORATION.sub("", line).strip().rstrip(":").strip()
+        if cleaned and not _NOISE.match(cleaned):
+            return cleaned
+    return lines[0] if lines else ""
+
+
 def one_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    text = lines[0] if lines else ""
-    return f"{type(exc).__name__}: {text}"[:500]
+    return f"{type(exc).__name__}: {informative_line(str(exc))}"[:500]
+
+
+def failure(adapter: Adapter, exc: BaseException, device: str) -> dict[str, Any]:
+    """A case's failure as its report says it: status (oom, unsupported by this hardware,
+    or error), the informative line, and the end of the traceback."""
+    status = "oom" if adapter.is_oom(exc) else "error"
+    error = one_line(exc)
+    if status == "error" and adapter.is_unsupported(exc):
+        status = "unsupported"
+        if device == "cpu":
+            error += f" (this CPU: {cpu_features_text()})"
+    trace = "".join(traceback.format_exception(exc)).splitlines()
+    return {"status": status, "error": error[:700], "traceback": "\n".join(trace[-40:])}
 
 
 def _thread_env() -> dict[str, str]:
-    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
@@ -110,8 +146,9 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
         breakdown = _profile(adapter, workload, request) if request.profile_steps else None
     except Exception as exc:
         traceback.print_exc()
-        status = "oom" if adapter.is_oom(exc) else "error"
-        report(status=status, error=one_line(exc), param_count=param_count)
+        found = failure(adapter, exc, case.device)
+        settings["error_traceback"] = found.pop("traceback")
+        report(**found, param_count=param_count)
         return
     report(
         status="ok",

@@ -9,7 +9,6 @@ documented API and verified on CPU-only machines only.
 from __future__ import annotations
 
 import glob
-import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,20 +78,13 @@ def _rapl() -> tuple[EnergyCounter | None, str | None]:
 
 
 def _nvml() -> tuple[EnergyCounter | None, str | None]:
+    from fwbench.measure.nvml import open_first_visible
+
+    nvml, handle, reason = open_first_visible()
+    if handle is None:
+        return None, f"GPU energy unavailable: {reason}"
     try:
-        import pynvml
-    except ImportError:
-        return None, "GPU energy unavailable: nvidia-ml-py is not installed (extra 'energy')"
-    try:
-        pynvml.nvmlInit()
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        indices = (
-            [int(i) for i in visible.split(",") if i.strip().isdigit()]
-            if visible
-            else list(range(pynvml.nvmlDeviceGetCount()))
-        )
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices[:1]]
-        counter = NvmlCounter(pynvml, handles)
+        counter = NvmlCounter(nvml, [handle])
         counter.read_joules()
     except Exception as exc:
         return None, f"GPU energy unavailable: NVML energy counter not readable ({exc})"
@@ -147,10 +139,17 @@ class Energy(BaseModel):
 def summarise(acc: EnergyAccumulator | None, reasons: list[str], batch_size: int) -> Energy:
     if acc is None or not acc.counters:
         return Energy(status="unavailable", reason="; ".join(reasons) or "no energy counter")
-    if acc.window_s < MIN_ENERGY_WINDOW_S or acc.steps == 0 or acc.joules <= 0:
+    if acc.window_s < MIN_ENERGY_WINDOW_S or acc.steps == 0:
         return Energy(
             status="unavailable",
             reason=f"energy window {acc.window_s:.2f} s too short for the counter",
+        )
+    if acc.joules <= 0:
+        return Energy(
+            status="unavailable",
+            reason=f"the energy counter did not advance over {acc.window_s:.2f} s of steps "
+            f"({' + '.join(c.source for c in acc.counters)}): it reads another device, "
+            "or does not count on this one",
         )
     per_step = acc.joules / acc.steps
     return Energy(

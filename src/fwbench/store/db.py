@@ -189,12 +189,16 @@ class ResultStore:
     # reading --------------------------------------------------------------
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
-        """The machine's attainable FLOP/s: the best any framework reached here."""
-        row = self.con.execute(
-            "SELECT max(flops_per_s) FROM peaks WHERE host_key = ? AND device = ? "
-            "AND dtype = ? AND threads = ?",
-            [host_key, device, dtype, threads],
-        ).fetchone()
+        """The machine's attainable FLOP/s: the best any framework reached here.
+
+        CPU peaks are per thread count; a GPU's does not depend on the host threads.
+        """
+        query = "SELECT max(flops_per_s) FROM peaks WHERE host_key = ? AND device = ? AND dtype = ?"
+        params: list[Any] = [host_key, device, dtype]
+        if device == "cpu":
+            query += " AND threads = ?"
+            params.append(threads)
+        row = self.con.execute(query, params).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
     def peaks(self) -> list[dict[str, Any]]:

@@ -1,0 +1,70 @@
+"""What a failed case says: the informative line of a framework's error, and the CPU
+features that decide which low-precision kernels exist."""
+
+from __future__ import annotations
+
+import pytest
+
+from fwbench.environment import cpu_features, host_environment
+from fwbench.launch.worker import informative_line, one_line
+
+KERAS_WRAPPED = """Exception encountered when calling Conv2D.call().
+
+{{function_node __wrapped__Conv2D_device_/job:localhost/replica:0/task:0/device:CPU:0}} \
+The Conv2D op currently only supports the NHWC tensor format on the CPU. The op was given \
+the format: NCHW [Op:Conv2D] name:
+
+Arguments received by Conv2D.call():
+  • inputs=tf.Tensor(shape=(2, 3, 16, 16), dtype=float16)"""
+
+GRAPH_OOM = """Graph execution error:
+
+Detected at node StatefulPartitionedCall defined at (most recent call last):
+  File "/x.py", line 3, in <module>
+
+OOM when allocating tensor with shape[8,64,112,112] and type float on GPU_0 by allocator
+\t [[{{node conv}}]] [Op:__inference_train_123]"""
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            KERAS_WRAPPED,
+            "The Conv2D op currently only supports the NHWC tensor format on the CPU. "
+            "The op was given the format: NCHW",
+        ),
+        (
+            GRAPH_OOM,
+            "OOM when allocating tensor with shape[8,64,112,112] and type float on GPU_0 "
+            "by allocator",
+        ),
+        (
+            "CUDA out of memory. Tried to allocate 2 GiB",
+            "CUDA out of memory. Tried to allocate 2 GiB",
+        ),
+        ("Graph execution error:", "Graph execution error:"),  # nothing better: keep it
+        ("", ""),
+    ],
+)
+def test_the_informative_line_of_a_framework_error_is_kept(text: str, line: str) -> None:
+    assert informative_line(text) == line
+
+
+def test_one_line_names_the_type_and_is_bounded() -> None:
+    assert one_line(ValueError("x" * 2000)).startswith("ValueError: xxx")
+    assert len(one_line(ValueError("x" * 2000))) == 500
+
+
+def test_cpu_features_are_read_from_the_flags_and_shown_by_env() -> None:
+    flags = "fpu avx2 avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16 sse"
+    assert cpu_features(flags) == [
+        "avx2",
+        "avx512f",
+        "avx512_bf16",
+        "avx512_vnni",
+        "amx_tile",
+        "amx_bf16",
+    ]
+    assert cpu_features("") == []
+    assert isinstance(host_environment()["cpu_features"], list)

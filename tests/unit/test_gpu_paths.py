@@ -1,0 +1,206 @@
+"""The GPU paths' logic, on the CPU: which NVML device a worker's CUDA_VISIBLE_DEVICES
+names, energy's reasons, peaks per precision, and GPU kernels read with their ops.
+(The paths themselves ran on an H100: docs/gpu.md.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from fwbench.api import _work
+from fwbench.explain.categories import Categoriser
+from fwbench.explain.kernels import kernel_launchers
+from fwbench.launch.local import worker_env
+from fwbench.measure import energy
+from fwbench.measure.nvml import first_visible_handle, parse_visible_devices
+from fwbench.measure.timing import Timing
+from fwbench.store.db import ResultStore
+
+UUIDS = ["GPU-6f1c2d3e-aaaa-bbbb-cccc-000000000000", "GPU-9a8b7c6d-aaaa-bbbb-cccc-111111111111"]
+
+
+class FakeNvml:
+    """NVML with two GPUs in PCI order; handles are the indices."""
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(UUIDS)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        if not 0 <= i < len(UUIDS):
+            raise ValueError(f"NVML_ERROR_INVALID_ARGUMENT ({i})")
+        return i
+
+    def nvmlDeviceGetUUID(self, handle: int) -> bytes:
+        return UUIDS[handle].encode()  # older nvidia-ml-py returns bytes
+
+
+@pytest.mark.parametrize(
+    ("visible", "entries"),
+    [
+        (None, None),
+        ("", []),
+        ("1", ["1"]),
+        ("1,0", ["1", "0"]),
+        (" 0 , 1", ["0", "1"]),
+        ("0,x,1", ["0"]),  # CUDA stops at the first invalid entry
+        ("-1", []),
+        (UUIDS[1], [UUIDS[1]]),
+        ("GPU-9a8b", ["GPU-9a8b"]),
+    ],
+)
+def test_visible_devices_are_read_as_cuda_reads_them(
+    visible: str | None, entries: list[str] | None
+) -> None:
+    assert parse_visible_devices(visible) == entries
+
+
+@pytest.mark.parametrize(
+    ("visible", "handle", "reason"),
+    [
+        (None, 0, None),
+        ("1", 1, None),
+        ("1,0", 1, None),
+        (UUIDS[1], 1, None),  # Ray and Slurm set UUIDs: this left NVML with no device
+        ("GPU-9a8b", 1, None),  # a unique prefix, as CUDA accepts
+        ("", None, "leaves no GPU visible"),
+        ("GPU-ffff", None, "no GPU has a UUID starting 'GPU-ffff'"),
+        ("MIG-1234-5678", None, "MIG instance"),
+    ],
+)
+def test_the_nvml_device_is_the_one_cuda_calls_cuda_0(
+    visible: str | None, handle: int | None, reason: str | None
+) -> None:
+    found, why = first_visible_handle(FakeNvml(), visible)
+    assert found == handle
+    assert (why is None) == (reason is None)
+    if reason:
+        assert reason in str(why)
+
+
+def test_gpu_workers_number_devices_in_nvml_order_and_cpu_workers_see_none() -> None:
+    assert worker_env(2, "cuda")["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert worker_env(2, "cpu")["CUDA_VISIBLE_DEVICES"] == ""
+
+
+@dataclass
+class Counter(energy.EnergyCounter):
+    readings: list[float] = field(default_factory=list)
+    source = "test counter"
+
+    def read_joules(self) -> float:
+        return self.readings.pop(0)
+
+
+def test_a_counter_that_does_not_advance_is_not_called_a_short_window() -> None:
+    acc = energy.EnergyAccumulator([Counter([5.0, 5.0])])
+    acc.stop(acc.start(), window_s=2.0, steps=100)
+    found = energy.summarise(acc, [], batch_size=8)
+    assert found.status == "unavailable"
+    assert "did not advance over 2.00 s" in str(found.reason)
+    short = energy.EnergyAccumulator([Counter([5.0, 6.0])])
+    short.stop(short.start(), window_s=0.5, steps=10)
+    assert "too short" in str(energy.summarise(short, [], batch_size=8).reason)
+
+
+def test_a_measured_window_gives_joules_per_sample_and_power() -> None:
+    acc = energy.EnergyAccumulator([Counter([100.0, 160.0])])
+    acc.stop(acc.start(), window_s=1.5, steps=30)
+    found = energy.summarise(acc, [], batch_size=4)
+    assert found.status == "measured"
+    assert found.joules_per_sample == pytest.approx(60 / 30 / 4)
+    assert found.average_power_w == pytest.approx(40.0)
+
+
+def _peak(store: ResultStore, device: str, dtype: str, threads: int, flops: float) -> None:
+    store.add_peak(
+        {
+            "peak_id": f"{device}-{dtype}-{threads}-{flops}",
+            "measured_at": datetime.now(),
+            "host_key": "h",
+            "framework": "torch",
+            "device": device,
+            "dtype": dtype,
+            "threads": threads,
+            "n": 8192,
+            "flops_per_s": flops,
+            "median_s": 1.0,
+            "ci_low_s": 1.0,
+            "ci_high_s": 1.0,
+            "environment": "{}",
+        }
+    )
+
+
+def test_peaks_are_per_precision_and_a_gpus_ignores_host_threads(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        _peak(store, "cuda", "fp32", 16, 51e12)
+        _peak(store, "cuda", "bf16", 16, 790e12)
+        _peak(store, "cpu", "fp32", 2, 1e11)
+        assert store.best_peak("h", "cuda", "bf16", threads=4) == 790e12
+        assert store.best_peak("h", "cuda", "fp32", threads=4) == 51e12
+        assert store.best_peak("h", "cpu", "fp32", threads=1) is None
+        assert store.best_peak("h", "cpu", "fp32", threads=2) == 1e11
+
+
+def test_work_shares_the_peak_of_its_own_precision() -> None:
+    timing = Timing(
+        first_step_s=1,
+        warmup_steps=3,
+        warmup_s=1,
+        warmup_stop="stable",
+        sync_overhead_s=1e-6,
+        steps_per_block=1,
+        samples=(0.01,),
+        stop_reason="precision",
+        median_s=0.01,
+        ci_low_s=0.01,
+        ci_high_s=0.01,
+        warnings=(),
+    )
+    work = _work({"per_step": 1e12, "counter": "c"}, timing, (200e12, "bf16"))
+    assert work is not None
+    assert work.peak_dtype == "bf16"
+    assert work.share_of_peak == pytest.approx(0.5)
+    none = _work({"per_step": 1e12, "counter": "c"}, timing, (None, "bf16"))
+    assert none is not None and none.peak_dtype is None and none.share_of_peak is None
+
+
+def _event(kind: str, name: str, **fields: Any) -> SimpleNamespace:
+    return SimpleNamespace(device_type=SimpleNamespace(name=kind), name=name, **fields)
+
+
+def _kernel(name: str, us: float, link: int | None) -> SimpleNamespace:
+    extra = {} if link is None else {"linked_correlation_id": link}
+    time_range = SimpleNamespace(elapsed_us=lambda: us)
+    return _event("CUDA", name, time_range=time_range, **extra)
+
+
+def test_gpu_kernels_are_read_with_the_op_that_launched_them() -> None:
+    gemm = "sm80_xmma_fprop_implicit_gemm_f32f32_nchwkcrs_execute_kernel__5x_cudnn"
+    conv = _event("CPU", "aten::cudnn_convolution", id=7, kernels=[], cpu_parent=None)
+    linear = _event("CPU", "aten::addmm", id=9, kernels=[], cpu_parent=None)
+    by_link = _kernel(gemm, 120.0, link=7)
+    # PyTorch versions that keep no link on the kernel: its op lists it by name and time.
+    bn = _event(
+        "CPU",
+        "aten::cudnn_batch_norm",
+        id=11,
+        kernels=[SimpleNamespace(name="bn_fw_tr_1C11_kernel", duration=33.0)],
+        cpu_parent=None,
+    )
+    by_name = _kernel("bn_fw_tr_1C11_kernel", 33.0, link=None)
+    orphan = _kernel("some_kernel", 5.0, link=None)
+    found = kernel_launchers([conv, linear, bn, by_link, by_name, orphan])
+    assert found[id(by_link)] is conv
+    assert found[id(by_name)] is bn
+    assert id(orphan) not in found
+    categorise = Categoriser()
+    # By its name alone, cuDNN's convolution kernel reads as a GEMM.
+    assert categorise(gemm) == "matmul / GEMM"
+    assert categorise(f"{conv.name}|{gemm}") == "convolution"
+    assert categorise(f"{bn.name}|bn_fw_tr_1C11_kernel") == "normalisation"
