@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
@@ -32,6 +33,26 @@ def half_width(result: Result) -> float:
 
 
 def steady_seconds(result: Result) -> float:
+    """Seconds of timed blocks over all of the result's runs."""
     m = result.measurement
     assert m is not None
-    return sum(m.samples) * m.steps_per_block
+    if not m.runs:
+        return sum(m.samples) * m.steps_per_block
+    return sum(sum(r.samples) * r.steps_per_block for r in m.runs)
+
+
+def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 600) -> list[Any]:
+    """Measurements of cases run as one interleaved group (identical cases included: each
+    side gets its own runs), without a results file."""
+    from fwbench.api import measurement_of
+    from fwbench.launch import local
+    from fwbench.launch.protocol import CaseRequest
+
+    requests = [CaseRequest(case=c, timing=timing, count_flops=False) for c in cases]
+    found = []
+    for outcome in local.run_group(requests, timeout_s):
+        if not outcome.runs:
+            failed = outcome.failure.error if outcome.failure else outcome.report
+            raise RuntimeError(f"no measurement: {failed}")
+        found.append(measurement_of(outcome.runs, outcome.stop_reason or ""))
+    return found

@@ -15,12 +15,21 @@ from fwbench.measure.timing import TimingConfig
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
 
-# Enough to exercise every stage of the timing loop, quickly.
+# Enough to exercise every stage of the timing loop, quickly: one short run per case
+# (tests about the statistics over runs ask for more).
 FAST_TIMING = TimingConfig(
-    min_warmup_steps=1, max_warmup_s=0.3, min_samples=5, max_time_s=0.3, max_warmup_steps=10
+    min_warmup_steps=1,
+    max_warmup_s=0.3,
+    min_samples=5,
+    max_time_s=0.3,
+    run_time_s=0.3,
+    max_warmup_steps=10,
+    min_runs=1,
+    max_runs=1,
 )
 FAST_TIMING_YAML = (
-    "timing: {min_warmup_steps: 1, max_warmup_s: 0.3, min_samples: 5, max_time_s: 0.3}\n"
+    "timing: {min_warmup_steps: 1, max_warmup_s: 0.3, min_samples: 5, max_time_s: 0.3, "
+    "run_time_s: 0.3, min_runs: 1, max_runs: 1}\n"
 )
 
 
@@ -33,6 +42,8 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     registry.all_models()
     monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))
     monkeypatch.setattr(registry, "_loaded", False)
+    # A plugin imported by an earlier test would not register again: import it afresh.
+    monkeypatch.delitem(sys.modules, "fwbench_test_models", raising=False)
     monkeypatch.setenv("FWBENCH_PLUGINS", "fwbench_test_models")
     path = os.pathsep.join(filter(None, [str(PLUGINS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYTHONPATH", path)

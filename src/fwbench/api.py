@@ -18,15 +18,17 @@ from typing import Any
 
 from fwbench.case import Case
 from fwbench.environment import host_environment, host_key
-from fwbench.errors import ExecutorError, SpecError
+from fwbench.errors import ExecutorError, SpecError, positive_seconds
 from fwbench.explain.breakdown import Breakdown
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
 from fwbench.launch.executor import Executor
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun
 from fwbench.launch.protocol import CaseRequest, CountItem
-from fwbench.measure.timing import Prepared, Timing, TimingConfig
+from fwbench.measure import runs as case_runs
+from fwbench.measure.timing import Prepared, TimingConfig
 from fwbench.models.parity import Parity, compare
-from fwbench.result import Distributed, Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Distributed, Measurement, Memory, Result, Run, StepTime, Work
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -40,14 +42,24 @@ class RunOptions:
     timing: TimingConfig = field(default_factory=TimingConfig)
     timeout_s: float = DEFAULT_TIMEOUT_S
     resume: bool = False
-    # Alternate the variants (framework / mode) of each workload block by block.
-    interleave: bool = False
+    # With resume: also run again the cases whose stored result is a failure (error,
+    # timeout, oom); without it they count as done.
+    retry_failed: bool = False
+    # Alternate the variants (framework / mode) of each workload: runs in time (ABBA),
+    # workers block by block.
+    interleave: bool = True
+    # Which cases alternate: by default the variants of one workload (same work);
+    # `tune` confirms a best configuration against the default across precisions.
+    group_by: Callable[[Case], Any] | None = None
     count_flops: bool = True
     # `fwbench explain`: profile steps after the measurement; traces go to trace_dir.
     profile_steps: int = 0
     trace_dir: Path | None = None
     category_rules: tuple[tuple[str, str], ...] = ()
     executor: Executor = field(default_factory=local.LocalExecutor)
+
+    def __post_init__(self) -> None:
+        positive_seconds(self.timeout_s, "timeout")
 
 
 def executor_named(name: str, address: str | None = None) -> Executor:
@@ -122,10 +134,13 @@ def ensure_param_counts(
         for fw, fw_keys in missing.items()
     }
     for fw, found in counting.count_in_each(requests, timeout_s).items():
-        for key, (n, err, _) in zip(missing[fw], found, strict=True):
-            store.put_param_count((key[0], fw, versions[fw], key[1]), n, err)
-            if n is not None:
-                counts[(fw, key)] = n
+        for key, count in zip(missing[fw], found, strict=True):
+            # A crash or a time-out is this attempt's, not the model's: not cached, so the
+            # next run tries again (a cached error would disable the check for good).
+            if count.definitive:
+                store.put_param_count((key[0], fw, versions[fw], key[1]), count.params, count.error)
+            if count.params is not None:
+                counts[(fw, key)] = count.params
     return counts
 
 
@@ -140,7 +155,7 @@ def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | 
 def result_from_outcome(
     case: Case,
     run_id: str,
-    outcome: local.CaseOutcome,
+    outcome: CaseOutcome,
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
     host: dict[str, Any],
@@ -168,18 +183,13 @@ def result_from_outcome(
         )
     measurement = None
     warnings: tuple[str, ...] = ()
-    timing = outcome.timing
-    if report.status == "ok" and timing is not None:
-        measurement = Measurement(
-            step_time_s=StepTime(
-                median=timing.median_s, ci_low=timing.ci_low_s, ci_high=timing.ci_high_s
-            ),
-            samples=timing.samples,
-            build_s=report.build_s or 0.0,
-            stop_reason=timing.stop_reason,
-            **{f.name: getattr(timing, f.name) for f in dataclasses.fields(Prepared)},
+    if report.status == "ok" and outcome.runs:
+        measurement = measurement_of(outcome.runs, outcome.stop_reason or "max_runs")
+        warnings = (
+            *(f"run {r.index + 1}: {w}" for r in measurement.runs for w in r.warnings),
+            *outcome.warnings,
         )
-        warnings = timing.warnings
+    step_s = measurement.step_time_s.median if measurement else None
     before = report.settings.get("compiles_after_warmup")
     after = report.settings.get("compiles_after_timing")
     if measurement is not None and before is not None and after is not None and after > before:
@@ -200,8 +210,8 @@ def result_from_outcome(
         parity=parity,
         memory=Memory(**report.memory) if report.memory else None,
         energy=outcome.energy if measurement else None,
-        work=_work(report.flops, timing, peak),
-        breakdown=_breakdown(report.breakdown, timing),
+        work=_work(report.flops, step_s, peak),
+        breakdown=_breakdown(report.breakdown, step_s),
         distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
         environment={"host": host, **report.environment},
@@ -209,13 +219,51 @@ def result_from_outcome(
     )
 
 
+def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measurement:
+    """The case's measurement from its runs: the estimate over runs, every run kept."""
+    found = tuple(
+        Run(
+            index=i,
+            median_s=r.timing.median_s,
+            ci_low_s=r.timing.ci_low_s,
+            ci_high_s=r.timing.ci_high_s,
+            samples=r.timing.samples,
+            build_s=r.build_s,
+            stop_reason=r.timing.stop_reason,
+            launcher=r.launcher,
+            other_cpu_cores=r.other_cpu_cores,
+            warnings=r.timing.warnings,
+            **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
+        )
+        for i, r in enumerate(measured)
+    )
+    est = case_runs.estimate(
+        [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
+    )
+    first = found[0]
+    return Measurement(
+        step_time_s=StepTime(median=est.median_s, ci_low=est.ci_low_s, ci_high=est.ci_high_s),
+        samples=tuple(s for r in found for s in r.samples),
+        steps_per_block=first.steps_per_block,
+        build_s=first.build_s,
+        first_step_s=first.first_step_s,
+        warmup_steps=first.warmup_steps,
+        warmup_s=first.warmup_s,
+        warmup_stop=first.warmup_stop,
+        sync_overhead_s=first.sync_overhead_s,
+        stop_reason=stop_reason,
+        runs=found,
+        ci_method=est.method,
+    )
+
+
 def _work(
-    flops: dict[str, Any] | None, timing: Timing | None, peak: tuple[float | None, str]
+    flops: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
 ) -> Work | None:
     if flops is None:
         return None
     per_step = flops.get("per_step")
-    achieved = per_step / timing.median_s if per_step and timing else None
+    achieved = per_step / step_s if per_step and step_s else None
     flops_per_s, dtype = peak
     return Work(
         flops_per_step=per_step,
@@ -228,22 +276,22 @@ def _work(
     )
 
 
-def _breakdown(found: dict[str, Any] | None, timing: Timing | None) -> Breakdown | None:
+def _breakdown(found: dict[str, Any] | None, step_s: float | None) -> Breakdown | None:
     if found is None:
         return None
     # Profiling overhead shows beside the breakdown: profiled vs unprofiled step.
-    return Breakdown(**found).model_copy(
-        update={"unprofiled_step_s": timing.median_s if timing else None}
-    )
+    return Breakdown(**found).model_copy(update={"unprofiled_step_s": step_s})
 
 
-def groups(cases: Sequence[Case], interleave: bool) -> list[list[Case]]:
+def groups(
+    cases: Sequence[Case], interleave: bool, key: Callable[[Case], Any] | None = None
+) -> list[list[Case]]:
     """Cases measured together: alone, or every variant of one workload in alternation."""
     if not interleave:
         return [[c] for c in cases]
-    by_workload: dict[tuple[Any, ...], list[Case]] = {}
+    by_workload: dict[Any, list[Case]] = {}
     for case in cases:
-        by_workload.setdefault(case.workload_key(), []).append(case)
+        by_workload.setdefault((key or Case.workload_key)(case), []).append(case)
     return list(by_workload.values())
 
 
@@ -265,6 +313,18 @@ def _request(case: Case, options: RunOptions) -> CaseRequest:
     )
 
 
+def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
+    """Cases a resumed run skips: every stored one, or with retry_failed the ones whose
+    latest result is not a failure."""
+    if not options.resume:
+        return set()
+    done = store.recorded_keys()
+    if options.retry_failed:
+        failed = {"error", "timeout", "oom"}
+        done = {r.case_key for r in store.latest(done) if r.status not in failed}
+    return done
+
+
 def run_cases(
     cases: Sequence[Case],
     store: ResultStore,
@@ -284,13 +344,15 @@ def run_cases(
     """
     options = options or RunOptions()
     host = host if host is not None else host_environment()
-    done = store.recorded_keys() if options.resume else set()
+    done = done_keys(store, options)
     todo = [c for c in cases if c.key() not in done]
     if not todo:
         return
-    batches = groups(todo, options.interleave)
+    batches = groups(todo, options.interleave, options.group_by)
     lost: list[str] = []
     with options.executor.connect():
+        requests = [[_request(c, options) for c in group] for group in batches]
+        options.executor.check(requests)
         counts = ensure_param_counts(
             store,
             (parity_key(c) for c in todo),
@@ -298,7 +360,6 @@ def run_cases(
             options.timeout_s,
             on_status,
         )
-        requests = [[_request(c, options) for c in group] for group in batches]
         for finished in options.executor.run(requests, options.timeout_s, on_start, on_status):
             group = batches[finished.index]
             if finished.lost is not None:

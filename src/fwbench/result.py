@@ -12,6 +12,10 @@ Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema)
   6  data parallelism: case fields strategy and world_size (None on single-device
      cases); distributed (replicas, processes, per-replica and global batch, backend,
      communication time); throughput counts the global batch.
+  7  runs: a case is several worker processes; measurement.runs keeps each (samples,
+     median, start-up, launcher, other processes' load); step_time_s is the geometric
+     mean of the run medians with a t interval over runs (ci_method says which); samples
+     are every run's blocks. Results of version <= 6 read as one run.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
@@ -45,8 +49,33 @@ class StepTime(BaseModel):
         return self
 
 
+class Run(BaseModel):
+    """One worker process of a case: its own start-up, warmup and timed blocks."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(ge=0)  # its place in the case's schedule (runs alternate in time)
+    median_s: float = Field(gt=0)
+    ci_low_s: float = Field(gt=0)  # 95% CI of this run's median: within-process only
+    ci_high_s: float = Field(gt=0)
+    samples: tuple[float, ...] = Field(min_length=1)  # seconds per step, one per block
+    steps_per_block: int = Field(ge=1)
+    build_s: float = Field(ge=0)
+    first_step_s: float = Field(ge=0)
+    warmup_steps: int = Field(ge=0)
+    warmup_s: float = Field(ge=0)
+    warmup_stop: str
+    stop_reason: str
+    sync_overhead_s: float = Field(ge=0)
+    launcher: str  # fork-server | spawn (and why, when a fork server was refused)
+    # CPU time other processes used during its timed blocks, in cores (psutil).
+    other_cpu_cores: float | None = None
+    warnings: tuple[str, ...] = ()
+
+
 class Measurement(BaseModel):
-    """What the timing loop found; present only when status is ok."""
+    """What the timing found; present only when status is ok. step_time_s is the case's
+    estimate over its runs; the start-up fields are the first run's."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -60,6 +89,13 @@ class Measurement(BaseModel):
     warmup_stop: str
     stop_reason: str
     sync_overhead_s: float = Field(ge=0)
+    runs: tuple[Run, ...] = ()  # empty in results recorded before runs (schema <= 6)
+    ci_method: str = "within one process (recorded before runs)"
+
+    @property
+    def run_medians(self) -> tuple[float, ...]:
+        """One value per process: what verdicts, comparisons and trends are built on."""
+        return tuple(r.median_s for r in self.runs) or (self.step_time_s.median,)
 
 
 class Memory(BaseModel):

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from fwbench.case import Case
 from fwbench.distributed.strategies import STRATEGIES
-from fwbench.errors import SpecError
+from fwbench.errors import SpecError, positive_seconds
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
@@ -46,6 +46,11 @@ AXES: tuple[str, ...] = (
 )
 # A dimension left out takes each model's default (None here).
 OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")
+# Bounds on what a sweep file may ask for: a small file must not exhaust the machine
+# (a YAML alias bomb, a list of millions of values). --max-cases raises the last.
+MAX_FILE_BYTES = 1 << 20
+MAX_VALUES = 100_000  # scalars in the loaded document, aliases counted as expanded
+MAX_CASES = 10_000
 DEFAULTS: dict[str, Any] = {
     # The core comparison; Keras' other backends (keras-jax, keras-torch) when named.
     "framework": ["torch", "tensorflow"],
@@ -79,22 +84,52 @@ def presets() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in files if p.name.endswith(".yaml"))
 
 
-def load_preset(name: str) -> Sweep:
+def load_preset(name: str, max_cases: int = MAX_CASES) -> Sweep:
     if name not in presets():
         raise SpecError(f"unknown preset {name!r}; valid choices: {', '.join(presets())}")
     text = resources.files("fwbench.presets").joinpath(f"{name}.yaml").read_text()
-    return parse(text, source=f"preset {name}")
+    return parse(text, source=f"preset {name}", max_cases=max_cases)
 
 
-def load_file(path: Path) -> Sweep:
+def load_file(path: Path, max_cases: int = MAX_CASES) -> Sweep:
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise SpecError(f"cannot read sweep file {path}: {exc.strerror or exc}") from None
-    return parse(text, source=str(path))
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(
+            f"{path}: over {MAX_FILE_BYTES // 1024} KiB; a sweep file lists axis values, "
+            "not data (is this the right file?)"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    return parse(text, source=str(path), max_cases=max_cases)
 
 
-def parse(text: str, source: str = "sweep") -> Sweep:
+def _count_values(data: Any, limit: int) -> int:
+    """Scalars in `data`, shared (aliased) parts counted each time they are used; stops
+    counting past `limit`, so a billion-laughs document costs nothing to reject."""
+    count, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            count += 1
+        if count > limit or len(stack) > limit:
+            return limit + 1
+    return count
+
+
+def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -104,6 +139,11 @@ def parse(text: str, source: str = "sweep") -> Sweep:
         raise SpecError(f"{source}: broken YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a sweep must be a YAML mapping of keys like 'model: resnet18'")
+    if _count_values(data, MAX_VALUES) > MAX_VALUES:
+        raise SpecError(
+            f"{source}: over {MAX_VALUES:,} values once YAML aliases are expanded; "
+            "a sweep lists axis values, not data"
+        )
     unknown = sorted(set(data) - set(AXES) - set(OTHER_KEYS))
     if unknown:
         raise SpecError(
@@ -118,11 +158,17 @@ def parse(text: str, source: str = "sweep") -> Sweep:
     except (ValidationError, TypeError) as exc:
         raise SpecError(f"{source}: timing: {_first_error(exc)}") from None
     timeout = data.get("timeout_s")
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-        raise SpecError(f"{source}: timeout_s must be a positive number of seconds")
+    if timeout is not None:
+        timeout = positive_seconds(timeout, f"{source}: timeout_s")
+    upper = 1
+    for axis in AXES:
+        upper *= max(1, len(_flat(axes[axis])))
+    if upper > max_cases:
+        raise SpecError(
+            f"{source}: the axes combine into up to {upper:,} cases, over the limit of "
+            f"{max_cases:,}; narrow the sweep or raise the limit with --max-cases"
+        )
     cases = _expand(source, axes, excludes)
-    if not cases:
-        raise SpecError(f"{source}: the sweep expands to no case (every case is excluded)")
     return Sweep(
         name=str(data.get("name") or source),
         cases=cases,
@@ -147,14 +193,26 @@ def _axis(source: str, axis: str, value: Any) -> Any:
     return _values(source, axis, value)
 
 
+# Axes that take a true/false value; on every other axis YAML's true is a mistake (it
+# would be read as 1: `batch_size: true`).
+BOOLEAN_AXES = ("autotune",)
+REQUIRED = {"framework": "a framework name", "model": "a model name"}
+
+
 def _values(source: str, axis: str, value: Any) -> list[Any]:
     values = value if isinstance(value, list) else [value]
     if not values:
         raise SpecError(f"{source}: {axis} is an empty list")
+    name = axis.removeprefix("exclude.")
     for v in values:
         if isinstance(v, dict | list):
             raise SpecError(f"{source}: {axis}: {v!r} is not a single value")
-    return values
+        if isinstance(v, bool) and name not in BOOLEAN_AXES:
+            raise SpecError(f"{source}: {axis}: {str(v).lower()} is not a valid value")
+        if v is None and name in REQUIRED:
+            raise SpecError(f"{source}: {axis}: null is not {REQUIRED[name]}")
+    # Duplicates are dropped before any case is built from them.
+    return list(dict.fromkeys(values))
 
 
 def _excludes(source: str, rules: Any) -> list[dict[str, list[Any]]]:
@@ -176,6 +234,7 @@ def _excludes(source: str, rules: Any) -> list[dict[str, list[Any]]]:
 def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any]]]) -> list[Case]:
     cases: list[Case] = []
     seen: set[str] = set()
+    excluded = 0
     outer = [a for a in AXES if a not in ("framework", "mode")]
     strategies = [s for s in _flat(axes["strategy"]) if s is not None]
     for combo in itertools.product(*(_flat(axes[a]) for a in outer)):
@@ -189,6 +248,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 if not _distributed_fits(candidate, strategies):
                     continue
                 if any(_matches(candidate, rule) for rule in excludes):
+                    excluded += 1
                     continue
                 try:
                     case = Case.build(**candidate)
@@ -197,6 +257,8 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 if case.key() not in seen:
                     seen.add(case.key())
                     cases.append(case)
+    if not cases and excluded:
+        raise SpecError(f"{source}: the sweep expands to no case: `exclude` removes all {excluded}")
     for name in strategies:
         if not any(c.strategy == str(name).lower() for c in cases):
             found = STRATEGIES.get(str(name).lower())
@@ -213,6 +275,8 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 f"{source}: {dim} applies to none of the sweep's models "
                 f"({', '.join(sorted({c.model for c in cases}))})"
             )
+    if not cases:
+        raise SpecError(f"{source}: the sweep expands to no case")
     return cases
 
 

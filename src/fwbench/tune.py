@@ -81,6 +81,10 @@ class Choice:
     tried: int
     failed: int
 
+    def confirmed(self) -> Verdict | None:
+        """Best against default over their (confirmation) runs."""
+        return _verdict(self.best, self.default) if self.best is not self.default else None
+
     @property
     def speedup(self) -> float | None:
         """Default step time over best step time (>= 1)."""
@@ -97,6 +101,7 @@ class TuneOutcome:
     choices: list[Choice]
     best_vs_best: Verdict | None
     default_vs_default: Verdict | None
+    screened: int = 0  # candidates measured (one run each) before the confirmation
 
 
 def _median(r: Result) -> float:
@@ -107,7 +112,7 @@ def _median(r: Result) -> float:
 def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
     if a is None or b is None or a.measurement is None or b.measurement is None:
         return None
-    return compare(a.measurement.samples, b.measurement.samples, describe(a), describe(b))
+    return compare(a.measurement.run_medians, b.measurement.run_medians, describe(a), describe(b))
 
 
 def describe(r: Result) -> str:

@@ -22,7 +22,7 @@ TINY = ["--batch-size", "2", "--input-size", "32", "--num-classes", "10", "--thr
 def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     args = ["run", "--framework", "torch", "--model", "resnet18", "--task", "infer", *TINY]
-    proc = fwbench(*args, "--max-time", "0.3", "--db", str(db), "--json")
+    proc = fwbench(*args, "--max-time", "0.3", "--min-runs", "1", "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["framework"] == "torch" and record["model"] == "resnet18"
@@ -126,7 +126,7 @@ def test_killed_sweep_resumes_without_losing_or_duplicating(tmp_path: Path) -> N
     )
     try:
         # The second case's worker starts only after the first result is committed.
-        second = _wait_for_case_worker(sweep.pid, "b2 ", timeout=300)
+        second = _wait_for_worker(sweep.pid, 2, timeout=300)
         os.kill(sweep.pid, signal.SIGKILL)  # no clean-up at all
         sweep.wait()
         # The worker in flight dies with its launcher (PR_SET_PDEATHSIG).
@@ -145,19 +145,25 @@ def test_killed_sweep_resumes_without_losing_or_duplicating(tmp_path: Path) -> N
     assert sizes == [1, 2, 3]
 
 
-def _wait_for_case_worker(pid: int, marker: str, timeout: float) -> psutil.Process:
+def _wait_for_worker(pid: int, nth: int, timeout: float) -> psutil.Process:
+    """The nth case worker the sweep started (forked by a fork server, or spawned)."""
     deadline = time.monotonic() + timeout
     parent = psutil.Process(pid)
+    seen: list[int] = []
     while time.monotonic() < deadline:
         for child in parent.children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
+                forked = "fwbench.launch.forkserver" in cmd and child.ppid() != pid
             except psutil.NoSuchProcess:
                 continue
-            if "fwbench.launch.worker" in cmd and marker in cmd:
-                return child
-        time.sleep(0.05)
-    raise AssertionError(f"no worker for {marker!r} within {timeout} s")
+            case_worker = "fwbench.launch.worker case:" in cmd  # not a count worker
+            if (forked or case_worker) and child.pid not in seen:
+                seen.append(child.pid)
+                if len(seen) == nth:
+                    return child
+        time.sleep(0.01)
+    raise AssertionError(f"no worker number {nth} within {timeout} s (saw {len(seen)})")
 
 
 def test_different_work_is_flagged_in_the_result(tmp_path: Path) -> None:
@@ -174,6 +180,8 @@ def test_different_work_is_flagged_in_the_result(tmp_path: Path) -> None:
         "2",
         "--max-time",
         "0.2",
+        "--min-runs",
+        "1",
         "--db",
         str(tmp_path / "r.duckdb"),
         "--json",

@@ -47,7 +47,9 @@ def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for fw in ("torch", "tensorflow")
     ]
     with ResultStore(db) as store:
-        options = RunOptions(timing=FAST_TIMING, interleave=True, count_flops=False)
+        # Two runs a case: verdicts and the per-sample trend are built over runs.
+        timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+        options = RunOptions(timing=timing, interleave=True, count_flops=False)
         results = list(run_cases(cases, store, "report-test", options))
     assert [r.status for r in results].count("oom") == 2
     return db
@@ -133,19 +135,33 @@ def test_html_report_renders_in_a_real_browser(sweep_db: Path, tmp_path: Path) -
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
 
 
-def _slowed(r: Result, factor: float) -> Result:
+def _slowed(r: Result, factor: float, suffix: str = "x") -> Result:
+    """The result with three quiet runs around its median times `factor`: the gate is
+    tested on a known change, not on this machine's noise of the day."""
     m = r.measurement
-    assert m is not None
+    assert m is not None and m.runs
     st = m.step_time_s
+    runs = tuple(
+        run.model_copy(
+            update={
+                "index": i,
+                "median_s": st.median * factor * f,
+                "ci_low_s": st.median * factor * f * 0.99,
+                "ci_high_s": st.median * factor * f * 1.01,
+            }
+        )
+        for i, (run, f) in enumerate(zip([m.runs[0]] * 3, (0.995, 1.0, 1.005), strict=True))
+    )
     m = m.model_copy(
         update={
             "samples": tuple(x * factor for x in m.samples),
+            "runs": runs,
             "step_time_s": StepTime(
                 median=st.median * factor, ci_low=st.ci_low * factor, ci_high=st.ci_high * factor
             ),
         }
     )
-    return r.model_copy(update={"measurement": m, "result_id": r.result_id + "x"})
+    return r.model_copy(update={"measurement": m, "result_id": r.result_id + suffix})
 
 
 def _write(results: list[Result], db: Path) -> Path:
@@ -170,7 +186,10 @@ def test_compare_finds_an_injected_20_percent_slowdown(sweep_db: Path, tmp_path:
         r.model_copy(update={"result_id": r.result_id + "x"}) for r in results if not r.measurement
     ]
     slower = _write(new, tmp_path / "slower.duckdb")
-    proc = fwbench("compare", str(sweep_db), str(slower), "--json")
+    base = _write(
+        [_slowed(r, 1.0, "b") if r.measurement else r for r in results], tmp_path / "b.duckdb"
+    )
+    proc = fwbench("compare", str(base), str(slower), "--json")
     assert proc.returncode == 1, proc.stderr
     found = json.loads(proc.stdout)
     assert found[0]["case"] == victim.case.label()

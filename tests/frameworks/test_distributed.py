@@ -24,7 +24,7 @@ def test_ddp_and_multiworker_on_two_cpu_workers(tmp_path: Path) -> None:
         "run", "--framework", "torch", "--framework", "tensorflow",
         "--mode", "eager", "--mode", "graph", "--strategy", "ddp", "--strategy", "multiworker",
         "--world-size", "2", "--threads", "1", *TINY, "--max-time", "0.3", "--target-ci", "0.5",
-        "--db", str(db), "--json",
+        "--min-runs", "1", "--db", str(db), "--json",
         timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr

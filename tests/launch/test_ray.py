@@ -21,6 +21,7 @@ import pytest
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.errors import ExecutorError
+from fwbench.launch.local import worker_label
 from fwbench.launch.ray import HOST_RESOURCE, RayExecutor
 from fwbench.store.db import ResultStore
 from fwbench.sweep import load_file
@@ -71,11 +72,8 @@ def _case_worker(marker: str, timeout: float) -> psutil.Process:
     me = psutil.Process()
     while time.monotonic() < deadline:
         for child in me.children(recursive=True):
-            try:
-                cmd = " ".join(child.cmdline())
-            except psutil.Error:
-                continue
-            if "fwbench.launch.worker" in cmd and marker in cmd:
+            label = worker_label(child.pid)  # forked workers carry no label in cmdline
+            if label is not None and marker in label + " ":
                 return child
         time.sleep(0.05)
     raise AssertionError(f"no worker for {marker!r} within {timeout} s")
@@ -86,7 +84,13 @@ def _kill_task_of(marker: str) -> psutil.Process:
     worker, which must die with it."""
     worker = _case_worker(marker, timeout=120)
     task = worker.parent()
-    assert task is not None and "fwbench.launch.worker" not in " ".join(task.cmdline())
+    while (
+        task is not None
+        and worker_label(task.pid) is None
+        and "forkserver" in " ".join(task.cmdline())
+    ):
+        task = task.parent()  # past the fork server, to the Ray worker running the task
+    assert task is not None and worker_label(task.pid) is None
     task.kill()
     return worker
 

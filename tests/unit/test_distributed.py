@@ -21,6 +21,8 @@ from fwbench.result import Communication, Distributed, Measurement, Result, Step
 from fwbench.store.db import ResultStore
 from fwbench.sweep import parse
 
+from .test_parity_and_summary import runs_of
+
 
 def ddp(**kw: object) -> Case:
     fields: dict[str, object] = {
@@ -136,6 +138,7 @@ def measured(case: Case, median: float, status: str = "ok") -> Result:
         m = Measurement(
             step_time_s=StepTime(median=median, ci_low=median * 0.99, ci_high=median * 1.01),
             samples=tuple(median * f for f in (0.98, 0.99, 1.0, 1.01, 1.02) * 2),
+            runs=runs_of([median * 0.99, median, median * 1.01]),
             steps_per_block=1,
             build_s=0.1,
             first_step_s=0.2,

@@ -18,7 +18,6 @@ from fwbench.explain.kernels import kernel_launchers
 from fwbench.launch.local import worker_env
 from fwbench.measure import energy
 from fwbench.measure.nvml import first_visible_handle, parse_visible_devices
-from fwbench.measure.timing import Timing
 from fwbench.store.db import ResultStore
 
 UUIDS = ["GPU-6f1c2d3e-aaaa-bbbb-cccc-000000000000", "GPU-9a8b7c6d-aaaa-bbbb-cccc-111111111111"]
@@ -148,25 +147,11 @@ def test_peaks_are_per_precision_and_a_gpus_ignores_host_threads(tmp_path: Path)
 
 
 def test_work_shares_the_peak_of_its_own_precision() -> None:
-    timing = Timing(
-        first_step_s=1,
-        warmup_steps=3,
-        warmup_s=1,
-        warmup_stop="stable",
-        sync_overhead_s=1e-6,
-        steps_per_block=1,
-        samples=(0.01,),
-        stop_reason="precision",
-        median_s=0.01,
-        ci_low_s=0.01,
-        ci_high_s=0.01,
-        warnings=(),
-    )
-    work = _work({"per_step": 1e12, "counter": "c"}, timing, (200e12, "bf16"))
+    work = _work({"per_step": 1e12, "counter": "c"}, 0.01, (200e12, "bf16"))
     assert work is not None
     assert work.peak_dtype == "bf16"
     assert work.share_of_peak == pytest.approx(0.5)
-    none = _work({"per_step": 1e12, "counter": "c"}, timing, (None, "bf16"))
+    none = _work({"per_step": 1e12, "counter": "c"}, 0.01, (None, "bf16"))
     assert none is not None and none.peak_dtype is None and none.share_of_peak is None
 
 

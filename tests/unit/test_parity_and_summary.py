@@ -5,7 +5,7 @@ from datetime import datetime
 from fwbench.case import Case
 from fwbench.models.parity import compare
 from fwbench.report.summary import summarise
-from fwbench.result import Measurement, Result, StepTime
+from fwbench.result import Measurement, Result, Run, StepTime
 
 
 def test_parity_flags_more_than_two_percent() -> None:
@@ -15,11 +15,36 @@ def test_parity_flags_more_than_two_percent() -> None:
     assert compare({"torch": 5}).max_rel_diff is None
 
 
+def runs_of(medians: list[float]) -> tuple[Run, ...]:
+    """Runs with these medians, each of a few blocks around it."""
+    return tuple(
+        Run(
+            index=i,
+            median_s=m,
+            ci_low_s=m * 0.99,
+            ci_high_s=m * 1.01,
+            samples=(m * 0.99, m, m * 1.01),
+            steps_per_block=1,
+            build_s=0.1,
+            first_step_s=0.2,
+            warmup_steps=3,
+            warmup_s=0.3,
+            warmup_stop="stable",
+            stop_reason="precision",
+            sync_overhead_s=0.0,
+            launcher="fork-server",
+        )
+        for i, m in enumerate(medians)
+    )
+
+
 def result(framework: str, mode: str, median: float, half: float, status: str = "ok") -> Result:
+    """A result of three runs spread by +-half/2 around `median`."""
     case = Case.build(framework=framework, model="resnet18", mode=mode, threads=2)
     m = None
     if status == "ok":
         m = Measurement(
+            runs=runs_of([median - half / 2, median, median + half / 2]),
             step_time_s=StepTime(median=median, ci_low=median - half, ci_high=median + half),
             samples=tuple(median + half * d for d in (-0.5, -0.2, 0.0, 0.1, 0.4) * 4),
             steps_per_block=1,
@@ -53,11 +78,20 @@ def test_summary_relative_times_and_verdicts() -> None:
     assert row.verdict().startswith("torch/eager 1.30x faster (1.")
 
 
-def test_indistinguishable_samples_are_no_significant_difference() -> None:
+def test_runs_too_spread_to_tell_are_inconclusive() -> None:
     _, (row,) = summarise(
         [result("torch", "eager", 0.100, 0.01), result("tensorflow", "graph", 0.1001, 0.01)]
     )
-    assert row.verdict().startswith("no significant difference")
+    assert row.verdict().startswith("inconclusive (")
+    assert row.verdict(short=True).startswith("inconclusive (1.00x")
+
+
+def test_results_recorded_before_runs_are_one_run_and_never_a_finding() -> None:
+    old = [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)]
+    old = [r.model_copy(update={"measurement": r.measurement.model_copy(update={"runs": ()})})
+           for r in old if r.measurement]  # fmt: skip
+    _, (row,) = summarise(old)
+    assert row.verdict().startswith("inconclusive (torch/eager 1.30x, no interval: one run each")
 
 
 def test_failed_variant_is_reported_as_such() -> None:

@@ -96,3 +96,38 @@ def test_a_version_1_file_is_migrated_forward(tmp_path: Path) -> None:
         version = store.con.execute("SELECT value FROM meta").fetchone()
         assert version == (str(SCHEMA_VERSION),)
         assert len(store.results()) == 1
+
+
+def test_a_results_file_of_schema_6_is_migrated_and_reads_as_one_run_each(
+    tmp_path: Path,
+) -> None:
+    """tests/data/results-schema6.duckdb.gz was written by fwbench before runs existed
+    (torch and TensorFlow, tiny_cnn inference, one worker each)."""
+    import gzip
+    import shutil
+
+    db = tmp_path / "old.duckdb"
+    with gzip.open(Path(__file__).parents[1] / "data" / "results-schema6.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with ResultStore(db, read_only=True) as store:
+        old = store.results()
+    assert {r.case.framework for r in old} == {"torch", "tensorflow"}
+    for r in old:
+        assert r.schema_version == 6
+        assert r.measurement is not None and r.measurement.runs == ()
+        assert len(r.measurement.run_medians) == 1
+        assert r.measurement.ci_method.startswith("within one process")
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
+    assert con.execute("SELECT DISTINCT n_runs FROM results").fetchall() == [(1,)]
+    con.close()
+    # New results go in beside the old ones, and both read back.
+    new = result("torch", "eager", 0.1, 0.001)
+    with ResultStore(db) as store:
+        store.add(new)
+        back = {r.result_id: r for r in store.results()}
+    assert back[new.result_id].measurement is not None
+    assert len(back[new.result_id].measurement.runs) == 3  # type: ignore[union-attr]
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -101,7 +101,7 @@ def test_noisy_measurement_stops_at_the_budget_and_warns() -> None:
     t = measure(dev.step, dev.sync, cfg, dev.clock)
     assert t.stop_reason == "budget"
     assert t.measured_s >= 1.0
-    assert any("precision target not reached" in w for w in t.warnings)
+    # A run says what its blocks show; precision is judged over runs (test_runs.py).
     assert any("large spread" in w for w in t.warnings)
 
 

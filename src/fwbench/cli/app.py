@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import tempfile
+import traceback
 
 import typer
+from pydantic import ValidationError
 
+from fwbench.case import validation_message
 from fwbench.cli import (
     compare,
     env,
@@ -42,12 +48,52 @@ app.command("explain")(explain.command)
 app.command("tune")(tune.command)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the process is, so `finally` blocks clean up as on Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _say(text: str) -> None:
+    console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+
 def main() -> None:
+    """The one place where any error becomes one line and an exit code: 2 for bad input
+    (fwbench's own errors and pydantic's), 130/143 when interrupted, 1 for a bug, whose
+    traceback goes to a file that the line names."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         app()  # standalone: usage errors print click's message and exit 2
     except FwbenchError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        _say(f"error: {exc}")
         sys.exit(exc.exit_code)
+    except ValidationError as exc:
+        _say(f"error: {validation_message(exc)}")
+        sys.exit(2)
+    except KeyboardInterrupt:
+        _say("interrupted: results stored so far are kept (--resume goes on from them)")
+        sys.exit(130)
+    except Terminated:
+        _say("terminated: results stored so far are kept (--resume goes on from them)")
+        sys.exit(143)
+    except Exception as exc:
+        path = _write_traceback(exc)
+        _say(f"error: unexpected {type(exc).__name__}: {exc} (traceback in {path})")
+        sys.exit(1)
+
+
+def _write_traceback(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc))
+    try:
+        fd, path = tempfile.mkstemp(prefix="fwbench-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as f:
+            f.write(" ".join(sys.argv) + "\n" + text)
+    except OSError:
+        return "unavailable: could not write it"
+    return path
 
 
 if __name__ == "__main__":

@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from fwbench.case import Case
 from fwbench.errors import SpecError
+from fwbench.measure.timing import TimingConfig
 from fwbench.report import scaling
 from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
@@ -62,6 +64,18 @@ AutotuneOption = Annotated[
 NumClassesOption = Annotated[
     int | None, typer.Option(help="Output classes (classifiers, CTC). [default: the model's]")
 ]
+
+
+def timing_config(**fields: Any) -> TimingConfig:
+    """A TimingConfig from flags, or a one-line error naming the flag and its range."""
+    try:
+        return TimingConfig(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "--" + str(err["loc"][0]).replace("_s", "").replace("_", "-") if err["loc"] else ""
+        raise SpecError(
+            f"{name}: {str(err['msg']).removeprefix('Value error, ')} (got {err.get('input')!r})"
+        ) from None
 
 
 def cases_per_framework(
@@ -139,10 +153,11 @@ def describe_result(r: Result) -> str:
     m = r.measurement
     if m is not None:
         st = m.step_time_s
+        runs = " ".join(f"{x * 1e3:.3f}" for x in m.run_medians)
         lines += [
             f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
-            f"{st.ci_high * 1e3:.3f}), {len(m.samples)} samples of {m.steps_per_block} step(s), "
-            f"stopped by {m.stop_reason}",
+            f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",
+            f"  runs (medians, ms): {runs}; {len(m.samples)} blocks in all",
             f"  throughput: {r.throughput:.1f} samples/s",
             f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
             f"warmup {m.warmup_steps} steps ({m.warmup_stop})",

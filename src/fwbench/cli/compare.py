@@ -42,7 +42,7 @@ def command(
                     "ratio": c.ratio,
                     "ci_low": c.ci_low,
                     "ci_high": c.ci_high,
-                    "p_value": c.p_value,
+                    "runs": list(c.runs) if c.runs else None,
                     "base_status": c.base.status if c.base else None,
                     "new_status": c.new.status if c.new else None,
                 }

@@ -17,7 +17,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from fwbench.api import RunOptions, run_cases
+from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.case import Case
 from fwbench.cli.common import console
 from fwbench.environment import host_environment
@@ -30,7 +30,7 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     with ResultStore(db) as store:
         host = host_environment()
         run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host)
-        skipped = len({c.key() for c in cases} & store.recorded_keys()) if options.resume else 0
+        skipped = len({c.key() for c in cases} & done_keys(store, options))
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
         progress = Progress(

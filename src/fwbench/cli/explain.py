@@ -26,13 +26,13 @@ from fwbench.cli.common import (
     console,
     out,
     print_json,
+    timing_config,
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.measure.timing import TimingConfig
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
@@ -115,7 +115,9 @@ def command(
         threads=threads,
     )
     options = RunOptions(
-        timing=TimingConfig(max_time_s=max_time),
+        # One run: the figure here is the profile; the timing is context for its overhead.
+        timing=timing_config(max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1),
+        interleave=False,
         timeout_s=DEFAULT_TIMEOUT_S,
         count_flops=False,
         profile_steps=steps,

@@ -57,7 +57,7 @@ def command(
             if fw not in found:
                 errors[fw] = "not installed"
                 continue
-            n, err, f = found[fw][i]
+            n, err, f, _ = found[fw][i]
             if err:
                 errors[fw] = err
             if n is not None:

@@ -15,7 +15,7 @@ from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, o
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.launch import local
+from fwbench.launch import local, outcome
 from fwbench.launch.protocol import PeakRequest
 from fwbench.measure.timing import TimingConfig
 from fwbench.store.db import ResultStore
@@ -63,7 +63,7 @@ def command(
                     timing=timing,
                 )
                 report = local.run_peak(request, timeout_s=600)
-            if isinstance(report, local.WorkerFailure):
+            if isinstance(report, outcome.WorkerFailure):
                 rows.append({"framework": name, "dtype": "*", "error": report.error})
                 continue
             for dt, found in report.results.items():

@@ -25,10 +25,9 @@ from fwbench.cli.common import (
     print_json,
     scaling_table,
     summary_table,
+    timing_config,
 )
 from fwbench.cli.execute import execute
-from fwbench.errors import SpecError
-from fwbench.measure.timing import TimingConfig
 
 
 def _world_sizes(given: list[int] | None) -> list[int | None]:
@@ -85,18 +84,34 @@ def command(
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     target_ci: Annotated[
-        float, typer.Option(help="Stop when the 95% CI of the median is within +-this share.")
-    ] = 0.01,
+        float,
+        typer.Option(help="Stop adding runs when the case's 95% CI is within +-this share."),
+    ] = 0.02,
     max_time: Annotated[
-        float, typer.Option(help="Seconds of steady-state measuring at most (after 10 samples).")
+        float,
+        typer.Option(help="Seconds of timed blocks per case, over all its runs, at most."),
     ] = 10.0,
+    min_runs: Annotated[
+        int,
+        typer.Option(
+            help="Worker processes per case at least; 1 gives an interval that excludes "
+            "the variation between processes."
+        ),
+    ] = 3,
+    max_runs: Annotated[int, typer.Option(help="Worker processes per case at most.")] = 10,
+    require_idle: Annotated[
+        bool,
+        typer.Option(
+            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
+        ),
+    ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds before the worker is stopped.")] = (
         DEFAULT_TIMEOUT_S
     ),
     interleave: Annotated[
         bool,
-        typer.Option(help="Alternate the frameworks' workers block by block (needs two or more)."),
-    ] = False,
+        typer.Option(help="Alternate the variants' runs in time and their workers block by block."),
+    ] = True,
     flops: Annotated[bool, typer.Option(help="Count FLOPs per step after timing.")] = True,
     json: JsonOption = False,
 ) -> None:
@@ -104,8 +119,6 @@ def command(
 
     With one framework, --json prints one record; with several, a list of records.
     """
-    if interleave and len(framework) < 2:
-        raise SpecError("interleave: give two or more --framework to alternate")
     cases = [
         case
         for workers in _world_sizes(world_size)
@@ -129,7 +142,13 @@ def command(
             world_size=workers,
         )
     ]
-    timing = TimingConfig(target_ci=target_ci, max_time_s=max_time)
+    timing = timing_config(
+        target_ci=target_ci,
+        max_time_s=max_time,
+        min_runs=min_runs,
+        max_runs=max(max_runs, min_runs),
+        require_idle=require_idle,
+    )
     options = RunOptions(timing=timing, timeout_s=timeout, interleave=interleave, count_flops=flops)
     results = execute(cases, db, options)
     if json:

@@ -19,7 +19,8 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.report.write import report_format, write_report
+from fwbench.outputs import check_output
+from fwbench.report.write import check_report_path, report_format, write_report
 
 
 def command(
@@ -29,6 +30,10 @@ def command(
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
     resume: Annotated[bool, typer.Option(help="Skip cases already recorded in --db.")] = False,
+    retry_failed: Annotated[
+        bool,
+        typer.Option(help="With --resume: run again the cases recorded as error, timeout or oom."),
+    ] = False,
     timeout: Annotated[
         float | None, typer.Option(help="Seconds per case before its worker is stopped.")
     ] = None,
@@ -38,7 +43,19 @@ def command(
     ] = None,
     interleave: Annotated[
         bool,
-        typer.Option(help="Alternate the framework/mode variants of each workload block by block."),
+        typer.Option(
+            help="Alternate the framework/mode variants of each workload: their runs in "
+            "time, their workers block by block."
+        ),
+    ] = True,
+    max_cases: Annotated[
+        int, typer.Option(help="Refuse a sweep whose axes combine into more cases than this.")
+    ] = sweeps.MAX_CASES,
+    require_idle: Annotated[
+        bool,
+        typer.Option(
+            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
+        ),
     ] = False,
     executor: Annotated[
         str, typer.Option(help="Where the cases run: local (this machine) or ray (a Ray cluster).")
@@ -58,20 +75,35 @@ def command(
         raise SpecError(
             f"give a sweep FILE or --preset NAME (presets: {', '.join(sweeps.presets())})"
         )
-    sweep = sweeps.load_file(file) if file is not None else sweeps.load_preset(str(preset))
+    if max_cases < 1:
+        raise SpecError(f"--max-cases: must be 1 or more (got {max_cases})")
+    sweep = (
+        sweeps.load_file(file, max_cases)
+        if file is not None
+        else sweeps.load_preset(str(preset), max_cases)
+    )
     reports = report or []
-    formats = [report_format(path, None) for path in reports]  # checked before running
+    formats = [report_format(path, None) for path in reports]
+    for path, fmt in zip(reports, formats, strict=True):
+        check_report_path(path, fmt)  # before the sweep runs, not after it
+    if not dry_run:
+        check_output(db, "--db")
     runner = executor_named(executor, address)
     if dry_run:
         for case in sweep.cases:
             console.print(case.label())
         console.print(f"{len(sweep.cases)} cases")
         return
-    timeout_s = timeout or sweep.timeout_s or DEFAULT_TIMEOUT_S
+    # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
+    timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
+    timing = sweep.timing
+    if require_idle:
+        timing = timing.model_copy(update={"require_idle": True})
     options = RunOptions(
-        timing=sweep.timing,
+        timing=timing,
         timeout_s=timeout_s,
-        resume=resume,
+        resume=resume or retry_failed,
+        retry_failed=retry_failed,
         interleave=interleave,
         executor=runner,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import typer
@@ -22,12 +23,12 @@ from fwbench.cli.common import (
     console,
     out,
     print_json,
+    timing_config,
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
-from fwbench.measure.timing import TimingConfig
 from fwbench.result import Result
 
 
@@ -92,9 +93,30 @@ def command(
         console.print(f"{len(cases)} candidates")
         return
     console.print(f"tuning [bold]{model}[/bold] {task}: {len(cases)} candidates into {db}")
-    options = RunOptions(timing=TimingConfig(max_time_s=max_time), timeout_s=timeout)
-    results = execute(cases, db, options)
-    outcome = tune.choose(frameworks, results, defaults)
+    # Screening: one run per candidate. The fastest of many noisy estimates is biased low
+    # (the winner's curse), so the pick is then confirmed, below, in fresh runs.
+    screen = timing_config(max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1)
+    results = execute(cases, db, RunOptions(timing=screen, timeout_s=timeout, interleave=False))
+    picked = tune.choose(frameworks, results, defaults)
+    finalists = list(
+        dict.fromkeys(r.case for c in picked.choices for r in (c.default, c.best) if r is not None)
+    )
+    console.print(
+        f"confirming {len(finalists)} finalists (each best against its default) in fresh, "
+        "interleaved runs"
+    )
+    confirm = RunOptions(
+        timing=timing_config(max_time_s=3 * max_time),
+        timeout_s=timeout,
+        group_by=lambda case: "finalists",
+    )
+    outcome = tune.choose(frameworks, execute(finalists, db, confirm), defaults)
+    # How many were tried (and failed) is the screening's.
+    choices = [
+        dataclasses.replace(c, tried=s.tried, failed=s.failed)
+        for c, s in zip(outcome.choices, picked.choices, strict=True)
+    ]
+    outcome = dataclasses.replace(outcome, choices=choices, screened=len(cases))
     if json:
         print_json(_record(outcome))
         return
@@ -117,7 +139,7 @@ def _ms(r: Result | None) -> str:
 
 def _table(outcome: tune.TuneOutcome) -> Table:
     table = Table(title="Best configuration per framework", title_justify="left")
-    for col in ("framework", "default", "default ms", "best", "best ms", "speed-up", "tried"):
+    for col in ("framework", "default", "default ms", "best", "best ms", "speed-up", "verdict"):
         table.add_column(col, justify="right" if "ms" in col or col == "speed-up" else "left")
     for c in outcome.choices:
         table.add_row(
@@ -127,8 +149,9 @@ def _table(outcome: tune.TuneOutcome) -> Table:
             tune.describe(c.best) if c.best else "none ran",
             _ms(c.best),
             f"{c.speedup:.2f}x" if c.speedup else "-",
-            f"{c.tried} ({c.failed} failed)" if c.failed else str(c.tried),
+            (v.short() if (v := c.confirmed()) else "the default is best"),
         )
+    table.caption = f"{outcome.screened} candidates screened, one run each; finalists confirmed"
     return table
 
 
@@ -141,7 +164,9 @@ def _verdict(v: Verdict | None) -> dict[str, Any] | None:
         "ratio": v.ratio,
         "ci_low": v.ci_low,
         "ci_high": v.ci_high,
-        "p_value": v.p_value,
+        "outcome": v.outcome,
+        "equivalence_band": v.band,
+        "runs": list(v.runs),
         "significant": v.significant,
         "text": v.text(),
     }
@@ -155,6 +180,7 @@ def _record(outcome: tune.TuneOutcome) -> dict[str, Any]:
                 "default": c.default.to_record() if c.default else None,
                 "best": c.best.to_record() if c.best else None,
                 "speedup": c.speedup,
+                "best_vs_default": _verdict(c.confirmed()),
                 "tried": c.tried,
                 "failed": c.failed,
             }
@@ -162,4 +188,5 @@ def _record(outcome: tune.TuneOutcome) -> dict[str, Any]:
         ],
         "default_vs_default": _verdict(outcome.default_vs_default),
         "best_vs_best": _verdict(outcome.best_vs_best),
+        "screened": outcome.screened,
     }

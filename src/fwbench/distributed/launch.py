@@ -35,13 +35,8 @@ from typing import Any
 import psutil
 
 from fwbench.distributed.strategies import STRATEGIES
-from fwbench.launch.local import (
-    NO_ENERGY,
-    CaseOutcome,
-    WorkerFailure,
-    classify_exit,
-    worker_env,
-)
+from fwbench.launch.local import classify_exit, worker_env
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import energy
 from fwbench.measure.nvml import NvmlMemorySampler
@@ -127,10 +122,12 @@ class _Job:
         label = f"case: {self.case.label()}"
         env = worker_env(self.case.threads, self.case.device)
         env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
-        worker = [sys.executable, "-m", "fwbench.distributed.worker", label]
+        # -P: a `torch.py` in the user's directory must not shadow the framework.
+        worker = [sys.executable, "-P", "-m", "fwbench.distributed.worker", label]
         if self.case.strategy == "ddp":
             torchrun = [
                 sys.executable,
+                "-P",
                 "-m",
                 "torch.distributed.run",
                 "--nnodes=1",
@@ -138,7 +135,7 @@ class _Job:
                 "--master-addr=127.0.0.1",
                 f"--master-port={free_port()}",
                 "--max-restarts=0",
-                *worker[1:],
+                *worker[2:],  # torchrun's children get PYTHONSAFEPATH instead of -P
             ]
             self._spawn(torchrun, env, "torchrun")
         elif self.case.strategy == "multiworker":
@@ -257,7 +254,7 @@ class _Job:
             crashed = self._first_crash(_GRACE_S)
             if crashed is not None:
                 raise CaseEnded(crashed)
-        raise CaseEnded(CaseOutcome(report, None, None, NO_ENERGY))
+        raise CaseEnded(CaseOutcome(report))
 
     # failures ---------------------------------------------------------------
 
@@ -282,16 +279,14 @@ class _Job:
         failure = WorkerFailure(
             "error", f"rank {rank.rank} closed its connection without a result", self.log_tail()
         )
-        return CaseOutcome(None, failure, None, NO_ENERGY)
+        return CaseOutcome(None, failure)
 
     def _crashed(self, proc: _Process) -> CaseOutcome:
         code = proc.popen.returncode
         failure = classify_exit(code if code is not None else -1, self.log_tail())
         # torchrun exits with 1 when a rank dies; say which launcher saw it.
         error = failure.error.replace("worker", f"{proc.log.stem}", 1)
-        return CaseOutcome(
-            None, WorkerFailure(failure.status, error, failure.log_tail), None, NO_ENERGY
-        )
+        return CaseOutcome(None, WorkerFailure(failure.status, error, failure.log_tail))
 
     def _timeout(self) -> CaseOutcome:
         self.kill()
@@ -300,7 +295,7 @@ class _Job:
             f"no result after {self.timeout_s:g} s; all {self.nproc} rank(s) stopped",
             self.log_tail(),
         )
-        return CaseOutcome(None, failure, None, NO_ENERGY)
+        return CaseOutcome(None, failure)
 
     def log_tail(self) -> str:
         parts = []
@@ -378,7 +373,7 @@ def run_distributed(
             meter.stop(started, time.perf_counter() - wall, k)
             return seconds
 
-        config = request.timing
+        config = request.timing.for_run()
         if counters:
             config = config.model_copy(
                 update={"min_time_s": max(config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
@@ -399,7 +394,7 @@ def run_distributed(
     except Exception as exc:
         # A garbled or broken channel is this case's failure, never the sweep's.
         failure = WorkerFailure("error", f"launcher lost the ranks: {exc}"[:500], job.log_tail())
-        return CaseOutcome(None, failure, None, NO_ENERGY)
+        return CaseOutcome(None, failure)
     finally:
         job.close(wait_s=30.0 if clean else 0.0)
     report = _combine(reports)
@@ -407,9 +402,13 @@ def run_distributed(
         report.memory["device"] = dict(report.memory.get("device") or {}) | {
             "nvml_used_peak_bytes": nvml.peak_bytes
         }
-    timing = finish(prepared, run, request.timing) if report.status == "ok" else None
+    if report.status != "ok":
+        return CaseOutcome(report)
+    timing = finish(prepared, run, request.timing)
     summary = energy.summarise(meter, reasons, case.global_batch_size)
-    return CaseOutcome(report, None, timing, summary if timing else NO_ENERGY)
+    launcher = "torchrun" if case.strategy == "ddp" else "spawn"
+    measured = MeasuredRun(timing, report.build_s or 0.0, launcher)
+    return CaseOutcome(report, None, (measured,), summary)
 
 
 def _combine(reports: list[CaseReport]) -> CaseReport:

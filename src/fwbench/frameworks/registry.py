@@ -37,6 +37,10 @@ class FrameworkInfo:
     models_from: str | None = None
     # Whose compute kernels it runs, when another framework's (`fwbench peak` skips it).
     kernels_of: str | None = None
+    # Modules a fork server imports after the adapter module, so forked workers start
+    # with them loaded (fwbench.launch.forkserver). Importing them must start no thread
+    # and initialise no device.
+    preload: tuple[str, ...] = ()
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(p) is not None for p in self.packages)
@@ -75,6 +79,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             devices=("cpu", "cuda"),
             packages=("torch", "torchvision"),
             adapter_path="fwbench.frameworks.torch:TorchAdapter",
+            preload=("torchvision",),
             distributions=("torch",),
             cuda_modes=(
                 ("compile-reduce-overhead", "its gain is CUDA graphs, which need a CUDA device"),
@@ -99,6 +104,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             devices=("cpu", "cuda"),
             packages=("jax", "keras"),
             adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
+            preload=("jax", "keras"),
             distributions=("jax",),
             native_layout="channels_last",
             default_mode="jit",
@@ -112,6 +118,7 @@ FRAMEWORKS: dict[str, FrameworkInfo] = {
             devices=("cpu", "cuda"),
             packages=("torch", "keras"),
             adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
+            preload=("keras",),
             distributions=("keras",),
             native_layout="channels_last",
             precisions=("fp32", "bf16"),

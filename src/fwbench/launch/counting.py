@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from fwbench.launch import local
+from fwbench.launch import local, outcome
 from fwbench.launch.protocol import CountItem, CountRequest
 
 
@@ -20,15 +20,18 @@ class Count(NamedTuple):
     params: int | None
     error: str | None
     flops: float | None = None  # one inference step at batch size 1, when asked for
+    # The framework's own answer (a count, or its error building the model), as opposed
+    # to a worker that crashed or timed out: only a definitive answer is worth caching.
+    definitive: bool = True
 
 
 def count_params(framework: str, items: Sequence[CountItem], timeout_s: float) -> list[Count]:
     report = local.run_count(CountRequest(framework=framework, items=tuple(items)), timeout_s)
-    if not isinstance(report, local.WorkerFailure):
+    if not isinstance(report, outcome.WorkerFailure):
         flops = report.flops or [None] * len(report.counts)
         return [Count(*row) for row in zip(report.counts, report.errors, flops, strict=True)]
     if len(items) == 1:
-        return [Count(None, f"{report.status}: {report.error}")]
+        return [Count(None, f"{report.status}: {report.error}", None, definitive=False)]
     return [c for item in items for c in count_params(framework, [item], timeout_s)]
 
 

@@ -17,7 +17,7 @@ from fwbench.case import Case
 from fwbench.launch.protocol import CaseRequest
 
 if TYPE_CHECKING:
-    from fwbench.launch.local import CaseOutcome
+    from fwbench.launch.outcome import CaseOutcome
 
 OnStart = Callable[[Case], None]
 OnStatus = Callable[[str], None]
@@ -39,6 +39,11 @@ class GroupDone:
 class Executor(Protocol):
     def connect(self) -> AbstractContextManager[None]:
         """Get ready to run (start or join a cluster); fails fast on a bad address."""
+        ...
+
+    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
+        """Refuse, before any work, groups this executor can never run (inside
+        `connect()`); a no-op where every group can run."""
         ...
 
     def run(

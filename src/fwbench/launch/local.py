@@ -1,16 +1,26 @@
 """Run worker requests in fresh processes on this machine.
 
-One process per case (METHODOLOGY rule 14): global framework state never leaks from one
-case into the next, and a crash or a hang takes only its own case down. Cases run alone
-or as an interleaved group: each worker builds and warms up in turn, then the launcher
-asks them for one timed block each, in alternation, so drift of a noisy machine hits all
-of them alike (rule 15).
+A case is measured in several runs, each a fresh worker process (METHODOLOGY rules 14
+and 16): global framework state never leaks from one run or case into the next, a crash
+or a hang takes only its own case down, and the spread between runs is measured rather
+than hidden. Runs are made in rounds: in each round every case of the group gets one
+run, the workers build and warm up in turn, then the launcher asks them for one timed
+block each, in alternation (each block after a switch begins with one untimed step, so
+a cold cache is not timed: rule 17), so a noisy machine's drift hits all variants
+alike. The order of the cases alternates from round to round (ABBA). Rounds go on until
+every case's interval over its runs is precise enough or its budget ends
+(fwbench.measure.runs).
+
+Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
+has imported the framework once; GPU cases and a refused server spawn them instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import math
 import os
 import selectors
 import shutil
@@ -20,13 +30,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+import psutil
 from pydantic import BaseModel
 
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
+from fwbench.launch.forkserver import ForkServer, ForkServerError, ForkServers
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
 from fwbench.launch.protocol import (
     CaseReport,
     CaseRequest,
@@ -36,8 +49,9 @@ from fwbench.launch.protocol import (
     PeakRequest,
 )
 from fwbench.measure import energy
+from fwbench.measure import runs as case_runs
 from fwbench.measure.nvml import NvmlMemorySampler
-from fwbench.measure.timing import Prepared, Timing, finish, steady
+from fwbench.measure.timing import Prepared, TimingConfig, finish, steady
 
 # Phrases frameworks print when they die of memory exhaustion instead of raising.
 _OOM_PHRASES = (
@@ -47,15 +61,6 @@ _OOM_PHRASES = (
     "resourceexhausted",
 )
 _LOG_TAIL_LINES = 40
-
-
-@dataclass(frozen=True)
-class WorkerFailure:
-    """The worker left no report: it crashed, was killed, or timed out."""
-
-    status: Literal["error", "oom", "timeout"]
-    error: str
-    log_tail: str
 
 
 class WorkerGone(Exception):
@@ -86,44 +91,76 @@ def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
         # an index names one device for the worker and for the NVML trackers alike.
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Like -P: the user's working directory is not on a worker's path, so a `torch.py`
+    # there cannot shadow the framework (torchrun's children get it this way).
+    env["PYTHONSAFEPATH"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
 class WorkerProcess:
-    """One worker: send JSON lines to it, receive JSON lines from it, before a deadline."""
+    """One worker: send JSON lines to it, receive JSON lines from it, before a deadline.
 
-    def __init__(self, label: str, env: dict[str, str], deadline: float, timeout_s: float) -> None:
+    Forked by `server` when one is given (and it still works), else spawned; either way
+    in a process group of its own, with its stderr in a log kept for the result.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        env: dict[str, str],
+        deadline: float,
+        timeout_s: float,
+        server: ForkServer | str | None = None,
+    ) -> None:
         self.deadline = deadline
         self.timeout_s = timeout_s  # as the user set it, for the message
+        self.oom_kills_at_start = oom_kills()
         self._dir = Path(tempfile.mkdtemp(prefix="fwbench-"))
         self.log_path = self._dir / "worker.log"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                # The label only shows in `ps`, so a user can tell which case is running.
-                [sys.executable, "-m", "fwbench.launch.worker", label],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-                # Own process group: a time-out kills the worker and anything it spawned.
-                start_new_session=True,
-            )
+        # A forked worker's command line is its server's: the label is kept beside its log
+        # (`worker_label` reads it back from the process).
+        (self._dir / "label").write_text(label)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.server: ForkServer | None = None
+        why_not = server if isinstance(server, str) else None
+        if isinstance(server, ForkServer):
+            try:
+                forked = server.fork(label, self.log_path)
+            except ForkServerError as exc:
+                why_not = str(exc)
+            else:
+                self.server, self.pid = server, forked.pid
+                self.stdin, self.stdout = forked.stdin, forked.stdout
+                self.launcher = "fork-server"
+        if self.server is None:
+            with self.log_path.open("wb") as log:
+                self.proc = subprocess.Popen(
+                    # -P: a `torch.py` in the user's directory must not shadow the
+                    # framework. The label only shows in `ps`.
+                    [sys.executable, "-P", "-m", "fwbench.launch.worker", label],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    # Own process group: a time-out kills the worker and its children.
+                    start_new_session=True,
+                )
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.pid, self.stdin, self.stdout = self.proc.pid, self.proc.stdin, self.proc.stdout
+            self.launcher = f"spawn ({why_not})" if why_not else "spawn"
         self._selector = selectors.DefaultSelector()
-        assert self.proc.stdout is not None
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._selector.register(self.stdout, selectors.EVENT_READ)
 
     def send(self, message: BaseModel | dict[str, Any]) -> None:
         text = message.model_dump_json() if isinstance(message, BaseModel) else json.dumps(message)
-        assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(text.encode() + b"\n")
-            self.proc.stdin.flush()
+            self.stdin.write(text.encode() + b"\n")
+            self.stdin.flush()
         except (BrokenPipeError, OSError):
             raise WorkerGone(self._failure()) from None
 
     def receive(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
         remaining = self.deadline - time.monotonic()
         if remaining <= 0 or not self._selector.select(timeout=remaining):
             self.kill()
@@ -134,26 +171,41 @@ class WorkerProcess:
                     self.log_tail(),
                 )
             )
-        line = self.proc.stdout.readline()
+        line = self.stdout.readline()
         if not line:
             raise WorkerGone(self._failure())
         message: dict[str, Any] = json.loads(line)
         return message
 
+    def cpu_seconds(self) -> float:
+        """CPU time the worker has used so far (0 once it is gone)."""
+        try:
+            times = psutil.Process(self.pid).cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(times.user + times.system + times.children_user + times.children_system)
+
+    def returncode(self, wait_s: float) -> int | None:
+        if self.proc is not None:
+            try:
+                return self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+        assert self.server is not None
+        return self.server.wait(self.pid, wait_s)
+
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.returncode(10.0)
 
     def close(self) -> None:
         # Ctrl-C in the CLI must not leave a worker running on the machine.
         self.kill()
         self._selector.close()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def log_tail(self) -> str:
@@ -164,22 +216,62 @@ class WorkerProcess:
         return "\n".join(lines[-_LOG_TAIL_LINES:])
 
     def _failure(self) -> WorkerFailure:
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        code = self.returncode(10.0)
+        if code is None:
             self.kill()
-        return classify_exit(self.proc.returncode, self.log_tail())
+            code = self.returncode(10.0)
+        now = oom_kills()
+        killed = (
+            None
+            if now is None or self.oom_kills_at_start is None
+            else now > self.oom_kills_at_start
+        )
+        return classify_exit(code if code is not None else -signal.SIGKILL, self.log_tail(), killed)
 
 
-def classify_exit(returncode: int, log_tail: str) -> WorkerFailure:
+def oom_kills(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """OOM kills so far in this process's cgroup (v2 memory.events), or None if unreadable.
+    Workers share the launcher's cgroup: a rise while one ran means the kernel killed it."""
+    try:
+        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
+        events = cgroup_root / line.split("::", 1)[1].lstrip("/") / "memory.events"
+        for row in events.read_text().splitlines():
+            key, _, value = row.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+def worker_label(pid: int) -> str | None:
+    """The case label of a running worker (forked or spawned), from the folder of the log
+    its stderr goes to; None for any other process."""
+    try:
+        log = Path(os.readlink(f"/proc/{pid}/fd/2"))
+        return (log.parent / "label").read_text() if log.name == "worker.log" else None
+    except OSError:
+        return None
+
+
+def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None) -> WorkerFailure:
+    """Why a worker ended without a report. A SIGKILL is the out-of-memory killer's only
+    when the cgroup's OOM-kill count says so (`oom_killed`); otherwise it is said as is."""
     looks_oom = any(p in log_tail.lower() for p in _OOM_PHRASES)
     if returncode < 0:
         name = signal.Signals(-returncode).name
-        if name == "SIGKILL":
+        if name == "SIGKILL" and oom_killed:
             return WorkerFailure(
-                "oom",
-                "worker killed by SIGKILL (the kernel's out-of-memory killer is the usual cause)",
-                log_tail,
+                "oom", "worker killed by the kernel's out-of-memory killer", log_tail
+            )
+        if name == "SIGKILL":
+            cause = (
+                "not by the out-of-memory killer: the cgroup counted no OOM kill"
+                if oom_killed is False
+                else "cause unknown: the cgroup's OOM-kill count is not readable here"
+            )
+            return WorkerFailure(
+                "oom" if looks_oom else "error", f"worker killed by SIGKILL ({cause})", log_tail
             )
         what = f"worker crashed: killed by {name}"
     else:
@@ -212,144 +304,354 @@ def run_peak(request: PeakRequest, timeout_s: float) -> PeakReport | WorkerFailu
     return out if isinstance(out, WorkerFailure) else PeakReport.model_validate(out)
 
 
-NO_ENERGY = energy.Energy(status="unavailable", reason="the case has no steady-state measurement")
+class MachineBusy(Exception):
+    """--require-idle: other processes kept the machine busy past the wait."""
 
 
-@dataclass(frozen=True)
-class CaseOutcome:
-    """Everything the launcher learned about one case."""
+@dataclass
+class _Case:
+    """The launcher's state of one case of a group, across its runs."""
 
-    report: CaseReport | None  # None when the worker left no report
-    failure: WorkerFailure | None
-    timing: Timing | None
-    energy: energy.Energy
+    request: CaseRequest
+    counters: list[energy.EnergyCounter]
+    energy_reasons: list[str]
+    accumulator: energy.EnergyAccumulator
+    runs: list[MeasuredRun] = field(default_factory=list)
+    report: CaseReport | None = None
+    ended: CaseOutcome | None = None  # a failure, or a report without a measurement
+    stop: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    nvml_peak: int | None = None
+
+    @classmethod
+    def of(cls, request: CaseRequest) -> _Case:
+        counters, reasons = energy.counters_for(request.case.device)
+        return cls(request, counters, reasons, energy.EnergyAccumulator(counters))
+
+    @property
+    def active(self) -> bool:
+        return self.ended is None and self.stop is None
+
+    def figures(self) -> list[case_runs.RunFigures]:
+        return [
+            case_runs.RunFigures(
+                r.timing.median_s,
+                r.timing.ci_low_s,
+                r.timing.ci_high_s,
+                r.timing.measured_s,
+                r.other_cpu_cores,
+            )
+            for r in self.runs
+        ]
+
+    def outcome(self) -> CaseOutcome:
+        if self.ended is not None:
+            return self.ended
+        assert self.report is not None
+        report = self.report
+        if self.nvml_peak is not None and report.memory is not None:
+            device_memory = dict(report.memory.get("device") or {})
+            device_memory["nvml_used_peak_bytes"] = self.nvml_peak
+            report.memory["device"] = device_memory
+        config = self.request.timing
+        stop = self.stop or "failed"
+        return CaseOutcome(
+            report,
+            None,
+            tuple(self.runs),
+            energy.summarise(self.accumulator, self.energy_reasons, self.request.case.batch_size),
+            stop,
+            (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
+        )
 
 
 class _Runner:
-    """The launcher's side of one case in the steady state."""
+    """The launcher's side of one run in the steady state."""
 
-    def __init__(self, request: CaseRequest, worker: WorkerProcess, prepared: Prepared) -> None:
-        self.request = request
+    def __init__(self, state: _Case, worker: WorkerProcess, prepared: Prepared) -> None:
+        self.state = state
         self.worker = worker
         self.prepared = prepared
-        counters, self.energy_reasons = energy.counters_for(request.case.device)
-        self.energy = energy.EnergyAccumulator(counters)
+        # One untimed step before each block when blocks alternate between processes, and
+        # blocks of at least min_block_s then.
+        self.warm = 0
+        self.min_block_s = 0.0
 
-    def block(self) -> float:
-        started = self.energy.start()
+    def block(self) -> tuple[float, int]:
+        steps = self.prepared.steps_per_block
+        started = self.state.accumulator.start()
         wall = time.perf_counter()
-        self.worker.send({"op": "block"})
+        self.worker.send({"op": "block", "warm": self.warm, "steps": steps})
         message = self.worker.receive()
         if message["event"] != "block":
             raise WorkerReported(message.get("report", {}))
-        self.energy.stop(started, time.perf_counter() - wall, self.prepared.steps_per_block)
-        return float(message["seconds"])
+        seconds = float(message["seconds"])
+        self.state.accumulator.stop(started, time.perf_counter() - wall, steps)
+        if self.warm and 0 < seconds < self.min_block_s:
+            # Warmup's estimate of a step was high: lengthen the blocks that follow.
+            longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
+            self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
+        return seconds, steps
 
 
 def run_group(
     requests: list[CaseRequest],
     timeout_s: float,
     on_phase: Callable[[str], None] | None = None,
+    servers: ForkServers | None = None,
 ) -> list[CaseOutcome]:
-    """Run cases in alternation (or one case alone); one outcome per request, in order.
+    """Measure a group of cases in rounds of runs (one case alone, or every variant of one
+    workload in alternation); one outcome per request, in order.
 
-    Every case gets `timeout_s` from the start of the group for each case in it.
-    Data-parallel cases (a strategy) run alone, their ranks driven by
-    fwbench.distributed.launch: interleaving would put two jobs' ranks on the same cores.
+    Each run of a case gets `timeout_s`. Data-parallel cases (a strategy) run alone, their
+    ranks driven by fwbench.distributed.launch: interleaving would put two jobs' ranks on
+    the same cores.
     """
     if any(r.case.strategy for r in requests):
-        from fwbench.distributed.launch import run_distributed
-
         return [
-            run_distributed(r, timeout_s, on_phase)
+            _distributed(r, timeout_s, on_phase)
             if r.case.strategy
-            else run_group([r], timeout_s, on_phase)[0]
+            else run_group([r], timeout_s, on_phase, servers)[0]
             for r in requests
         ]
-    deadline = time.monotonic() + timeout_s * len(requests)
-    outcomes: dict[int, CaseOutcome] = {}
-    runners: dict[int, _Runner] = {}
+    owned = servers is None
+    if servers is None:
+        servers = ForkServers(Path(tempfile.mkdtemp(prefix="fwbench-servers-")))
+    states = [_Case.of(r) for r in requests]
+    try:
+        for round_index in range(max(r.timing.max_runs for r in requests)):
+            active = [s for s in states if s.active]
+            if not active:
+                break
+            order = active if round_index % 2 == 0 else active[::-1]  # ABBA
+            try:
+                _wait_until_idle(order[0].request.timing, on_phase)
+            except MachineBusy as exc:
+                for state in active:
+                    _end(state, WorkerFailure("error", str(exc), ""))
+                break
+            _round(order, round_index, timeout_s, on_phase, servers)
+            for state in active:
+                if state.active:
+                    state.stop = case_runs.stop_reason(state.figures(), state.request.timing)
+    finally:
+        if owned:
+            shutil.rmtree(servers.directory, ignore_errors=True)
+            servers.close()
+    return [state.outcome() for state in states]
+
+
+def _distributed(
+    request: CaseRequest, timeout_s: float, on_phase: Callable[[str], None] | None
+) -> CaseOutcome:
+    """A data-parallel case: its runs one after another, each a fresh set of ranks."""
+    from fwbench.distributed.launch import run_distributed
+
+    state = _Case.of(request)
+    first: CaseOutcome | None = None
+    while state.active:
+        found = run_distributed(request, timeout_s, on_phase)
+        if not found.runs:
+            _end(state, found.failure, found.report)
+            break
+        first = first or found
+        run = found.runs[0]
+        state.runs.append(run)
+        state.report = state.report or found.report
+        state.stop = case_runs.stop_reason(state.figures(), request.timing)
+    if state.ended is not None or first is None:
+        return state.outcome()
+    outcome = state.outcome()
+    # Energy: the first run's (each set of ranks reads its own counters).
+    return CaseOutcome(
+        outcome.report, None, outcome.runs, first.energy, outcome.stop_reason, outcome.warnings
+    )
+
+
+def _end(state: _Case, failure: WorkerFailure | None, report: CaseReport | None = None) -> None:
+    """A run failed: a case with measured runs keeps them (and says what happened to the
+    next); one without becomes the failure."""
+    what = (
+        failure.error
+        if failure
+        else f"{report.status if report else '?'}: " + str(report.error if report else "")
+    )
+    if state.runs:
+        state.stop = "failed"
+        state.warnings.append(f"run {len(state.runs) + 1} failed and no more were made: {what}")
+        return
+    state.ended = CaseOutcome(report, failure)
+
+
+def _round(
+    order: list[_Case],
+    round_index: int,
+    timeout_s: float,
+    on_phase: Callable[[str], None] | None,
+    servers: ForkServers,
+) -> None:
+    deadline = time.monotonic() + timeout_s * len(order)
+    runners: list[_Runner] = []
     workers: list[WorkerProcess] = []
     try:
-        for i, request in enumerate(requests):
+        for state in order:
+            case = state.request.case
             if on_phase:
-                on_phase(f"building and warming up {request.case.label()}")
-            env = worker_env(request.case.threads, request.case.device)
-            worker = WorkerProcess(f"case: {request.case.label()}", env, deadline, timeout_s)
+                on_phase(f"run {round_index + 1}: building and warming up {case.label()}")
+            env = worker_env(case.threads, case.device)
+            # CUDA does not survive a fork once any import has touched the driver: GPU
+            # workers are spawned.
+            server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
+            request = state.request
+            if round_index > 0:  # FLOPs and profiles are taken once, in the first run
+                request = request.model_copy(update={"count_flops": False, "profile_steps": 0})
+            worker = WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
             workers.append(worker)
             try:
                 worker.send(request)
                 message = worker.receive()
             except WorkerGone as gone:
-                outcomes[i] = CaseOutcome(None, gone.failure, None, NO_ENERGY)
+                _end(state, gone.failure)
                 continue
             if message["event"] == "report":
                 report = CaseReport.model_validate(message["report"])
-                outcomes[i] = CaseOutcome(report, None, None, NO_ENERGY)
+                _end(state, None, report)
                 continue
-            runners[i] = _Runner(request, worker, Prepared(**message["prepared"]))
+            runners.append(_Runner(state, worker, Prepared(**message["prepared"])))
         if runners:
             if on_phase:
                 on_phase(
-                    "measuring " + " | ".join(r.request.case.label() for r in runners.values())
+                    f"run {round_index + 1}: measuring "
+                    + " | ".join(r.state.request.case.label() for r in runners)
                 )
-            outcomes |= _measure(runners)
+            _measure(runners)
     finally:
         for worker in workers:
             worker.close()
-    return [outcomes[i] for i in range(len(requests))]
 
 
-def _measure(runners: dict[int, _Runner]) -> dict[int, CaseOutcome]:
-    config = max((r.request.timing for r in runners.values()), key=lambda c: c.max_time_s)
-    if any(r.energy.counters for r in runners.values()):
+def _busy_cpu_seconds() -> float:
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
+def _own_cpu_seconds() -> float:
+    times = psutil.Process().cpu_times()
+    return float(times.user + times.system)
+
+
+def _other_load(workers: Sequence[WorkerProcess], seconds: float) -> float:
+    """Cores' worth of CPU used by processes other than fwbench's over `seconds`."""
+    busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
+    time.sleep(seconds)
+    busy2 = _busy_cpu_seconds()
+    own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
+    return max(0.0, ((busy2 - busy) - (own2 - own)) / seconds)
+
+
+IDLE_PROBE_S = 0.5
+IDLE_WAIT_S = 30.0
+
+
+def _wait_until_idle(config: TimingConfig, on_phase: Callable[[str], None] | None) -> None:
+    if not config.require_idle:
+        return
+    deadline = time.monotonic() + IDLE_WAIT_S
+    while True:
+        load = _other_load([], IDLE_PROBE_S)
+        if load <= config.busy_cores:
+            return
+        if time.monotonic() > deadline:
+            raise MachineBusy(
+                f"machine busy: other processes used {load:.2f} cores (over "
+                f"{config.busy_cores:g}) for {IDLE_WAIT_S:g} s; --require-idle refused to measure"
+            )
+        if on_phase:
+            on_phase(f"waiting for an idle machine: other processes use {load:.2f} cores")
+
+
+def _measure(runners: list[_Runner]) -> None:
+    config = max((r.state.request.timing for r in runners), key=lambda c: c.run_time_s)
+    run_config = config.for_run()
+    if any(r.state.counters for r in runners):
         # Energy counters need a long enough window to be read reliably.
-        config = config.model_copy(
-            update={"min_time_s": max(config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
+        run_config = run_config.model_copy(
+            update={"min_time_s": max(run_config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
         )
-    order = list(runners)
-    devices = {runners[i].request.case.device for i in order}
+    if len(runners) > 1:
+        for runner in runners:
+            runner.warm = 1
+            runner.min_block_s = config.min_switch_block_s
+            runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
+    devices = {r.state.request.case.device for r in runners}
+    workers = [r.worker for r in runners]
+    busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
+    wall = time.perf_counter()
     with NvmlMemorySampler("cuda" if "cuda" in devices else "cpu") as nvml:
-        runs = steady(
-            [runners[i].block for i in order],
-            [runners[i].prepared.steps_per_block for i in order],
-            config,
+        found = steady(
+            [r.block for r in runners], [r.prepared.steps_per_block for r in runners], run_config
         )
-    outcomes: dict[int, CaseOutcome] = {}
-    for i, run in zip(order, runs, strict=True):
-        runner = runners[i]
-        batch = runner.request.case.batch_size
+    elapsed = time.perf_counter() - wall
+    own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
+    other = max(0.0, ((_busy_cpu_seconds() - busy) - (own2 - own)) / elapsed) if elapsed else None
+    for runner, run in zip(runners, found, strict=True):
+        state = runner.state
         try:
             if isinstance(run.error, WorkerReported):
-                report = CaseReport.model_validate(run.error.report)
-                outcomes[i] = CaseOutcome(report, None, None, NO_ENERGY)
+                _end(state, None, CaseReport.model_validate(run.error.report))
                 continue
             if run.error is not None:
                 raise run.error
             runner.worker.send({"op": "finish"})
             message = runner.worker.receive()
         except WorkerGone as gone:
-            outcomes[i] = CaseOutcome(None, gone.failure, None, NO_ENERGY)
+            _end(state, gone.failure)
             continue
         report = CaseReport.model_validate(message["report"])
-        if nvml.peak_bytes is not None and report.memory is not None:
-            device_memory = dict(report.memory.get("device") or {})
-            device_memory["nvml_used_peak_bytes"] = nvml.peak_bytes
-            report.memory["device"] = device_memory
-        timing = (
-            finish(runner.prepared, run, runner.request.timing) if report.status == "ok" else None
+        if report.status != "ok":
+            _end(state, None, report)
+            continue
+        if nvml.peak_bytes is not None:
+            state.nvml_peak = max(state.nvml_peak or 0, nvml.peak_bytes)
+        timing = finish(runner.prepared, run, state.request.timing)
+        launcher = runner.worker.launcher
+        state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))
+        if state.report is None:
+            state.report = report
+        else:
+            _check_compiles(state, report)
+
+
+def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
+    """Blocks long enough that switching processes between them costs nothing measurable."""
+    step = prepared.warmup_s / prepared.warmup_steps if prepared.warmup_steps else 0.0
+    step = step or prepared.first_step_s
+    if step <= 0:
+        return prepared
+    steps = max(prepared.steps_per_block, math.ceil(min_block_s / step))
+    return dataclasses.replace(prepared, steps_per_block=steps)
+
+
+def _check_compiles(state: _Case, report: CaseReport) -> None:
+    """Recompilations are read per run; the first run's are in its report's settings."""
+    before = report.settings.get("compiles_after_warmup")
+    after = report.settings.get("compiles_after_timing")
+    if before is not None and after is not None and after > before:
+        state.warnings.append(
+            f"run {len(state.runs)} recompiled {after - before} time(s) inside its timed "
+            "blocks: its steady state includes compilation"
         )
-        outcomes[i] = CaseOutcome(
-            report, None, timing, energy.summarise(runner.energy, runner.energy_reasons, batch)
-        )
-    return outcomes
 
 
 class LocalExecutor:
-    """This machine: one group at a time, in order, so no two cases share the hardware."""
+    """This machine: one group at a time, in order, so no two cases share the hardware.
+    Fork servers live as long as the executor runs, so each framework is imported once."""
 
     def connect(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
+        return None
 
     def run(
         self,
@@ -358,8 +660,14 @@ class LocalExecutor:
         on_start: OnStart | None = None,
         on_status: OnStatus | None = None,
     ) -> Iterator[GroupDone]:
-        for index, group in enumerate(groups):
-            if on_start:
-                for request in group:
-                    on_start(request.case)
-            yield GroupDone(index, run_group(list(group), timeout_s, on_status))
+        directory = Path(tempfile.mkdtemp(prefix="fwbench-servers-"))
+        servers = ForkServers(directory)
+        try:
+            for index, group in enumerate(groups):
+                if on_start:
+                    for request in group:
+                        on_start(request.case)
+                yield GroupDone(index, run_group(list(group), timeout_s, on_status, servers))
+        finally:
+            servers.close()
+            shutil.rmtree(directory, ignore_errors=True)

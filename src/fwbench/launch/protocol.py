@@ -3,7 +3,9 @@
 The launcher writes a request as the first line of the worker's stdin. A count or peak
 request is answered by one `report` line. A case request is answered by `ready` once the
 worker has built the model and warmed up (or by a `report` if that failed); then each
-`{"op": "block"}` is answered by a `block` line with the block's duration, and
+`{"op": "block", "warm": n, "steps": k}` is answered by a `block` line with the
+duration of k timed steps (after n untimed ones, when blocks alternate with another
+process), and
 `{"op": "finish"}` by the final `report`. The worker writes its lines to its original
 stdout; everything the frameworks print goes to the log instead.
 """

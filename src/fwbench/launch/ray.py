@@ -39,7 +39,7 @@ from typing import Any
 from fwbench.case import Case
 from fwbench.environment import host_environment
 from fwbench.errors import ExecutorError
-from fwbench.launch import local
+from fwbench.launch import local, outcome
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.protocol import CaseRequest
 
@@ -129,11 +129,36 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ExecutorError(f"cannot reach the Ray cluster at {address!r}: {reason}") from None
 
 
+# Ray's workers start in seconds; when they cannot (an object store that cannot mmap under
+# a memory limit, say) Ray queues tasks forever without a word.
+WORKER_START_TIMEOUT_S = 60.0
+
+
+def _ping() -> bool:
+    return True
+
+
+def _check_workers_start(ray: ModuleType) -> None:
+    ref = ray.remote(num_cpus=0)(_ping).remote()
+    try:
+        ray.get(ref, timeout=WORKER_START_TIMEOUT_S)
+    except ray.exceptions.GetTimeoutError:
+        with contextlib.suppress(Exception):
+            ray.cancel(ref, force=True)
+        raise ExecutorError(
+            f"Ray started, but none of its workers ran a task within "
+            f"{WORKER_START_TIMEOUT_S:g} s (see Ray's logs under /tmp/ray: often its object "
+            "store cannot allocate memory under a limit)"
+        ) from None
+    except ray.exceptions.RayError as exc:
+        raise ExecutorError(f"Ray's workers cannot run a task: {_first_line(exc)}") from None
+
+
 @dataclass(frozen=True)
 class NodeDone:
     """What a task sends back: picklable, and small next to a result's samples."""
 
-    outcomes: list[local.CaseOutcome]
+    outcomes: list[outcome.CaseOutcome]
     host: dict[str, Any]
 
 
@@ -178,9 +203,19 @@ class RayExecutor:
                 f"cannot start or join Ray at {where}: {_first_line(exc)}"
             ) from None
         try:
+            _check_workers_start(ray)
             yield
         finally:
             ray.shutdown()
+
+    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
+        """Before any work (parameter counting included): every group fits some node."""
+        ray = import_ray()
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        for group in groups:
+            problem = unmet(demand([r.case for r in group]), group[0].case.label(), nodes)
+            if problem:
+                raise ExecutorError(problem)
 
     def run(
         self,
@@ -192,12 +227,8 @@ class RayExecutor:
         # Ray does not say when a queued task starts, so on_start is not called; the
         # status line counts what is in flight instead.
         ray = import_ray()
-        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        self.check(groups)
         needs = [demand([r.case for r in group]) for group in groups]
-        for need, group in zip(needs, groups, strict=True):
-            problem = unmet(need, group[0].case.label(), nodes)
-            if problem:
-                raise ExecutorError(problem)
         task = ray.remote(run_on_node)
         pending: dict[Any, int] = {}
         for index, (need, group) in enumerate(zip(needs, groups, strict=True)):
@@ -232,11 +263,11 @@ class RayExecutor:
         except ray.exceptions.OutOfMemoryError as exc:
             # Ray's memory monitor killed the task: the case does not fit the node, which
             # is what a local sweep records when the kernel's OOM killer strikes.
-            failure = local.WorkerFailure(
+            failure = outcome.WorkerFailure(
                 "oom", f"killed by Ray's memory monitor: {_first_line(exc)}", ""
             )
-            outcome = local.CaseOutcome(None, failure, None, local.NO_ENERGY)
-            return GroupDone(index, [outcome for _ in group])
+            killed = outcome.CaseOutcome(None, failure)
+            return GroupDone(index, [killed for _ in group])
         except ray.exceptions.RayTaskError as exc:
             # fwbench itself raised on the node (not installed there, a bug): not retried.
             cause = getattr(exc, "cause", None)

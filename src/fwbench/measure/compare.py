@@ -1,75 +1,117 @@
-"""Is A faster than B? A ratio with a bootstrap CI and a rank test. Pure functions.
+"""Is A faster than B, by how much, and are they the same? Pure functions on runs.
 
-The ratio is median(slower) / median(faster) step time, so "1.31x faster" reads the way
-the studies plot relative time. Its 95% interval comes from a percentile bootstrap of
-both medians; the Mann-Whitney U test on the per-block samples says whether the two
-distributions differ at all. A difference is called significant only when both agree
-(p < alpha and the interval excludes 1); otherwise fwbench says so.
+A case is measured in several worker processes (runs); each run's median step time is
+one observation, because each process has its own offset (memory layout, allocator and
+thread placement) that no number of blocks inside it averages away, and blocks inside a
+process are autocorrelated. So the ratio of two cases is the ratio of the geometric means
+of their run medians, with a Welch t interval on the log scale (METHODOLOGY rule 16).
+
+A verdict has three outcomes (rule 18), against an equivalence band of +-`band`:
+- "A 1.31x faster (1.27-1.35)" when the whole interval lies beyond the band;
+- "equivalent within +-2%" when the whole interval lies inside it;
+- "inconclusive" otherwise: more runs, or a quieter machine, would decide it.
+A significant 1.01x is therefore never a finding.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy import stats as sps
 
-BOOTSTRAP_RESAMPLES = 2000
+DEFAULT_BAND = 0.02
+Outcome = Literal["faster", "equivalent", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """geomean(a) / geomean(b) of per-run values, and its interval (nan-free: an
+    interval that does not exist is (0, inf))."""
+
+    value: float
+    ci_low: float
+    ci_high: float
+    runs_a: int
+    runs_b: int
+
+    @property
+    def has_interval(self) -> bool:
+        return math.isfinite(self.ci_high) and self.ci_low > 0
+
+
+def ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Ratio:
+    """Ratio of the geometric means of two sets of per-run values, with a Welch t interval
+    of the difference of mean logs. One run on one side borrows the other side's
+    variance (equal-variance assumption, said so by runs_a / runs_b); one run on both
+    sides has no interval."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    if len(la) < 1 or len(lb) < 1:
+        raise ValueError("a comparison needs at least one run on each side")
+    diff = float(la.mean() - lb.mean())
+    na, nb = len(la), len(lb)
+    if na < 2 and nb < 2:
+        return Ratio(math.exp(diff), 0.0, math.inf, na, nb)
+    if na >= 2 and nb >= 2:
+        va, vb = float(la.var(ddof=1)) / na, float(lb.var(ddof=1)) / nb
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)) if se > 0 else na + nb - 2
+    else:
+        spread = float((la if na >= 2 else lb).var(ddof=1))
+        se = math.sqrt(spread * (1 / na + 1 / nb))
+        df = max(na, nb) - 1
+    half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
+    return Ratio(math.exp(diff), math.exp(diff - half), math.exp(diff + half), na, nb)
 
 
 @dataclass(frozen=True)
 class Verdict:
     faster: str
     slower: str
-    ratio: float  # median(slower) / median(faster), >= 1
+    ratio: float  # slower / faster, >= 1
     ci_low: float
     ci_high: float
-    p_value: float
-    significant: bool
+    outcome: Outcome
+    band: float
+    runs: tuple[int, int]  # runs of the faster and of the slower side
+
+    @property
+    def significant(self) -> bool:
+        """A difference fwbench reports as a finding (beyond the equivalence band)."""
+        return self.outcome == "faster"
+
+    def interval(self) -> str:
+        if not math.isfinite(self.ci_high):
+            return "no interval: one run each"
+        return f"{self.ci_low:.2f}-{self.ci_high:.2f}"
 
     def text(self) -> str:
-        interval = f"{self.ci_low:.2f}-{self.ci_high:.2f}"
-        if self.significant:
-            return f"{self.faster} {self.ratio:.2f}x faster ({interval})"
-        return (
-            f"no significant difference ({self.faster} {self.ratio:.2f}x, {interval}, "
-            f"p={self.p_value:.2g})"
-        )
+        if self.outcome == "faster":
+            return f"{self.faster} {self.ratio:.2f}x faster ({self.interval()})"
+        detail = f"{self.faster} {self.ratio:.2f}x, {self.interval()}"
+        if self.outcome == "equivalent":
+            return f"equivalent within ±{self.band:.0%} ({detail})"
+        return f"inconclusive ({detail}; {self.runs[0]}+{self.runs[1]} runs)"
+
+    def short(self) -> str:
+        if self.outcome == "faster":
+            return f"{self.faster} {self.ratio:.2f}x faster"
+        if self.outcome == "equivalent":
+            return f"same within ±{self.band:.0%}"
+        return f"inconclusive ({self.ratio:.2f}x)"
 
 
-def _bootstrap_medians(xs: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
-    idx = rng.integers(0, len(xs), size=(n, len(xs)))
-    medians: np.ndarray = np.median(xs[idx], axis=1)
-    return medians
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """median(a) / median(b), its bootstrap interval, and the rank test's p-value."""
-
-    value: float
-    ci_low: float
-    ci_high: float
-    p_value: float
-
-
-def ratio(
-    a: Sequence[float],
-    b: Sequence[float],
-    confidence: float = 0.95,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
-) -> Ratio:
-    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(xa) < 2 or len(xb) < 2:
-        raise ValueError("a comparison needs at least two samples on each side")
-    rng = np.random.default_rng(seed)  # reproducible: the same samples, the same interval
-    boot = _bootstrap_medians(xa, rng, resamples) / _bootstrap_medians(xb, rng, resamples)
-    tail = (1 - confidence) / 2 * 100
-    low, high = (float(v) for v in np.percentile(boot, [tail, 100 - tail]))
-    p = float(sps.mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
-    return Ratio(float(np.median(xa) / np.median(xb)), low, high, p)
+def outcome_of(low: float, high: float, band: float) -> Outcome:
+    """Three outcomes of an interval of slower/faster (or new/base) against +-band."""
+    upper, lower = 1.0 + band, 1.0 / (1.0 + band)
+    if low > upper or high < lower:
+        return "faster"
+    if lower <= low and high <= upper:
+        return "equivalent"
+    return "inconclusive"
 
 
 def compare(
@@ -77,14 +119,22 @@ def compare(
     b: Sequence[float],
     name_a: str = "A",
     name_b: str = "B",
+    band: float = DEFAULT_BAND,
     confidence: float = 0.95,
-    alpha: float = 0.05,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
 ) -> Verdict:
-    """Compare two sets of step-time samples (seconds; lower is faster)."""
-    if len(a) >= 2 and len(b) >= 2 and np.median(a) > np.median(b):
+    """Compare two cases by their per-run step times (seconds; lower is faster)."""
+    if len(a) < 1 or len(b) < 1:
+        raise ValueError("a comparison needs at least one run on each side")
+    if float(np.mean(np.log(a))) > float(np.mean(np.log(b))):
         a, b, name_a, name_b = b, a, name_b, name_a
-    r = ratio(b, a, confidence, resamples, seed)  # slower / faster
-    significant = r.p_value < alpha and r.ci_low > 1.0
-    return Verdict(name_a, name_b, r.value, r.ci_low, r.ci_high, r.p_value, significant)
+    r = ratio(b, a, confidence)  # slower / faster
+    return Verdict(
+        name_a,
+        name_b,
+        r.value,
+        r.ci_low,
+        r.ci_high,
+        outcome_of(r.ci_low, r.ci_high, band),
+        band,
+        (r.runs_b, r.runs_a),
+    )

@@ -19,8 +19,9 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
 
     Step times are skewed (a long right tail of preemptions), so an interval that assumes
     normality would be wrong; the binomial order-statistic interval assumes nothing but
-    independent samples. With fewer than 6 samples no 95% interval exists and the full
-    range is returned (wider than the nominal level, never narrower).
+    independent samples. With fewer than 6 samples no 95% interval exists: the full range
+    is returned, and it covers the median with probability 1 - 2**(1 - n) only (94% with
+    5 samples, 75% with 3), which `median_ci_coverage` says.
     """
     if not samples:
         raise ValueError("confidence interval of no samples")
@@ -43,3 +44,36 @@ def iqr(samples: Sequence[float]) -> float:
 
 def relative_half_width(low: float, high: float, centre: float) -> float:
     return (high - low) / 2.0 / centre if centre > 0 else float("inf")
+
+
+def median_ci_coverage(n: int, confidence: float = 0.95) -> float:
+    """The coverage `median_ci` really has with n samples: the nominal level when an
+    order-statistic interval exists, else that of the full range."""
+    if n < 1:
+        raise ValueError("coverage of no samples")
+    full_range = 1.0 - 2.0 ** (1 - n)
+    return confidence if full_range >= confidence else full_range
+
+
+def log_t_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float] | None:
+    """Geometric mean of per-run values and its t interval, on the log scale.
+
+    Each run (worker process) has its own offset, so runs, not blocks, are the
+    independent observations; a t interval on n log run-medians is exact for lognormal
+    process effects and honest (wide) for n as small as 2. None with one run: no
+    between-process interval exists.
+    """
+    xs = np.log(np.asarray(values, dtype=float))
+    if len(xs) < 2:
+        return None
+    mean = float(xs.mean())
+    half = float(stats.t.ppf(0.5 + confidence / 2, len(xs) - 1) * xs.std(ddof=1) / np.sqrt(len(xs)))
+    return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("geometric mean of no values")
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fwbench.measure import stats
 
@@ -39,18 +39,52 @@ class TimingConfig(BaseModel):
     # median of the window before it within `warmup_tolerance`.
     warmup_window: int = Field(3, ge=1)
     warmup_tolerance: float = Field(0.05, gt=0)
-    min_samples: int = Field(10, ge=1)
+    # Blocks per run: at least min_samples (6 is the fewest with a 95% interval of the
+    # median), at most max_samples.
+    min_samples: int = Field(6, ge=1)
     max_samples: int = Field(1000, ge=1)
-    # Stop when the 95% CI of the median is within +-target of it...
-    target_ci: float = Field(0.01, gt=0)
-    # ...or when steady-state measuring has taken this long (once min_samples are in).
-    max_time_s: float = Field(10.0, gt=0)
+    # Runs (worker processes) per case: between-process variation is the noise that
+    # matters (METHODOLOGY rule 16), so a case is several runs; 1 is allowed, with a
+    # warning that its interval then excludes that variation.
+    min_runs: int = Field(3, ge=1, le=1000)
+    max_runs: int = Field(10, ge=1, le=1000)
+    # Stop adding runs when the 95% CI of the case (from its runs) is within +-target;
+    # a run stops when its own CI is, or after run_time_s of blocks.
+    target_ci: float = Field(0.02, gt=0, le=1)
+    run_time_s: float = Field(2.0, gt=0, allow_inf_nan=False)
+    # Stop adding runs when the runs' steady states have taken this long in all.
+    max_time_s: float = Field(10.0, gt=0, allow_inf_nan=False)
     # Never stop before this much steady-state time (energy counters need a window).
     min_time_s: float = Field(0.0, ge=0)
     # Shortest block, whatever the sync overhead; blocks are also >= 1000x the overhead.
     min_block_s: float = Field(1e-3, ge=0)
+    # Shortest block when blocks alternate between processes: the switch (a cold cache,
+    # the other pool's threads going to sleep) must cost nothing measurable against it.
+    min_switch_block_s: float = Field(0.05, ge=0)
     max_overhead_share: float = Field(1e-3, gt=0)
     spread_warning: float = Field(0.10, gt=0)
+    # A run whose second half of blocks is this much faster or slower than its first
+    # (and more than its own noise) was still warming up, or the machine changed.
+    drift_warning: float = Field(0.02, gt=0)
+    # Cores' worth of CPU that other processes may use during a run before it is flagged;
+    # require_idle waits for a machine below it before each round (or refuses).
+    busy_cores: float = Field(0.25, gt=0)
+    require_idle: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimingConfig:
+        if self.max_runs < self.min_runs:
+            raise ValueError(f"max_runs ({self.max_runs}) is below min_runs ({self.min_runs})")
+        if self.max_samples < self.min_samples:
+            raise ValueError(
+                f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})"
+            )
+        return self
+
+    def for_run(self) -> TimingConfig:
+        """The stop rule of one run: its own precision, or run_time_s of blocks (never
+        more than the whole case's budget)."""
+        return self.model_copy(update={"max_time_s": min(self.run_time_s, self.max_time_s)})
 
 
 @dataclass(frozen=True)
@@ -181,12 +215,15 @@ class Steady:
 
 
 def steady(
-    blocks: Sequence[Callable[[], float]], steps_per_block: Sequence[int], config: TimingConfig
+    blocks: Sequence[Callable[[], float | tuple[float, int]]],
+    steps_per_block: Sequence[int],
+    config: TimingConfig,
 ) -> list[Steady]:
     """Run one block of each runner in turn until every runner may stop.
 
     Runners keep alternating until all are done, so that drift of a noisy machine hits
-    each of them alike; a runner whose block raises is dropped with its error.
+    each of them alike; a runner whose block raises is dropped with its error. A block
+    returns its seconds, or (seconds, steps) when its length changed on the way.
     """
     runs = [Steady() for _ in blocks]
     while True:
@@ -194,13 +231,14 @@ def steady(
             if run.error is not None:
                 continue
             try:
-                seconds = block()
+                found = block()
             except Exception as exc:
                 run.error = exc
                 run.stop_reason = "failed"
                 continue
+            seconds, steps = found if isinstance(found, tuple) else (found, per_block)
             run.elapsed_s += seconds
-            run.samples.append(seconds / per_block)
+            run.samples.append(seconds / steps)
         states = [run.state(config) for run in runs]
         if all(s is not None for s in states) or "max_samples" in states:
             for run, reason in zip(runs, states, strict=True):
@@ -248,6 +286,8 @@ def _warnings(
     stop_reason: StopReason,
     config: TimingConfig,
 ) -> list[str]:
+    """What one run's blocks say about themselves: spread, and a trend left in them.
+    (Whether the case is precise enough is decided over its runs: fwbench.measure.runs.)"""
     out = []
     spread = stats.iqr(samples) / med if med > 0 else 0.0
     if spread > config.spread_warning:
@@ -255,10 +295,22 @@ def _warnings(
             f"large spread: IQR is {spread:.0%} of the median "
             f"(over {config.spread_warning:.0%}); the machine may be noisy"
         )
-    half = stats.relative_half_width(low, high, med)
-    if stop_reason != "precision" and half > config.target_ci:
+    drift = drift_of(samples)
+    noise = stats.relative_half_width(low, high, med)
+    if drift is not None and abs(drift) > max(config.drift_warning, 2 * noise):
+        way = "slower" if drift > 0 else "faster"
         out.append(
-            f"precision target not reached: 95% CI is +-{half:.1%} of the median, "
-            f"target +-{config.target_ci:.1%} ({stop_reason} ended the measurement)"
+            f"not steady: the second half of the blocks ran {abs(drift):.1%} {way} than the "
+            "first (warmup not over, or the machine changed during the run)"
         )
     return out
+
+
+def drift_of(samples: Sequence[float]) -> float | None:
+    """Median of the second half of the blocks relative to the first, minus 1 (None with
+    fewer than 8 blocks: too few to tell a trend from noise)."""
+    if len(samples) < 8:
+        return None
+    half = len(samples) // 2
+    first, second = stats.median(samples[:half]), stats.median(samples[-half:])
+    return second / first - 1 if first > 0 else None

@@ -91,7 +91,9 @@ class Trend:
 def downward_trend(
     batch_sizes: Sequence[int], per_sample: Sequence[Sequence[float]]
 ) -> Trend | None:
-    """Does time per sample fall as the batch grows? Spearman on every block sample."""
+    """Does time per sample fall as the batch grows? Spearman over one value per run and
+    batch size: blocks of one process are not independent (METHODOLOGY rule 19), and
+    thousands of them would make two batch sizes look like p = 1e-59."""
     xs = [b for b, samples in zip(batch_sizes, per_sample, strict=True) for _ in samples]
     ys = [s for samples in per_sample for s in samples]
     if len(set(batch_sizes)) < 2 or len(ys) < 4:
@@ -140,7 +142,7 @@ def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel
                 batch_sizes.append(b)
                 values.append(v)
                 if r.measurement is not None:
-                    samples.append([s / b for s in r.measurement.samples])
+                    samples.append([m / b for m in r.measurement.run_medians])
             trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
             curves.append(Curve(variant, batch_sizes, values, failed, trend))
         if any(c.values for c in curves):  # a panel of failures only has nothing to draw

@@ -314,9 +314,9 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
         for device in devices:
             panels = figures.relative_time(results, task, device)
             if panels:
-                title = f"Relative {word} time on {device} (faster framework = 1.0)"
+                chart = f"Relative {word} time on {device} (faster framework = 1.0)"
                 heading = f"{word.capitalize()} time, relative ({device})"
-                figs.append((heading, _relative_figure(panels, title), ""))
+                figs.append((heading, _relative_figure(panels, chart), ""))
     scaled = scaling.scaling(results)
     if scaled:
         figs.append(
@@ -394,8 +394,10 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}. '
-        "Times are medians with 95% confidence intervals; a verdict needs a significant "
-        "Mann-Whitney test and a bootstrap interval of the ratio above 1.</p>",
+        "Each case is several worker processes (runs); its time is the geometric mean of "
+        "their medians, with a 95% interval over runs. A verdict says “faster” when the "
+        "interval of the ratio lies beyond ±2%, “equivalent” when it lies within, "
+        "“inconclusive” otherwise.</p>",
         "<h2>Verdicts</h2>",
         _verdicts(results),
         *sections,

@@ -10,6 +10,19 @@ from fwbench.report import scaling
 from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
 
+_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`"})
+
+
+def md(text: object) -> str:
+    """Text from a sweep file or a results file, safe in Markdown: no HTML, no table
+    breaks, one line."""
+    return " ".join(str(text).translate(_ESCAPES).split())
+
+
+def _code(text: object) -> str:
+    """Inline code: its content is literal, but a backtick would end it."""
+    return "`" + " ".join(str(text).replace("`", "'").split()) + "`"
+
 
 def render(
     results: Sequence[Result],
@@ -19,7 +32,7 @@ def render(
     """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed."""
     variants, rows = summarise(results)
     out = [
-        f"# {title}",
+        f"# {md(title)}",
         "",
         f"Generated {datetime.now():%Y-%m-%d %H:%M} from {len(results)} results.",
         "",
@@ -29,16 +42,16 @@ def render(
         "relative to the fastest framework for the same work (x1.00 = fastest).",
         "",
     ]
-    head = ["model", "task", "batch", "shape", *variants, "verdict"]
+    head = ["model", "task", "batch", "shape", *(md(v) for v in variants), "verdict"]
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for row in rows:
         w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
-        cells = [cell(row.results.get(v), row.relative(v)) for v in variants]
+        cells = [md(cell(row.results.get(v), row.relative(v))) for v in variants]
         out.append(
-            f"| {w['model']} | {w['task']} | {batch_text(w)} | {w['shape']} | "
+            f"| {md(w['model'])} | {md(w['task'])} | {batch_text(w)} | {md(w['shape'])} | "
             + " | ".join(cells)
-            + f" | {row.verdict()} |"
+            + f" | {md(row.verdict())} |"
         )
     scaled = scaling.scaling(results)
     if scaled:
@@ -48,22 +61,22 @@ def render(
             "## Data-parallel scaling",
             "",
             "Efficiency = throughput(N) / (N x throughput(1)) = t1 / tN at a fixed per-replica",
-            "batch, against the same strategy at one worker (95% bootstrap CI).",
+            "batch, against the same strategy at one worker (95% CI over runs).",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),
         ]
-        out += ["| " + " | ".join(row) + " |" for row in body]
+        out += ["| " + " | ".join(md(c) for c in row) + " |" for row in body]
     for caption, path in charts:
-        out += ["", f"![{caption}]({path})"]
+        out += ["", f"![{md(caption)}]({path})"]
     failures = [r for r in results if r.status != "ok"]
     if failures:
         out += ["", "## Cases without a measurement", ""]
-        out += [f"- `{r.case.label()}`: **{r.status}**: {r.error}" for r in failures]
+        out += [f"- {_code(r.case.label())}: **{r.status}**: {md(r.error)}" for r in failures]
     warned = [r for r in results if r.warnings]
     if warned:
         out += ["", "## Warnings", ""]
-        out += [f"- `{r.case.label()}`: {w}" for r in warned for w in r.warnings]
+        out += [f"- {_code(r.case.label())}: {md(w)}" for r in warned for w in r.warnings]
     out += ["", "## Environment", ""]
     seen: set[str] = set()
     for r in results:

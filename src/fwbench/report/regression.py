@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fwbench.measure.compare import ratio
 from fwbench.result import Result
 
+# The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05
 
 
@@ -20,7 +21,7 @@ class Change:
     ratio: float | None = None  # new / base median step time
     ci_low: float | None = None
     ci_high: float | None = None
-    p_value: float | None = None
+    runs: tuple[int, int] | None = None  # runs of the base and of the new result
 
     def describe(self) -> str:
         if self.kind in ("only-in-base", "only-in-new"):
@@ -30,9 +31,13 @@ class Change:
             return f"status {self.base.status} -> {self.new.status}"
         if self.ratio is None:  # neither side has a measurement
             return f"{self.kind} ({self.new.status})"
-        change = (
-            f"{self.ratio - 1:+.1%} ({self.ci_low:.3f}-{self.ci_high:.3f}x, p={self.p_value:.2g})"
+        assert self.ci_low is not None and self.ci_high is not None and self.runs is not None
+        interval = (
+            f"{self.ci_low:.3f}-{self.ci_high:.3f}x"
+            if self.ci_high != float("inf")
+            else "no interval: one run each"
         )
+        change = f"{self.ratio - 1:+.1%} ({interval}; {self.runs[0]}+{self.runs[1]} runs)"
         return f"{self.kind}: step time {change}"
 
 
@@ -56,10 +61,17 @@ def _latest(results: Sequence[Result]) -> dict[str, Result]:
 def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.05) -> list[Change]:
     """Every case of either set, regressions first (largest first).
 
-    A regression is a slowdown that is significant (Mann-Whitney p < 0.05 and the bootstrap
-    interval of new/base above 1) and larger than `threshold`; an improvement likewise.
+    new / base is compared over the two results' runs (compare.ratio). A regression is a
+    slowdown larger than `threshold` whose interval lies above 1; an improvement likewise
+    below. The intervals are Bonferroni-widened to 1 - ALPHA / (cases compared), so an
+    unchanged set of N cases raises a false alarm in at most ALPHA of comparisons, not in
+    N x ALPHA.
     """
     a, b = _latest(base), _latest(new)
+    both = [
+        k for k in a if k in b and a[k].measurement is not None and b[k].measurement is not None
+    ]
+    confidence = 1 - ALPHA / max(1, len(both))
     out: list[Change] = []
     for key in dict.fromkeys([*a, *b]):
         old, cur = a.get(key), b.get(key)
@@ -71,13 +83,13 @@ def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.
             kind = "unchanged" if old.status == cur.status else "status"
             out.append(Change(label, kind, old, cur))
             continue
-        r = ratio(cur.measurement.samples, old.measurement.samples)
-        significant = r.p_value < ALPHA
-        if significant and r.ci_low > 1.0 and r.value - 1 > threshold:
+        r = ratio(cur.measurement.run_medians, old.measurement.run_medians, confidence)
+        if r.ci_low > 1.0 and r.value - 1 > threshold:
             kind = "regression"
-        elif significant and r.ci_high < 1.0 and 1 - r.value > threshold:
+        elif r.ci_high < 1.0 and 1 - r.value > threshold:
             kind = "improvement"
         else:
             kind = "unchanged"
-        out.append(Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, r.p_value))
+        runs = (r.runs_b, r.runs_a)
+        out.append(Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, runs))
     return sorted(out, key=lambda c: (_ORDER[c.kind], -(c.ratio or 0)))

@@ -3,8 +3,8 @@
 Scaling efficiency of N workers = throughput(N) / (N x throughput(1)), for the same
 model, per-replica batch, shape, device, threads per process and strategy (variant).
 With the per-replica batch fixed, the throughputs are N·b/t_N and b/t_1, so the
-efficiency is t_1 / t_N: the ratio of the two median step times, whose 95% interval
-comes from the same bootstrap as the verdicts (fwbench.measure.compare.ratio). The
+efficiency is t_1 / t_N: the ratio of the two step times over their runs, whose 95%
+interval comes from the same Welch interval as the verdicts (compare.ratio). The
 baseline is the strategy itself at world size 1 (DDP with one rank, not plain
 training), so the figure is what adding workers costs, not what the wrapper costs;
 plain training beside it shows in the verdict table, where both share one row.
@@ -51,14 +51,10 @@ class ScalingPanel:
 
 
 def efficiency(base: Result, scaled: Result) -> tuple[float, tuple[float, float] | None]:
-    """t_1 / t_N, and its bootstrap interval when both have two or more samples."""
+    """t_1 / t_N over their runs, and its interval (None with one run on each side)."""
     assert base.measurement is not None and scaled.measurement is not None
-    value = base.measurement.step_time_s.median / scaled.measurement.step_time_s.median
-    a, b = base.measurement.samples, scaled.measurement.samples
-    if len(a) < 2 or len(b) < 2:
-        return value, None
-    found = ratio(a, b)
-    return value, (found.ci_low, found.ci_high)
+    found = ratio(base.measurement.run_medians, scaled.measurement.run_medians)
+    return found.value, (found.ci_low, found.ci_high) if found.has_interval else None
 
 
 def _workload(r: Result) -> tuple[Any, ...]:

@@ -42,14 +42,14 @@ class SummaryRow:
         return any(r.different_work for r in self.results.values())
 
     def comparison(self) -> Verdict | None:
-        """The fastest variant against the runner-up, on their samples."""
-        ok = {v: r for v, r in self.ok.items() if r.measurement and len(r.measurement.samples) > 1}
+        """The fastest variant against the runner-up, on their runs."""
+        ok = self.ok
         if len(ok) < 2:
             return None
         first, second = sorted(ok, key=lambda v: _median(ok[v]))[:2]
         a, b = ok[first].measurement, ok[second].measurement
         assert a is not None and b is not None
-        return compare(a.samples, b.samples, first, second)
+        return compare(a.run_medians, b.run_medians, first, second)
 
     def flops_mismatch(self) -> float | None:
         """Largest relative difference of FLOPs per step between variants, if over 5%."""
@@ -68,14 +68,7 @@ class SummaryRow:
         if verdict is None:
             failed = [f"{v} {r.status}" for v, r in self.results.items() if r.measurement is None]
             return "; ".join(failed) if failed else "one framework only"
-        if short:
-            text = (
-                f"{verdict.faster} {verdict.ratio:.2f}x faster"
-                if verdict.significant
-                else f"~ same ({verdict.ratio:.2f}x, p={verdict.p_value:.2g})"
-            )
-        else:
-            text = verdict.text()
+        text = verdict.short() if short else verdict.text()
         if self.different_work:
             text += " [DIFFERENT WORK]" if short else " [DIFFERENT WORK: parameter counts differ]"
         flops = self.flops_mismatch()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from fwbench.errors import SpecError
+from fwbench.outputs import check_output, is_special, write_atomically
 from fwbench.report import html, markdown, png
 from fwbench.result import Result
 
@@ -15,27 +17,45 @@ FORMATS = ("html", "md")
 
 
 def report_format(output: Path | None, fmt: str | None) -> str:
-    found = fmt or (output.suffix.lstrip(".").lower() if output and output.suffix else "html")
+    suffix = output.suffix.lstrip(".").lower() if output and output.suffix else ""
+    found = fmt or suffix or "html"
     if found not in FORMATS:
         raise SpecError(f"unknown report format {found!r}; valid choices: {', '.join(FORMATS)}")
+    if fmt and suffix in FORMATS and suffix != fmt:
+        raise SpecError(f"-o {output} says .{suffix} but --format says {fmt}; make them agree")
     return found
+
+
+def check_report_path(output: Path, fmt: str) -> None:
+    """Before a sweep runs: the report can be written where asked."""
+    check_output(output, "report")
+    if fmt == "md" and is_special(output):
+        raise SpecError(
+            f"report {output}: a Markdown report writes PNG charts beside its file; give a "
+            "file path (or use --format html, one self-contained file)"
+        )
 
 
 def write_report(results: Sequence[Result], output: Path, fmt: str, title: str) -> None:
     """A failure leaves no half-written report: everything is built aside, then moved."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=output.parent) as tmp:
-        scratch = Path(tmp) / output.name
-        if fmt == "html":
-            scratch.write_text(html.render(results, title=title))
-        else:
-            chart_dir = f"{output.stem}-charts"
-            charts = png.write_charts(results, Path(tmp) / chart_dir)
-            rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
-            scratch.write_text(markdown.render(results, title=title, charts=rel))
-            final_charts = output.parent / chart_dir
-            if final_charts.exists():
-                shutil.rmtree(final_charts)
-            if charts:
-                (Path(tmp) / chart_dir).replace(final_charts)
-        scratch.replace(output)
+    check_report_path(output, fmt)
+    if fmt == "html":
+        page = html.render(results, title=title)
+        write_atomically(output, lambda tmp: _write(tmp, page), "report")
+        return
+    target = Path(os.path.realpath(output))
+    chart_dir = f"{target.stem}-charts"
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        charts = png.write_charts(results, Path(tmp) / chart_dir)
+        rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
+        text = markdown.render(results, title=title, charts=rel)
+        write_atomically(output, lambda scratch: _write(scratch, text), "report")
+        final_charts = target.parent / chart_dir
+        if final_charts.exists():
+            shutil.rmtree(final_charts)
+        if charts:
+            (Path(tmp) / chart_dir).replace(final_charts)
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)

@@ -18,7 +18,7 @@ from fwbench.errors import StoreError
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
-from fwbench.result import Distributed, Measurement, Memory, Result, StepTime, Work
+from fwbench.result import Distributed, Measurement, Memory, Result, Run, StepTime, Work
 from fwbench.store.schema import CREATE_V1, MIGRATIONS, SCHEMA_VERSION
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
@@ -52,7 +52,12 @@ class ResultStore:
         if read_only and not self.path.exists():
             raise StoreError(f"no results file at {self.path}; run a case or pass --db PATH")
         if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create results file {self.path}: {exc.strerror or exc}"
+                ) from None
         self.con = self._connect(read_only)
         try:
             if read_only and self._needs_migration():
@@ -107,7 +112,12 @@ class ResultStore:
             raise StoreError(
                 f"{self.path} has no schema version; it is not an fwbench results file"
             )
-        return int(row[0])
+        try:
+            return int(row[0])
+        except ValueError:
+            raise StoreError(
+                f"{self.path} has schema version {row[0]!r}, not a number; the file is damaged"
+            ) from None
 
     def _ensure_schema(self, read_only: bool) -> None:
         version = self._version()
@@ -271,6 +281,9 @@ def _to_row(r: Result) -> dict[str, Any]:
         "ci_high_s": m.step_time_s.ci_high if m else None,
         "throughput": r.throughput,
         "samples": list(m.samples) if m else [],
+        "runs": json.dumps([run.model_dump() for run in m.runs]) if m else None,
+        "n_runs": len(m.run_medians) if m else None,
+        "ci_method": m.ci_method if m else None,
         **{f: getattr(m, f) if m else None for f in _MEASUREMENT_FIELDS},
         "param_count": r.param_count,
         "parity": r.parity.model_dump_json() if r.parity else None,
@@ -298,11 +311,14 @@ def _device_peak(memory: Memory | None) -> int | None:
 def _from_row(row: dict[str, Any]) -> Result:
     measurement = None
     if row["median_s"] is not None:
+        runs = tuple(Run.model_validate(r) for r in json.loads(row.get("runs") or "[]"))
         measurement = Measurement(
             step_time_s=StepTime(
                 median=row["median_s"], ci_low=row["ci_low_s"], ci_high=row["ci_high_s"]
             ),
             samples=tuple(row["samples"]),
+            runs=runs,
+            **({"ci_method": row["ci_method"]} if row.get("ci_method") else {}),
             **{f: row[f] for f in _MEASUREMENT_FIELDS},
         )
     return Result(

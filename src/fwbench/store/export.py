@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from fwbench.errors import StoreError
+from fwbench.outputs import write_atomically
 from fwbench.store.db import ResultStore
 
 FORMATS: tuple[str, ...] = ("csv", "parquet", "json")
@@ -17,25 +16,22 @@ def export(store: ResultStore, fmt: str, out: Path) -> int:
     """Write every result to `out`; returns the number of rows. A failure leaves no file."""
     if fmt not in FORMATS:
         raise StoreError(f"unknown export format {fmt!r}; valid choices: {', '.join(FORMATS)}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    rows = 0
+
+    def write(tmp: Path) -> None:
+        nonlocal rows
         if fmt == "json":
             records = [r.to_record() for r in store.results()]
             tmp.write_text(json.dumps(records, indent=1, default=str))
-            n = len(records)
-        else:
-            option = "FORMAT PARQUET" if fmt == "parquet" else "FORMAT CSV, HEADER"
-            escaped = str(tmp).replace("'", "''")
-            store.con.execute(
-                f"COPY (SELECT * FROM results ORDER BY recorded_at) TO '{escaped}' ({option})"
-            )
-            row = store.con.execute("SELECT count(*) FROM results").fetchone()
-            n = int(row[0]) if row else 0
-        tmp.replace(out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return n
+            rows = len(records)
+            return
+        option = "FORMAT PARQUET" if fmt == "parquet" else "FORMAT CSV, HEADER"
+        escaped = str(tmp).replace("'", "''")
+        store.con.execute(
+            f"COPY (SELECT * FROM results ORDER BY recorded_at) TO '{escaped}' ({option})"
+        )
+        row = store.con.execute("SELECT count(*) FROM results").fetchone()
+        rows = int(row[0]) if row else 0
+
+    write_atomically(out, write, "export")
+    return rows

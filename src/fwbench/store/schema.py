@@ -14,6 +14,9 @@ Version history (keep in step with fwbench.result.SCHEMA_VERSION):
      defaults: fp32, the framework's native layout, autotuning off).
   6  results gain the data-parallel case fields (strategy, world_size), the global
      batch, the communication time per step (comm_s) and distributed (JSON).
+  7  results gain runs (JSON: every worker process of the case, its samples and
+     start-up), n_runs and ci_method. Rows of earlier versions read as one run each
+     (n_runs 1, no runs list): their intervals are within one process.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -155,6 +158,13 @@ def _to_v6(con: Any) -> None:
     con.execute("UPDATE results SET global_batch_size = batch_size")
 
 
+def _to_v7(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN runs VARCHAR")
+    con.execute("ALTER TABLE results ADD COLUMN n_runs INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN ci_method VARCHAR")
+    con.execute("UPDATE results SET n_runs = 1 WHERE median_s IS NOT NULL")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -162,4 +172,5 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     3: _to_v4,
     4: _to_v5,
     5: _to_v6,
+    6: _to_v7,
 }

@@ -1,0 +1,280 @@
+"""Fork server: one process imports a framework once, then forks a fresh worker per run.
+
+A case is measured in several worker processes (runs), and importing PyTorch or
+TensorFlow costs 2-3 s a process. The server imports the framework's adapter module and
+nothing else (no threads of its own, no device initialised, no model built), so each
+forked child starts as a fresh worker would after its imports: its own allocator, its
+own thread pools (created on first use), its own device context. Isolation between runs
+and cases is what it is with spawned workers.
+
+Protocol, one JSON message per packet over a Unix SEQPACKET socket pair whose other end
+the launcher holds:
+- server -> launcher, once: `{"event": "ready"}` after the imports, or
+  `{"event": "refused", "reason": ...}` when forking would not be safe (Python threads
+  running after the imports); the launcher then spawns workers instead and says why;
+- launcher -> server: `{"op": "fork", "label": ...}` with three file descriptors (the
+  worker's stdin, stdout and log), answered by `{"pid": N}`; the child runs
+  `fwbench.launch.worker` on those descriptors in a session of its own;
+- launcher -> server: `{"op": "wait", "pid": N, "timeout": s}`, answered by
+  `{"returncode": rc}` (negative: killed by that signal; null: still running).
+
+Native thread pools that exist after the imports (numpy's OpenBLAS) re-create
+themselves in a forked child (pthread_atfork); a Python thread would not, so its
+presence refuses forking.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from fwbench.frameworks.registry import get_framework
+
+READY_TIMEOUT_S = 120.0
+
+
+class ForkServerError(Exception):
+    """The server could not start or refused to fork; workers are spawned instead."""
+
+
+# --- the server process ---------------------------------------------------------------
+
+
+def _send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.send(json.dumps(message).encode())
+
+
+def _receive(sock: socket.socket) -> dict[str, Any]:
+    data = sock.recv(65536)
+    if not data:
+        raise ValueError("the other side closed the socket")
+    message: dict[str, Any] = json.loads(data)
+    return message
+
+
+def _child(label: str, fds: list[int]) -> None:
+    """In the forked child: become a worker on the given descriptors, then exit."""
+    code = 1
+    try:
+        os.setsid()  # own process group: a time-out kills the worker and its children
+        _name("fwbench-run")  # `ps -o comm` / top tell a forked worker from its server
+        for target, fd in zip((0, 1, 2), fds, strict=True):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), line_buffering=True)
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True)
+        sys.argv = ["fwbench.launch.worker", label]
+        from fwbench.launch import worker
+
+        code = worker.main()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _name(comm: str) -> None:
+    """The process's short name (Linux comm, 15 bytes), best effort."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_name = 15
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_name, comm.encode()[:15], 0, 0, 0)
+
+
+def serve(framework: str, fd: int) -> int:
+    from fwbench.launch.worker import _die_with_parent
+
+    _die_with_parent()
+    sock = socket.socket(fileno=fd)
+    info = get_framework(framework)
+    # The adapter first: the Keras adapters choose Keras' backend before Keras is imported.
+    for module in (info.adapter_path.partition(":")[0], *info.preload):
+        importlib.import_module(module)
+    if threading.active_count() > 1:
+        names = ", ".join(t.name for t in threading.enumerate())
+        _send(sock, {"event": "refused", "reason": f"Python threads after import: {names}"})
+        return 1
+    _send(sock, {"event": "ready", "pid": os.getpid()})
+    exited: dict[int, int] = {}
+    while True:
+        # One request per packet; descriptors come with a fork request only.
+        data, fds, _, _ = socket.recv_fds(sock, 65536, 3)
+        if not data:
+            return 0
+        request = json.loads(data)
+        if request["op"] == "fork":
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _child(request["label"], fds)
+            for f in fds:
+                os.close(f)
+            _send(sock, {"pid": pid})
+        elif request["op"] == "wait":
+            _send(sock, {"returncode": _wait(request["pid"], request["timeout"], exited)})
+
+
+def _wait(pid: int, timeout: float, exited: dict[int, int]) -> int | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if pid in exited:
+            return exited.pop(pid)
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return exited.pop(pid, None)
+        if done:
+            exited[done] = os.waitstatus_to_exitcode(status)
+            continue
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+
+
+# --- the launcher's side --------------------------------------------------------------
+
+
+@dataclass
+class Forked:
+    """A worker forked by a server: its pid, and the launcher's ends of its pipes."""
+
+    pid: int
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+
+
+class ForkServer:
+    """A running server for one framework under one worker environment."""
+
+    def __init__(self, framework: str, env: dict[str, str], log_path: Path) -> None:
+        self.framework = framework
+        self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                # -P: a `torch.py` in the user's directory must not shadow the framework.
+                [sys.executable, "-P", "-m", __name__, framework, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        theirs.close()
+        self._sock.settimeout(READY_TIMEOUT_S)
+        try:
+            hello = self._receive()
+        except (OSError, ValueError) as exc:
+            self.close()
+            raise ForkServerError(f"fork server for {framework} did not start: {exc}") from None
+        if hello.get("event") != "ready":
+            self.close()
+            raise ForkServerError(str(hello.get("reason", "fork server refused")))
+        self._sock.settimeout(30.0)
+
+    def _receive(self) -> dict[str, Any]:
+        return _receive(self._sock)
+
+    def fork(self, label: str, log_path: Path) -> Forked:
+        their_stdin, my_stdin = os.pipe()
+        my_stdout, their_stdout = os.pipe()
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            payload = json.dumps({"op": "fork", "label": label}).encode()
+            socket.send_fds(self._sock, [payload], [their_stdin, their_stdout, log])
+            pid = int(self._receive()["pid"])
+        except (OSError, ValueError, KeyError) as exc:
+            for fd in (my_stdin, my_stdout):
+                os.close(fd)
+            raise ForkServerError(f"fork server for {self.framework} failed: {exc}") from None
+        finally:
+            for fd in (their_stdin, their_stdout, log):
+                os.close(fd)
+        return Forked(pid, os.fdopen(my_stdin, "wb"), os.fdopen(my_stdout, "rb"))
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        """The child's exit code (negative: its signal), or None if it is still running."""
+        try:
+            _send(self._sock, {"op": "wait", "pid": pid, "timeout": timeout})
+            self._sock.settimeout(timeout + 30.0)
+            rc = self._receive()["returncode"]
+        except (OSError, ValueError, KeyError):
+            return None
+        return None if rc is None else int(rc)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+# Children of one server share its address-space layout (ASLR is chosen at exec, and a
+# fork keeps it), its libraries' placement and its heap: part of what makes processes
+# differ. So the runs of a case come from different servers, each its own exec, and the
+# spread between runs includes what separately started processes would show. Measured
+# here before this: 10 measurements of one case, 3 runs each from one server, agreed
+# with each other's 95% intervals in 61% of pairs (target 80%).
+SLOTS = 3
+
+
+class ForkServers:
+    """Servers per (framework, worker environment, slot), started on first use; run k of
+    a case uses slot k mod SLOTS. Spawning is the fallback, with the reason kept."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._servers: dict[tuple[Any, ...], ForkServer | str] = {}
+
+    def get(self, framework: str, env: dict[str, str], run: int = 0) -> ForkServer | str:
+        """The server for run `run` of a case, or why there is none (then: spawn)."""
+        key = (framework, tuple(sorted(env.items())), run % SLOTS)
+        found = self._servers.get(key)
+        if isinstance(found, ForkServer) and not found.alive():
+            found = None
+        if found is None:
+            log = self.directory / f"forkserver-{framework}-{len(self._servers)}.log"
+            try:
+                found = ForkServer(framework, env, log)
+            except ForkServerError as exc:
+                found = str(exc)
+            self._servers[key] = found
+        return found
+
+    def close(self) -> None:
+        for server in self._servers.values():
+            if isinstance(server, ForkServer):
+                server.close()
+        self._servers.clear()
+
+
+def main() -> int:
+    return serve(sys.argv[1], int(sys.argv[2]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""What a group of cases hands back, wherever it ran: the executors' contract types.
+
+The local driver (fwbench.launch.local), the data-parallel launcher
+(fwbench.distributed.launch) and the Ray executor all produce these; fwbench.api turns
+them into Results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from fwbench.launch.protocol import CaseReport
+from fwbench.measure.energy import Energy
+from fwbench.measure.timing import Timing
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """The worker left no report: it crashed, was killed, or timed out."""
+
+    status: Literal["error", "oom", "timeout"]
+    error: str
+    log_tail: str
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One worker process's timing, and how it ran."""
+
+    timing: Timing
+    build_s: float
+    launcher: str  # fork-server | spawn | torchrun ...
+    other_cpu_cores: float | None = None  # other processes' CPU during its blocks
+
+
+NO_ENERGY = Energy(status="unavailable", reason="the case has no steady-state measurement")
+
+
+@dataclass(frozen=True)
+class CaseOutcome:
+    """Everything the launcher learned about one case, over all its runs."""
+
+    report: CaseReport | None  # the first run's report; None when no worker reported
+    failure: WorkerFailure | None = None
+    runs: tuple[MeasuredRun, ...] = ()
+    energy: Energy = NO_ENERGY
+    stop_reason: str | None = None  # why no more runs were added
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,106 @@
+"""A case from its runs: the estimate, its interval, when to stop adding runs, and what
+the runs say about the machine. Pure functions; no processes, no clocks.
+
+Each run is one worker process with its own offset; the case's step time is the
+geometric mean of its runs' medians, with a t interval on their logs
+(fwbench.measure.stats.log_t_interval). One run has no between-process interval: its
+own within-process interval is reported, with a warning saying so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from fwbench.measure import stats
+from fwbench.measure.timing import TimingConfig
+
+CaseStop = Literal["precision", "budget", "max_runs", "failed"]
+ONE_RUN = "within one process (1 run): excludes between-process variation"
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What the case-level rules read of one run."""
+
+    median_s: float
+    ci_low_s: float
+    ci_high_s: float
+    steady_s: float  # seconds of timed blocks
+    other_cpu_cores: float | None = None  # CPU other processes used during it, in cores
+
+
+@dataclass(frozen=True)
+class Estimate:
+    median_s: float
+    ci_low_s: float
+    ci_high_s: float
+    method: str
+
+    @property
+    def half_width(self) -> float:
+        return stats.relative_half_width(self.ci_low_s, self.ci_high_s, self.median_s)
+
+
+def estimate(runs: Sequence[RunFigures]) -> Estimate:
+    if not runs:
+        raise ValueError("a case estimate needs at least one run")
+    found = stats.log_t_interval([r.median_s for r in runs])
+    if found is None:
+        (run,) = runs
+        return Estimate(run.median_s, run.ci_low_s, run.ci_high_s, ONE_RUN)
+    centre, low, high = found
+    method = f"t interval on the log medians of {len(runs)} runs (geometric mean)"
+    return Estimate(centre, min(low, centre), max(high, centre), method)
+
+
+def stop_reason(runs: Sequence[RunFigures], config: TimingConfig) -> CaseStop | None:
+    """Why the case may stop adding runs now, or None while it needs more."""
+    n = len(runs)
+    if n >= config.max_runs:
+        return "max_runs"
+    if n < config.min_runs:
+        return None
+    if n >= 2 and estimate(runs).half_width <= config.target_ci:
+        return "precision"
+    if sum(r.steady_s for r in runs) >= config.max_time_s:
+        return "budget"
+    return None
+
+
+def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> list[str]:
+    out: list[str] = []
+    if not runs:
+        return out
+    est = estimate(runs)
+    if len(runs) == 1:
+        out.append(
+            "one run: the interval is within one process and excludes the variation between "
+            "processes (usually the larger); use min_runs >= 3 for an interval a rerun confirms"
+        )
+    elif est.half_width > config.target_ci:
+        out.append(
+            f"precision target not reached: 95% CI is ±{est.half_width:.1%} over "
+            f"{len(runs)} runs, target ±{config.target_ci:.1%} ({stop} ended the measurement)"
+        )
+    loads = [r.other_cpu_cores for r in runs]
+    known = [(i, x) for i, x in enumerate(loads) if x is not None]
+    busy = [(i, x) for i, x in known if x > config.busy_cores]
+    if busy:
+        worst = max(busy, key=lambda p: p[1])
+        out.append(
+            f"busy machine: other processes used {worst[1]:.2f} cores during run "
+            f"{worst[0] + 1} ({len(busy)} of {len(runs)} runs over {config.busy_cores:g}); "
+            "its times may be inflated: rerun on an idle machine (or --require-idle)"
+        )
+    if len(known) >= 2:
+        low_i, low = min(known, key=lambda p: p[1])
+        high_i, high = max(known, key=lambda p: p[1])
+        if high - low > config.busy_cores:
+            out.append(
+                f"run {high_i + 1} saw {high:.2f} cores of other load against {low:.2f} in run "
+                f"{low_i + 1}: its median ({runs[high_i].median_s * 1e3:.3g} ms) is pooled "
+                "with runs that ran under other conditions"
+            )
+    return out

@@ -1,0 +1,101 @@
+"""Fork servers and runs, with the real frameworks: workers forked from a server that
+imported the framework once, crashes classified through it, spawning as the fallback,
+and a case measured in several runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+from fwbench.api import RunOptions, run_cases
+from fwbench.case import Case
+from fwbench.launch.forkserver import ForkServers
+from fwbench.launch.local import WorkerProcess, classify_exit, worker_env
+from fwbench.launch.protocol import CaseRequest
+from fwbench.measure.timing import TimingConfig
+from fwbench.store.db import ResultStore
+from tests.conftest import FAST_TIMING
+
+
+def _tiny(framework: str = "torch", mode: str = "eager") -> Case:
+    return Case.build(
+        framework=framework, model="tiny_cnn", task="infer", batch_size=2,
+        num_classes=10, threads=1, mode=mode,
+    )  # fmt: skip
+
+
+def test_a_forked_worker_measures_a_case_and_a_crash_is_classified(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    servers = ForkServers(tmp_path)
+    try:
+        env = worker_env(1, "cpu")
+        server = servers.get("torch", env)
+        assert not isinstance(server, str), server
+        assert servers.get("torch", env) is server  # one per framework and environment
+        started = time.monotonic()
+        worker = WorkerProcess("case: test", env, time.monotonic() + 60, 60, server)
+        assert worker.launcher == "fork-server"
+        assert psutil.Process(worker.pid).ppid() == server.proc.pid
+        worker.send(CaseRequest(case=_tiny(), timing=FAST_TIMING, count_flops=False))
+        ready = worker.receive()
+        assert ready["event"] == "ready", ready
+        # PyTorch was imported by the server, not by this worker: it is ready in well
+        # under the 2-3 s an import takes on this machine.
+        assert time.monotonic() - started < 2.0
+        worker.send({"op": "block", "warm": 1, "steps": 3})
+        assert worker.receive()["event"] == "block"
+        worker.send({"op": "finish"})
+        assert worker.receive()["report"]["status"] == "ok"
+        worker.close()
+
+        doomed = WorkerProcess("case: doomed", env, time.monotonic() + 60, 60, server)
+        os.kill(doomed.pid, signal.SIGSEGV)
+        code = doomed.returncode(10.0)
+        assert code == -signal.SIGSEGV
+        assert classify_exit(code, "").error == "worker crashed: killed by SIGSEGV"
+        doomed.close()
+    finally:
+        servers.close()
+
+
+def test_without_a_server_workers_are_spawned_and_say_why(tmp_path: Path) -> None:
+    servers = ForkServers(tmp_path)
+    try:
+        reason = servers.get("no-such-framework", worker_env(1, "cpu"))
+        assert isinstance(reason, str) and "did not start" in reason
+        worker = WorkerProcess(
+            "case: spawned", worker_env(1, "cpu"), time.monotonic() + 30, 30, reason
+        )
+        assert worker.launcher.startswith("spawn (fork server for no-such-framework")
+        worker.close()
+    finally:
+        servers.close()
+
+
+def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    timing = FAST_TIMING.model_copy(update={"min_runs": 3, "max_runs": 3})
+    cases = [_tiny("torch"), _tiny("tensorflow", "graph")]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        options = RunOptions(timing=timing, count_flops=False)
+        results = list(run_cases(cases, store, "runs", options))
+    for r in results:
+        assert r.status == "ok", r.error
+        m = r.measurement
+        assert m is not None
+        assert [run.index for run in m.runs] == [0, 1, 2]
+        assert all(run.launcher == "fork-server" for run in m.runs)
+        assert m.ci_method.startswith("t interval on the log medians of 3 runs")
+        assert m.step_time_s.ci_low < m.step_time_s.median < m.step_time_s.ci_high
+        assert all(run.other_cpu_cores is not None for run in m.runs)
+        # Alternating blocks are lengthened so that the switch costs nothing measurable.
+        assert all(
+            run.steps_per_block * run.median_s >= 0.9 * timing.min_switch_block_s for run in m.runs
+        )
+    assert TimingConfig().min_runs == 3  # the default a user gets

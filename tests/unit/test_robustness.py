@@ -1,0 +1,242 @@
+"""Hostile and careless input, in process and fast: every refusal is one line with exit
+code 2, no traceback, nothing written; and a regression test for each defect the
+reliability pass found (issue "Robust on any machine and against any input")."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fwbench import sweep as sweeps
+from fwbench.cli.app import main
+from fwbench.errors import SpecError, positive_seconds
+from fwbench.launch.local import classify_exit, oom_kills
+from fwbench.outputs import write_atomically
+from fwbench.report import html, markdown
+from fwbench.report.write import report_format, write_report
+from fwbench.store.db import ResultStore
+
+from .test_parity_and_summary import result
+
+
+def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    old = sys.argv
+    sys.argv = ["fwbench", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    finally:
+        sys.argv = old
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- property: any sweep file is run, or refused in one line --------------------------
+
+scalars = st.one_of(
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=20),
+    st.sampled_from(["resnet18", "torch", "tensorflow", "cpu", "cuda", "train", "fp16", "eager"]),
+)
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=5),
+    st.dictionaries(st.text(max_size=8), scalars, max_size=3),
+)
+keys = st.one_of(st.sampled_from([*sweeps.AXES, *sweeps.OTHER_KEYS]), st.text(max_size=10))
+documents = st.dictionaries(keys, values, max_size=8)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=documents, binary=st.binary(max_size=64), mode=st.sampled_from(["yaml", "binary"]))
+def test_any_sweep_file_is_listed_or_refused_in_one_line(
+    doc: dict[str, object],
+    binary: bytes,
+    mode: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    spec = tmp_path / "s.yaml"
+    if mode == "yaml":
+        spec.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    else:
+        spec.write_bytes(b"\xff" + binary)
+    db = tmp_path / "never.duckdb"
+    code, _, err = cli(["sweep", str(spec), "--dry-run", "--db", str(db)], capsys)
+    assert code in (0, 2), err
+    assert "Traceback" not in err
+    if code == 2:
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert not db.exists()
+
+
+# --- one regression test per defect ----------------------------------------------------
+
+
+def test_1_outputs_write_through_links_and_special_files(tmp_path: Path) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_atomically(link, lambda p: p.write_text("new"))
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    write_atomically(fifo, lambda p: p.write_text("through"))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still a FIFO, not a file
+    assert os.read(reader, 100) == b"through"
+    os.close(reader)
+    write_atomically(Path("/dev/null"), lambda p: p.write_text("x"))
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    new = tmp_path / "new.json"
+    write_atomically(new, lambda p: p.write_text("{}"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+
+
+def test_2_only_definitive_parameter_counts_are_cached() -> None:
+    from fwbench.launch.counting import Count
+
+    assert Count(None, "timeout: no result after 5 s", None, definitive=False).definitive is False
+    assert Count(None, "ValueError: cannot build").definitive  # the framework's own answer
+
+
+def test_3_workers_do_not_import_from_the_working_directory() -> None:
+    from fwbench.launch.local import worker_env
+
+    assert worker_env(1, "cpu")["PYTHONSAFEPATH"] == "1"
+
+
+def test_6_bad_values_are_one_line_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "r.duckdb"
+    base = ["run", "--framework", "torch", "--model", "resnet18", "--db", str(db)]
+    for flags, says in (
+        (["--target-ci", "0"], "--target-ci"),
+        (["--target-ci", "nan"], "--target-ci"),
+        (["--max-time", "0"], "--max-time"),
+        (["--timeout", "inf"], "timeout"),
+        (["--timeout", "nan"], "timeout"),
+        (["--timeout", "-5"], "timeout"),
+        (["--min-runs", "0"], "--min-runs"),
+    ):
+        code, _, err = cli([*base, *flags], capsys)
+        assert code == 2, (flags, err)
+        assert err.startswith("error: ") and says in err and err.count("\n") == 1, (flags, err)
+        assert not db.exists(), flags
+    for bad in (math.inf, math.nan, 0, -1, True, "10"):
+        with pytest.raises(SpecError, match="finite number of seconds above 0"):
+            positive_seconds(bad, "timeout_s")
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    code, _, err = cli([*base[:-1], str(not_a_dir / "r.duckdb")], capsys)
+    assert code == 2 and "cannot create results file" in err
+
+
+def test_6_a_damaged_schema_version_is_one_line(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "r.duckdb"
+    ResultStore(db).close()
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE meta SET value = 'abc' WHERE key = 'schema_version'")
+    con.close()
+    from fwbench.errors import StoreError
+
+    with pytest.raises(StoreError, match="schema version 'abc', not a number"):
+        ResultStore(db)
+
+
+def test_6_sweep_files_that_are_not_utf8_or_have_null_frameworks(tmp_path: Path) -> None:
+    bad = tmp_path / "s.yaml"
+    bad.write_bytes(b"model: resnet18\nname: \xff\xfe\n")
+    with pytest.raises(SpecError, match="not UTF-8 text"):
+        sweeps.load_file(bad)
+    with pytest.raises(SpecError, match="framework: null is not a framework name"):
+        sweeps.parse("model: resnet18\nframework: null\n")
+    with pytest.raises(SpecError, match="timeout_s: must be a finite number"):
+        sweeps.parse("model: resnet18\ntimeout_s: .inf\n")
+
+
+def test_7_and_12_report_paths_and_formats_are_checked_up_front(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"says \.html but --format says md"):
+        report_format(tmp_path / "x.html", "md")
+    with pytest.raises(SpecError, match="is a directory"):
+        write_report([], tmp_path, "html", "t")
+
+
+def test_8_small_inputs_cannot_exhaust_the_machine(tmp_path: Path) -> None:
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n"
+    for level in "bcdefghij":
+        prev = chr(ord(level) - 1)
+        bomb += f"{level}: &{level} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"
+    started = datetime.now()
+    with pytest.raises(SpecError, match="once YAML aliases are expanded"):
+        sweeps.parse(bomb + "model: resnet18\ndescription: *j\n")
+    assert (datetime.now() - started).total_seconds() < 5
+    many = (
+        "model: resnet18\nbatch_size: ["
+        + ", ".join(str(i % 1000 + 1) for i in range(50_000))
+        + "]\n"
+    )
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(many * 8)
+    with pytest.raises(SpecError, match="over 1024 KiB"):
+        sweeps.load_file(huge)
+    # Duplicates are dropped first: 1,000 batch sizes (not 50,000) x 2 default frameworks.
+    with pytest.raises(SpecError, match="up to 2,000 cases, over the limit of 10"):
+        sweeps.parse(many, max_cases=10)
+
+
+def test_9_a_sigkill_is_oom_only_when_the_cgroup_says_so() -> None:
+    assert classify_exit(-9, "", oom_killed=True).status == "oom"
+    plain = classify_exit(-9, "", oom_killed=False)
+    assert plain.status == "error" and "counted no OOM kill" in plain.error
+    unknown = classify_exit(-9, "", oom_killed=None)
+    assert unknown.status == "error" and "cause unknown" in unknown.error
+    found = oom_kills()
+    assert found is None or found >= 0
+
+
+def test_11_the_title_reaches_the_html_and_12_markdown_is_escaped() -> None:
+    r = result("torch", "eager", 0.1, 0.001)
+    page = html.render([r], title="My <sweep>")
+    assert "<title>My &lt;sweep&gt;</title>" in page and "<h1>My &lt;sweep&gt;</h1>" in page
+    text = markdown.render([r], title="a | b <script>")
+    assert "# a \\| b &lt;script&gt;" in text
+    assert "<script>" not in text
+
+
+def test_14_yaml_true_is_not_a_batch_size_and_excluding_everything_says_so() -> None:
+    with pytest.raises(SpecError, match="batch_size: true is not a valid value"):
+        sweeps.parse("model: resnet18\nbatch_size: true\n")
+    with pytest.raises(SpecError, match="`exclude` removes all 2"):
+        sweeps.parse("model: resnet18\nexclude: [{model: resnet18}]\n")
+
+
+def test_errors_are_json_safe_one_liners(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = cli(["results", "--db", str(tmp_path / "missing.duckdb"), "--json"], capsys)
+    assert code == 2 and out == "" and err.startswith("error: no results file")
+    json.dumps(err)
