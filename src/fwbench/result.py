@@ -49,15 +49,11 @@ class StepTime(BaseModel):
         return self
 
 
-class Run(BaseModel):
-    """One worker process of a case: its own start-up, warmup and timed blocks."""
+class Blocks(BaseModel):
+    """Timed blocks and how they were reached: start-up, warmup, block size, stop."""
 
     model_config = ConfigDict(frozen=True)
 
-    index: int = Field(ge=0)  # its place in the case's schedule (runs alternate in time)
-    median_s: float = Field(gt=0)
-    ci_low_s: float = Field(gt=0)  # 95% CI of this run's median: within-process only
-    ci_high_s: float = Field(gt=0)
     samples: tuple[float, ...] = Field(min_length=1)  # seconds per step, one per block
     steps_per_block: int = Field(ge=1)
     build_s: float = Field(ge=0)
@@ -67,28 +63,27 @@ class Run(BaseModel):
     warmup_stop: str
     stop_reason: str
     sync_overhead_s: float = Field(ge=0)
+
+
+class Run(Blocks):
+    """One worker process of a case: its own start-up, warmup and timed blocks."""
+
+    index: int = Field(ge=0)  # its place in the case's schedule (runs alternate in time)
+    median_s: float = Field(gt=0)
+    ci_low_s: float = Field(gt=0)  # 95% CI of this run's median: within-process only
+    ci_high_s: float = Field(gt=0)
     launcher: str  # fork-server | spawn (and why, when a fork server was refused)
     # CPU time other processes used during its timed blocks, in cores (psutil).
     other_cpu_cores: float | None = None
     warnings: tuple[str, ...] = ()
 
 
-class Measurement(BaseModel):
+class Measurement(Blocks):
     """What the timing found; present only when status is ok. step_time_s is the case's
-    estimate over its runs; the start-up fields are the first run's."""
-
-    model_config = ConfigDict(frozen=True)
+    estimate over its runs; samples are every run's blocks, the start-up fields the first
+    run's, stop_reason why no more runs were made."""
 
     step_time_s: StepTime
-    samples: tuple[float, ...] = Field(min_length=1)
-    steps_per_block: int = Field(ge=1)
-    build_s: float = Field(ge=0)
-    first_step_s: float = Field(ge=0)
-    warmup_steps: int = Field(ge=0)
-    warmup_s: float = Field(ge=0)
-    warmup_stop: str
-    stop_reason: str
-    sync_overhead_s: float = Field(ge=0)
     runs: tuple[Run, ...] = ()  # empty in results recorded before runs (schema <= 6)
     ci_method: str = "within one process (recorded before runs)"
 
