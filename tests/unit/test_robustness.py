@@ -240,3 +240,33 @@ def test_errors_are_json_safe_one_liners(
     code, out, err = cli(["results", "--db", str(tmp_path / "missing.duckdb"), "--json"], capsys)
     assert code == 2 and out == "" and err.startswith("error: no results file")
     json.dumps(err)
+
+
+def test_13_ray_workers_that_never_start_fail_fast_with_the_reason() -> None:
+    from types import SimpleNamespace
+
+    from fwbench.errors import ExecutorError
+    from fwbench.launch import ray as ray_executor
+
+    class GetTimeoutError(Exception):
+        pass
+
+    class RayError(Exception):
+        pass
+
+    waited: list[float] = []
+
+    def get(ref: object, timeout: float) -> None:
+        waited.append(timeout)
+        raise GetTimeoutError
+
+    task = SimpleNamespace(remote=lambda: "ref")
+    fake = SimpleNamespace(
+        remote=lambda **_: lambda fn: task,
+        get=get,
+        cancel=lambda ref, force: None,
+        exceptions=SimpleNamespace(GetTimeoutError=GetTimeoutError, RayError=RayError),
+    )
+    with pytest.raises(ExecutorError, match="none of its workers ran a task within 60 s"):
+        ray_executor._check_workers_start(fake)  # type: ignore[arg-type]
+    assert waited == [ray_executor.WORKER_START_TIMEOUT_S]

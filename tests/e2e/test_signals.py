@@ -1,0 +1,71 @@
+"""The CLI under signals and in a hostile working directory, for real (issue "Robust on
+any machine and against any input", defects 3 and 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from fwbench.launch.local import worker_label
+from tests.conftest import FAST_TIMING_YAML, fwbench
+
+
+def test_a_torch_py_in_the_working_directory_never_runs_in_a_worker(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "torch.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(3)\n")
+    env = {**os.environ, "PYTHONPATH": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwbench", "run", "--framework", "torch", "--model", "resnet18",
+         "--task", "infer", "--batch-size", "1", "--input-size", "32", "--num-classes", "10",
+         "--threads", "1", "--max-time", "0.2", "--min-runs", "1", "--no-flops",
+         "--db", str(tmp_path / "r.duckdb"), "--json"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "ok"
+    assert not marker.exists()
+
+
+def test_sigterm_stops_with_one_line_and_leaves_no_worker_or_folder(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: torch\nmodel: resnet18\ntask: infer\nbatch_size: [1, 2, 3, 4]\n"
+        "input_size: 32\nnum_classes: 10\nthreads: 1\n" + FAST_TIMING_YAML
+    )
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(tmp_path / "r.duckdb")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    parent = psutil.Process(sweep.pid)
+    deadline = time.monotonic() + 300
+    worker, label = None, None
+    while worker is None and time.monotonic() < deadline:
+        for child in parent.children(recursive=True):
+            label = worker_label(child.pid)
+            if label and label.startswith("case:"):
+                worker = child
+                break
+        time.sleep(0.02)
+    assert worker is not None, "no case worker started"
+    folder = Path(os.readlink(f"/proc/{worker.pid}/fd/2")).parent
+    family = [worker, *parent.children(recursive=True)]
+    os.kill(sweep.pid, signal.SIGTERM)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("terminated: results stored so far are kept")
+    assert "Traceback" not in err
+    psutil.wait_procs(family, timeout=15)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family)
+    assert not folder.exists()
+    # What was stored stays, and the sweep resumes from it.
+    again = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--resume")
+    assert again.returncode == 0, again.stderr
