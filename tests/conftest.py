@@ -33,22 +33,38 @@ FAST_TIMING_YAML = (
 )
 
 
-@pytest.fixture
-def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """Register the test-only models (crash, hang) in this process and in workers."""
-    import fwbench.models.registry as registry
+def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, str]:
+    """Register plugin modules in this process (dropped after the test) and in workers."""
+    import fwbench.frameworks.registry as frameworks
+    import fwbench.models.registry as models
+    import fwbench.plugins as plugins
 
-    # Load the real registry first, then the plugins into a copy dropped after the test.
-    registry.all_models()
-    monkeypatch.setattr(registry, "_MODELS", dict(registry._MODELS))
-    monkeypatch.setattr(registry, "_loaded", False)
-    # A plugin imported by an earlier test would not register again: import it afresh.
-    monkeypatch.delitem(sys.modules, "fwbench_test_models", raising=False)
-    monkeypatch.setenv("FWBENCH_PLUGINS", "fwbench_test_models")
+    # Load the real registries first, then the plugins into copies dropped after the test.
+    models.all_models()
+    monkeypatch.setattr(models, "_MODELS", dict(models._MODELS))
+    monkeypatch.setattr(models, "_loaded", False)
+    monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
+    monkeypatch.setattr(plugins, "_loaded", False)
+    for module in modules:
+        # A plugin imported by an earlier test would not register again: import it afresh.
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.setenv("FWBENCH_PLUGINS", ",".join(modules))
     path = os.pathsep.join(filter(None, [str(PLUGINS_DIR), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("PYTHONPATH", path)
     monkeypatch.syspath_prepend(str(PLUGINS_DIR))
     return dict(os.environ)
+
+
+@pytest.fixture
+def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the test-only models (crash, hang, tiny_cnn) in this process and in workers."""
+    return _with_plugins(monkeypatch, "fwbench_test_models")
+
+
+@pytest.fixture
+def toy_framework_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the toy framework `numpy` (and its model toy_mlp) here and in workers."""
+    return _with_plugins(monkeypatch, "fwbench_toy_framework")
 
 
 def fwbench(

@@ -210,7 +210,7 @@ def result_from_outcome(
         parity=parity,
         memory=Memory(**report.memory) if report.memory else None,
         energy=outcome.energy if measurement else None,
-        work=_work(report.flops, step_s, peak),
+        work=_work(report.flops, step_s, peak) or _no_flops(case),
         breakdown=_breakdown(report.breakdown, step_s),
         distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
@@ -257,6 +257,12 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
     )
 
 
+def _no_flops(case: Case) -> Work | None:
+    """Why a framework that cannot count FLOPs has none (said, not silently missing)."""
+    can = FRAMEWORKS[case.framework].counts_flops
+    return None if can.available else Work(error=f"not counted for {case.framework}: {can.reason}")
+
+
 def _work(
     flops: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
 ) -> Work | None:
@@ -300,13 +306,12 @@ def _request(case: Case, options: RunOptions) -> CaseRequest:
     if options.profile_steps and options.trace_dir is not None:
         options.trace_dir.mkdir(parents=True, exist_ok=True)
         name = f"{case.label().replace(' ', '_').replace('/', '-')}-{case.key()}"
-        # torch writes one Chrome trace file; TensorFlow a TensorBoard log directory.
-        suffix = ".trace.json" if case.framework == "torch" else ".tensorboard"
+        suffix = FRAMEWORKS[case.framework].trace_suffix
         trace = str(options.trace_dir / f"{name}{suffix}")
     return CaseRequest(
         case=case,
         timing=options.timing,
-        count_flops=options.count_flops,
+        count_flops=options.count_flops and FRAMEWORKS[case.framework].counts_flops.available,
         profile_steps=options.profile_steps,
         trace_path=trace,
         category_rules=options.category_rules,

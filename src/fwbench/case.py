@@ -115,16 +115,16 @@ class Case(BaseModel):
                 raise ValueError(
                     "autotune: cuDNN's convolution algorithm search exists on cuda only"
                 )
+        if self.task == "train" and not info.can_train.available:
+            raise ValueError(f"task: {info.label} cannot train: {info.can_train.reason}")
         if (self.precision or "fp32") not in info.precisions:
             raise ValueError(
                 f"precision: {info.label} has no {self.precision} here; "
                 f"valid choices for {self.framework}: {', '.join(info.precisions)}"
             )
-        if self.mode == "script" and self.precision in ("bf16", "fp16"):
-            raise ValueError(
-                "precision: mixed precision needs autocast, which a TorchScript trace "
-                "freezes; use mode eager or compile"
-            )
+        for mode, precisions, why in info.mode_exclusions:
+            if self.mode == mode and self.precision in precisions:
+                raise ValueError(f"precision: {self.precision} in mode {mode}: {why}")
         strategies.check(self.framework, self.strategy, self.world_size, self.mode, self.task)
         if self.strategy and (self.precision or self.layout or self.autotune):
             raise ValueError(
@@ -265,7 +265,7 @@ def _distributed_defaults(data: dict[str, Any]) -> dict[str, Any]:
     if strategy is not None and world is None:
         data = {**data, "world_size": 1}
         world = 1
-    found = strategies.STRATEGIES.get(strategy) if isinstance(strategy, str) else None
+    found = strategies.get_strategy(strategy) if isinstance(strategy, str) else None
     if data.get("threads") is None:
         data = {k: v for k, v in data.items() if k != "threads"}
         if found is not None and isinstance(world, int) and world >= 1:

@@ -17,9 +17,9 @@ import yaml
 from pydantic import ValidationError
 
 from fwbench.case import Case
-from fwbench.distributed.strategies import STRATEGIES
+from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError, positive_seconds
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
 
@@ -52,8 +52,8 @@ MAX_FILE_BYTES = 1 << 20
 MAX_VALUES = 100_000  # scalars in the loaded document, aliases counted as expanded
 MAX_CASES = 10_000
 DEFAULTS: dict[str, Any] = {
-    # The core comparison; Keras' other backends (keras-jax, keras-torch) when named.
-    "framework": ["torch", "tensorflow"],
+    # The core comparison (the registry's core frameworks); the others when named.
+    "framework": core_frameworks(),
     "task": ["train"],
     "batch_size": [32],
     "device": ["cpu"],
@@ -245,7 +245,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 continue
             for mode in _for(axes["mode"], fw):
                 candidate = _applicable({**fields, "framework": fw, "mode": mode})
-                if not _distributed_fits(candidate, strategies):
+                if not _distributed_fits(candidate, strategies) or not _task_fits(candidate):
                     continue
                 if any(_matches(candidate, rule) for rule in excludes):
                     excluded += 1
@@ -261,7 +261,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
         raise SpecError(f"{source}: the sweep expands to no case: `exclude` removes all {excluded}")
     for name in strategies:
         if not any(c.strategy == str(name).lower() for c in cases):
-            found = STRATEGIES.get(str(name).lower())
+            found = get_strategy(str(name).lower())
             needs = (
                 f" (it needs {found.framework} in {'/'.join(found.modes)} mode)" if found else ""
             )
@@ -291,6 +291,13 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in DIMENSIONS or k in spec.dims}
 
 
+def _task_fits(case: dict[str, Any]) -> bool:
+    """Inference-only frameworks (the runtimes) take the grid's infer cases only, so one
+    sweep can put them beside the training frameworks."""
+    info = FRAMEWORKS.get(str(case.get("framework")))
+    return info is None or (case.get("task") or "train") != "train" or info.can_train.available
+
+
 def _distributed_fits(case: dict[str, Any], strategies: list[Any]) -> bool:
     """A strategy applies to its framework in its modes; several workers apply to the
     strategies. So `strategy: [ddp, multiworker]` beside `framework: [torch, tensorflow]`
@@ -298,7 +305,7 @@ def _distributed_fits(case: dict[str, Any], strategies: list[Any]) -> bool:
     name = case.get("strategy")
     if name is None:
         return not strategies or int(case.get("world_size") or 1) == 1
-    found = STRATEGIES.get(str(name).lower())
+    found = get_strategy(str(name).lower())
     if found is None:
         return True  # unknown strategy: Case.build names the valid choices
     return found.framework == case["framework"] and case["mode"] in found.modes

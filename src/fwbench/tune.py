@@ -23,8 +23,6 @@ from fwbench.result import Result
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
 # has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).
 DEFAULT_PRECISIONS = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "tf32", "bf16", "fp16")}
-# Modes left out unless asked for: their compile takes minutes and rarely wins on CPUs.
-SLOW_MODES = ("compile-max-autotune",)
 
 
 def search_space(
@@ -45,7 +43,7 @@ def search_space(
     for fw in frameworks:
         info = FRAMEWORKS[fw]
         fw_modes = [m for m in modes if m in info.modes] if modes else [
-            m for m in info.modes if m not in SLOW_MODES
+            m for m in info.modes if m not in info.slow_modes
         ]  # fmt: skip
         for mode in fw_modes:
             for precision in precisions or DEFAULT_PRECISIONS[device]:

@@ -32,7 +32,7 @@ app = typer.Typer(
     name="fwbench",
     help="Benchmark deep learning frameworks against each other on this machine, fairly.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion: choices come from the registries
     pretty_exceptions_enable=False,
 )
 app.command("run")(run.command)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fwbench.case import Case
+from fwbench.cli import choices
 from fwbench.errors import SpecError
 from fwbench.measure.timing import TimingConfig
 from fwbench.report import scaling
@@ -52,11 +53,29 @@ FreqBinsOption = Annotated[
 ]
 PrecisionOption = Annotated[
     str | None,
-    typer.Option(help="fp32 | tf32 (cuda) | bf16 | fp16: mixed precision. [default: fp32]"),
+    typer.Option(help=choices.PRECISION_HELP, autocompletion=choices.complete_precision),
 ]
 LayoutOption = Annotated[
     str | None,
-    typer.Option(help="channels_first | channels_last (image models). [default: the framework's]"),
+    typer.Option(help=choices.LAYOUT_HELP, autocompletion=choices.complete_layout),
+]
+FrameworksOption = Annotated[
+    list[str],
+    typer.Option(help=choices.frameworks_help(), autocompletion=choices.complete_framework),
+]
+ModelOption = Annotated[
+    str,
+    typer.Option(help="Model name; see `fwbench models`.", autocompletion=choices.complete_model),
+]
+TaskOption = Annotated[
+    str, typer.Option(help=choices.TASK_HELP, autocompletion=choices.complete_task)
+]
+DeviceOption = Annotated[
+    str, typer.Option(help=choices.DEVICE_HELP, autocompletion=choices.complete_device)
+]
+ModesOption = Annotated[
+    list[str] | None,
+    typer.Option(help=choices.modes_help(), autocompletion=choices.complete_mode),
 ]
 AutotuneOption = Annotated[
     bool, typer.Option(help="cuDNN algorithm search (cudnn.benchmark; cuda only).")

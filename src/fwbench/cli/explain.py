@@ -10,17 +10,21 @@ from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import Case
+from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     AutotuneOption,
     DbOption,
+    DeviceOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
     LayoutOption,
+    ModesOption,
     NumClassesOption,
     PrecisionOption,
     SeqLenOption,
+    TaskOption,
     VocabSizeOption,
     cases_per_framework,
     console,
@@ -32,7 +36,7 @@ from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks, get_framework
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
@@ -41,19 +45,25 @@ DEFAULT_MODES = {name: info.default_mode for name, info in FRAMEWORKS.items()}
 
 
 def command(
-    model: Annotated[str | None, typer.Option(help="Model name; see `fwbench models`.")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Model name; see `fwbench models`.", autocompletion=choices.complete_model
+        ),
+    ] = None,
     case: Annotated[
         str | None,
         typer.Option("--case", help="A stored case key (see `results --json`) to explain instead."),
     ] = None,
     framework: Annotated[
-        list[str] | None, typer.Option(help="Frameworks to explain (repeat). [default: all]")
-    ] = None,
-    mode: Annotated[
         list[str] | None,
-        typer.Option(help="One mode for all, or one per framework. [default: eager, graph]"),
+        typer.Option(
+            help=choices.frameworks_help(f"repeat. [default: {choices.CORE_HELP}]"),
+            autocompletion=choices.complete_framework,
+        ),
     ] = None,
-    task: Annotated[str, typer.Option(help="train | infer")] = "train",
+    mode: ModesOption = None,
+    task: TaskOption = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
@@ -63,7 +73,7 @@ def command(
     precision: PrecisionOption = None,
     layout: LayoutOption = None,
     autotune: AutotuneOption = False,
-    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    device: DeviceOption = "cpu",
     threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
     steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
     categories: Annotated[
@@ -88,12 +98,14 @@ def command(
         freq_bins, num_classes, device = stored.freq_bins, stored.num_classes, stored.device
         threads = stored.threads
         precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
-        framework = framework or list(dict.fromkeys([stored.framework, "torch", "tensorflow"]))
+        framework = framework or list(dict.fromkeys([stored.framework, *core_frameworks()]))
         defaults = {**DEFAULT_MODES, stored.framework: stored.mode}
         mode = mode or [defaults.get(fw, "eager") for fw in framework]
     if model is None:
         raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
-    frameworks = framework or ["torch", "tensorflow"]
+    frameworks = framework or core_frameworks()
+    for fw in frameworks:
+        get_framework(fw).can_explain.check(fw, "explain")
     if steps < 1:
         raise SpecError("steps: profile at least 1 step")
     rules = tuple(load_rules(categories)) if categories else ()

@@ -11,7 +11,15 @@ import typer
 from rich.table import Table
 
 from fwbench.case import DEVICES, default_threads
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, console, out, print_json
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    DeviceOption,
+    JsonOption,
+    console,
+    out,
+    print_json,
+)
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
@@ -24,7 +32,7 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
 def command(
-    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    device: DeviceOption = "cpu",
     dtype: Annotated[
         list[str] | None,
         typer.Option(help="fp32 | tf32 (cuda) | bf16 | fp16 (repeat). [default: fp32, bf16]"),
@@ -51,8 +59,8 @@ def command(
     rows: list[dict[str, Any]] = []
     with ResultStore(db) as store:
         for name, info in FRAMEWORKS.items():
-            if not info.installed() or info.kernels_of:
-                continue  # a Keras backend's matmul is its backend framework's
+            if not info.installed() or not info.can_measure_peak.available:
+                continue  # e.g. a Keras backend's matmul is its backend framework's
             with console.status(f"{info.label}: {size}x{size} matmul, {', '.join(dtypes)}"):
                 request = PeakRequest(
                     framework=name,

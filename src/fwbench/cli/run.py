@@ -7,17 +7,23 @@ from typing import Annotated
 import typer
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     AutotuneOption,
     DbOption,
+    DeviceOption,
+    FrameworksOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
     LayoutOption,
+    ModelOption,
+    ModesOption,
     NumClassesOption,
     PrecisionOption,
     SeqLenOption,
+    TaskOption,
     VocabSizeOption,
     cases_per_framework,
     console,
@@ -35,11 +41,9 @@ def _world_sizes(given: list[int] | None) -> list[int | None]:
 
 
 def command(
-    framework: Annotated[
-        list[str], typer.Option(help="torch | tensorflow; repeat to compare frameworks.")
-    ],
-    model: Annotated[str, typer.Option(help="Model name; see `fwbench models`.")],
-    task: Annotated[str, typer.Option(help="train | infer")] = "train",
+    framework: FrameworksOption,
+    model: ModelOption,
+    task: TaskOption = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
@@ -49,16 +53,8 @@ def command(
     precision: PrecisionOption = None,
     layout: LayoutOption = None,
     autotune: AutotuneOption = False,
-    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
-    mode: Annotated[
-        list[str] | None,
-        typer.Option(
-            help=(
-                "eager (both) | script (torch) | graph, xla (tensorflow); "
-                "one for all frameworks, or one each."
-            )
-        ),
-    ] = None,
+    device: DeviceOption = "cpu",
+    mode: ModesOption = None,
     threads: Annotated[
         int,
         typer.Option(
@@ -69,17 +65,15 @@ def command(
     strategy: Annotated[
         list[str] | None,
         typer.Option(
-            help=(
-                "Data parallelism: ddp, dp (torch) | multiworker, mirrored (tensorflow); "
-                "one for all frameworks, or one each. See docs/distributed.md."
-            )
+            help=choices.strategies_help() + " See docs/distributed.md.",
+            autocompletion=choices.complete_strategy,
         ),
     ] = None,
     world_size: Annotated[
         list[int] | None,
         typer.Option(
-            help="Replicas (processes for ddp / multiworker, devices for dp / mirrored); "
-            "repeat to measure scaling, e.g. --world-size 1 --world-size 2."
+            help="Replicas (processes, or devices for a strategy that drives several from "
+            "one process); repeat to measure scaling, e.g. --world-size 1 --world-size 2."
         ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,

@@ -11,14 +11,17 @@ from rich.table import Table
 from fwbench import tune
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import default_threads
+from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
+    DeviceOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
     NumClassesOption,
     SeqLenOption,
+    TaskOption,
     VocabSizeOption,
     console,
     out,
@@ -36,23 +39,34 @@ def command(
     model: Annotated[str, typer.Argument(help="Model name; see `fwbench models`.")],
     framework: Annotated[
         list[str] | None,
-        typer.Option(help="Frameworks to tune (repeat). [default: torch, tensorflow]"),
+        typer.Option(
+            help=choices.frameworks_help(f"repeat. [default: {choices.CORE_HELP}]"),
+            autocompletion=choices.complete_framework,
+        ),
     ] = None,
-    task: Annotated[str, typer.Option(help="train | infer")] = "train",
+    task: TaskOption = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
     vocab_size: VocabSizeOption = None,
     freq_bins: FreqBinsOption = None,
     num_classes: NumClassesOption = None,
-    device: Annotated[str, typer.Option(help="cpu | cuda")] = "cpu",
+    device: DeviceOption = "cpu",
     mode: Annotated[
         list[str] | None,
-        typer.Option(help="Modes to try (repeat). [default: all but compile-max-autotune]"),
+        typer.Option(
+            help="Modes to try (repeat). [default: every mode but the slow ones: "
+            + ", ".join(m for i in FRAMEWORKS.values() for m in i.slow_modes)
+            + "]",
+            autocompletion=choices.complete_mode,
+        ),
     ] = None,
     precision: Annotated[
         list[str] | None,
-        typer.Option(help="Precisions to try (repeat). [default: fp32, bf16; GPUs add tf32, fp16]"),
+        typer.Option(
+            help="Precisions to try (repeat). [default: fp32, bf16; GPUs add tf32, fp16]",
+            autocompletion=choices.complete_precision,
+        ),
     ] = None,
     threads: Annotated[
         list[int] | None,

@@ -34,7 +34,7 @@ from typing import Any
 
 import psutil
 
-from fwbench.distributed.strategies import STRATEGIES
+from fwbench.distributed.strategies import get_strategy
 from fwbench.launch.local import classify_exit, worker_env
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
 from fwbench.launch.protocol import CaseReport, CaseRequest
@@ -106,7 +106,9 @@ class _Job:
     def __init__(self, request: CaseRequest, deadline: float, timeout_s: float) -> None:
         self.request = request
         self.case = request.case
-        self.strategy = STRATEGIES[str(self.case.strategy)]
+        strategy = get_strategy(str(self.case.strategy))
+        assert strategy is not None  # the case was validated
+        self.strategy = strategy
         self.nproc = self.strategy.process_count(self.case.replicas)
         self.deadline = deadline
         self.timeout_s = timeout_s
@@ -124,7 +126,7 @@ class _Job:
         env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
         # -P: a `torch.py` in the user's directory must not shadow the framework.
         worker = [sys.executable, "-P", "-m", "fwbench.distributed.worker", label]
-        if self.case.strategy == "ddp":
+        if self.strategy.launch == "torchrun":
             torchrun = [
                 sys.executable,
                 "-P",
@@ -138,7 +140,7 @@ class _Job:
                 *worker[2:],  # torchrun's children get PYTHONSAFEPATH instead of -P
             ]
             self._spawn(torchrun, env, "torchrun")
-        elif self.case.strategy == "multiworker":
+        elif self.strategy.launch == "tf_config":
             ports = [free_port() for _ in range(self.nproc)]
             for rank in range(self.nproc):
                 rank_env = env | {
@@ -406,7 +408,8 @@ def run_distributed(
         return CaseOutcome(report)
     timing = finish(prepared, run, request.timing)
     summary = energy.summarise(meter, reasons, case.global_batch_size)
-    launcher = "torchrun" if case.strategy == "ddp" else "spawn"
+    strategy = get_strategy(str(case.strategy))
+    launcher = "torchrun" if strategy is not None and strategy.launch == "torchrun" else "spawn"
     measured = MeasuredRun(timing, report.build_s or 0.0, launcher)
     return CaseOutcome(report, None, (measured,), summary)
 

@@ -7,71 +7,29 @@ and tf.distribute the global one: each workload converts (METHODOLOGY rule 13).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import dataclasses
+
+from fwbench.frameworks.registry import FRAMEWORKS, Strategy
 
 
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    framework: str
-    label: str
-    # "per_replica": one process per replica (DDP, MultiWorkerMirroredStrategy);
-    # "one": one process driving several devices (DataParallel, MirroredStrategy).
-    processes: Literal["per_replica", "one"]
-    devices: tuple[str, ...]  # where it can run; elsewhere a case is recorded unsupported
-    modes: tuple[str, ...]
-    batch_semantics: str  # how the framework's API takes the batch, for the record
+def all_strategies() -> dict[str, Strategy]:
+    """Every framework's strategies by name, with the framework each belongs to filled in.
 
-    def process_count(self, world_size: int) -> int:
-        return world_size if self.processes == "per_replica" else 1
+    Built on each call, from the registry (plugins included): never at import time.
+    """
+    return {
+        s.name: dataclasses.replace(s, framework=name)
+        for name, info in FRAMEWORKS.items()
+        for s in info.strategies
+    }
 
 
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy(
-            "ddp",
-            "torch",
-            "DistributedDataParallel",
-            "per_replica",
-            ("cpu", "cuda"),
-            ("eager",),
-            "per-process batch (each rank feeds its own per-replica batch)",
-        ),
-        Strategy(
-            "dp",
-            "torch",
-            "DataParallel",
-            "one",
-            ("cuda",),
-            ("eager",),
-            "global batch, split across the devices by DataParallel",
-        ),
-        Strategy(
-            "mirrored",
-            "tensorflow",
-            "MirroredStrategy",
-            "one",
-            ("cuda",),
-            ("graph",),
-            "global batch (tf.distribute), fed as per-replica values; loss / replicas",
-        ),
-        Strategy(
-            "multiworker",
-            "tensorflow",
-            "MultiWorkerMirroredStrategy",
-            "per_replica",
-            ("cpu", "cuda"),
-            ("graph",),
-            "global batch (tf.distribute), fed as per-replica values; loss / replicas",
-        ),
-    )
-}
+def get_strategy(name: str) -> Strategy | None:
+    return all_strategies().get(name)
 
 
 def strategies_of(framework: str) -> list[str]:
-    return [s.name for s in STRATEGIES.values() if s.framework == framework]
+    return [s.name for s in all_strategies().values() if s.framework == framework]
 
 
 def check(
@@ -89,10 +47,10 @@ def check(
                 f"{framework}: {', '.join(strategies_of(framework))}"
             )
         return
-    found = STRATEGIES.get(strategy)
+    found = get_strategy(strategy)
     if found is None:
         raise ValueError(
-            f"strategy: unknown strategy {strategy!r}; valid choices: {', '.join(STRATEGIES)}"
+            f"strategy: unknown strategy {strategy!r}; valid choices: {', '.join(all_strategies())}"
         )
     if found.framework != framework:
         raise ValueError(

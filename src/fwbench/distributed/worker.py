@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from fwbench.distributed import comm
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.distributed.launch import LAUNCHER_ENV
-from fwbench.distributed.strategies import STRATEGIES
+from fwbench.distributed.strategies import get_strategy
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
@@ -54,14 +54,17 @@ class _Module(Protocol):
 
 
 def _module(framework: str) -> _Module:
-    name = {"torch": "torch_dp", "tensorflow": "tf_dp"}[framework]
-    module: _Module = importlib.import_module(f"fwbench.distributed.{name}")
+    path = get_framework(framework).data_parallel
+    if path is None:
+        raise ValueError(f"{framework} has no data-parallel strategies")
+    module: _Module = importlib.import_module(path)
     return module
 
 
 def serve(request: CaseRequest, rank: int, world: int, send: Send, commands: Any) -> None:
     case = request.case
-    strategy = STRATEGIES[str(case.strategy)]
+    strategy = get_strategy(str(case.strategy))
+    assert strategy is not None  # the case was validated
     adapter = get_framework(case.framework).load_adapter()
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     settings |= get_model(case.model).training()

@@ -88,14 +88,17 @@ class Adapter(ABC):
     def device_memory(self, device: str) -> dict[str, int] | None:
         """Allocator peaks since the last reset, in bytes; None on the CPU."""
 
-    @abstractmethod
+    # What a framework may not offer: its registry entry says so (FrameworkInfo's
+    # counts_flops, can_explain, can_measure_peak), and callers check that before asking,
+    # so these defaults are never reached in normal use.
+
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         """FLOPs of one step (convolutions and matrix products), and the counter used.
 
         May run one extra step: call it after the measurement.
         """
+        raise NotImplementedError(f"{self.name} counts no FLOPs (see its registry entry)")
 
-    @abstractmethod
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
     ) -> tuple[str, list[Event], tuple[float, float], str | None]:
@@ -104,7 +107,8 @@ class Adapter(ABC):
         Returns the profiler's name, its op (CPU) or kernel (GPU) events, the window the
         steps took on the profiler's clock, and where the raw trace was written.
         """
+        raise NotImplementedError(f"{self.name} cannot be profiled (see its registry entry)")
 
-    @abstractmethod
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         """An n x n by n x n matrix product, for measuring the machine's peak FLOP/s."""
+        raise NotImplementedError(f"{self.name} measures no peak (see its registry entry)")

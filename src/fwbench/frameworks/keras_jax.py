@@ -16,7 +16,6 @@ from typing import Any
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
-from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
@@ -168,17 +167,6 @@ class KerasJaxAdapter(KerasBackendAdapter):
         stats = jax.devices()[0].memory_stats() or {}
         peak = stats.get("peak_bytes_in_use")
         return None if peak is None else {"allocated_peak_bytes": int(peak)}
-
-    def count_flops(self, workload: Workload) -> tuple[float, str]:
-        raise NotImplementedError(
-            "FLOPs are not counted for keras-jax: XLA's cost analysis also counts "
-            "elementwise ops, so it would not compare with the other frameworks' counts"
-        )
-
-    def profile(
-        self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
-        raise NotImplementedError("fwbench explain does not read JAX profiles yet")
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return _Matmul(dtype, n)

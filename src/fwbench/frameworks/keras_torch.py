@@ -13,7 +13,6 @@ from typing import Any
 os.environ["KERAS_BACKEND"] = "torch"  # read once, when keras is first imported
 
 from fwbench.case import Case
-from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
@@ -116,14 +115,3 @@ class KerasTorchAdapter(KerasBackendAdapter):
         import torch
 
         return {"allocated_peak_bytes": int(torch.cuda.max_memory_allocated())}
-
-    def count_flops(self, workload: Workload) -> tuple[float, str]:
-        raise NotImplementedError("FLOPs are not counted for keras-torch yet")
-
-    def profile(
-        self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
-        raise NotImplementedError("fwbench explain does not profile keras-torch yet")
-
-    def matmul(self, device: str, dtype: str, n: int) -> Workload:
-        raise NotImplementedError("fwbench peak: use the torch framework for PyTorch's peak")

@@ -1,18 +1,60 @@
 """Framework metadata that the CLI can read without importing any framework.
 
-A new framework is one adapter module plus one entry here.
+A new framework is one adapter module plus one entry here: this entry is the only place
+outside `frameworks/` (and the model builders) that knows the framework — its modes,
+precisions, defaults, chart colour, what it can do (count FLOPs, be explained, measure
+a peak) and its data-parallel strategies. Callers check the capabilities before any
+work starts, so a request a framework cannot serve is refused with the reason, never
+measured and then failed (`Capability.check`).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from fwbench.frameworks.base import Adapter
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    label: str
+    # "per_replica": one process per replica (DDP, MultiWorkerMirroredStrategy);
+    # "one": one process driving several devices (DataParallel, MirroredStrategy).
+    processes: Literal["per_replica", "one"]
+    devices: tuple[str, ...]  # where it can run; elsewhere a case is recorded unsupported
+    modes: tuple[str, ...]
+    batch_semantics: str  # how the framework's API takes the batch, for the record
+    # How its processes start (fwbench.distributed.launch): torchrun; one worker per
+    # replica, each with its TF_CONFIG; or one worker driving every device.
+    launch: Literal["torchrun", "tf_config", "single"] = "single"
+    framework: str = ""  # filled in from the entry it is listed on
+
+    def process_count(self, world_size: int) -> int:
+        return world_size if self.processes == "per_replica" else 1
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Something a framework can do, or the reason it cannot."""
+
+    available: bool = True
+    reason: str = ""
+
+    def check(self, framework: str, what: str) -> None:
+        if not self.available:
+            from fwbench.errors import SpecError
+
+            raise SpecError(f"{what}: {framework} cannot: {self.reason}")
+
+
+NO = Capability  # NO(False, "why") reads as what it says at the entries below
 
 
 @dataclass(frozen=True)
@@ -37,6 +79,23 @@ class FrameworkInfo:
     models_from: str | None = None
     # Whose compute kernels it runs, when another framework's (`fwbench peak` skips it).
     kernels_of: str | None = None
+    # In the frameworks a sweep, `explain` or `tune` uses when none are named.
+    core: bool = False
+    colour: str = "#4C72B0"  # one colour everywhere a chart shows it
+    # Precisions a mode cannot run, and why: (mode, precisions, reason).
+    mode_exclusions: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    # Modes `tune` leaves out unless asked for (their compile takes minutes).
+    slow_modes: tuple[str, ...] = ()
+    # What `fwbench explain` writes its raw trace as (a file suffix, or a folder's).
+    trace_suffix: str = ".trace"
+    can_train: Capability = Capability()  # inference-only runtimes refuse training cases
+    counts_flops: Capability = Capability()
+    can_explain: Capability = Capability()
+    can_measure_peak: Capability = Capability()
+    # The module that builds its data-parallel workloads (fwbench.distributed.*), and the
+    # strategies it offers (fwbench.distributed.strategies indexes them by name).
+    data_parallel: str | None = None
+    strategies: tuple[Strategy, ...] = ()
     # Modules a fork server imports after the adapter module, so forked workers start
     # with them loaded (fwbench.launch.forkserver). Importing them must start no thread
     # and initialise no device.
@@ -61,72 +120,176 @@ class FrameworkInfo:
         return adapter
 
 
-FRAMEWORKS: dict[str, FrameworkInfo] = {
-    info.name: info
-    for info in (
-        FrameworkInfo(
-            name="torch",
-            label="PyTorch",
-            # compile*: torch.compile with inductor in its default, reduce-overhead and
-            # max-autotune modes; script: TorchScript by tracing.
-            modes=(
-                "eager",
-                "compile",
-                "compile-reduce-overhead",
-                "compile-max-autotune",
+_BUILT_IN: tuple[FrameworkInfo, ...] = (
+    FrameworkInfo(
+        name="torch",
+        label="PyTorch",
+        # compile*: torch.compile with inductor in its default, reduce-overhead and
+        # max-autotune modes; script: TorchScript by tracing.
+        modes=(
+            "eager",
+            "compile",
+            "compile-reduce-overhead",
+            "compile-max-autotune",
+            "script",
+        ),
+        devices=("cpu", "cuda"),
+        packages=("torch", "torchvision"),
+        adapter_path="fwbench.frameworks.torch:TorchAdapter",
+        preload=("torchvision",),
+        distributions=("torch",),
+        cuda_modes=(
+            ("compile-reduce-overhead", "its gain is CUDA graphs, which need a CUDA device"),
+        ),
+        native_layout="channels_first",
+        core=True,
+        colour="#EE4C2C",  # PyTorch orange-red
+        slow_modes=("compile-max-autotune",),
+        mode_exclusions=(
+            (
                 "script",
+                ("bf16", "fp16"),
+                "mixed precision needs autocast, which a TorchScript trace freezes; "
+                "use mode eager or compile",
             ),
-            devices=("cpu", "cuda"),
-            packages=("torch", "torchvision"),
-            adapter_path="fwbench.frameworks.torch:TorchAdapter",
-            preload=("torchvision",),
-            distributions=("torch",),
-            cuda_modes=(
-                ("compile-reduce-overhead", "its gain is CUDA graphs, which need a CUDA device"),
+        ),
+        trace_suffix=".trace.json",  # torch.profiler's Chrome trace
+        data_parallel="fwbench.distributed.torch_dp",
+        strategies=(
+            Strategy(
+                "ddp",
+                "DistributedDataParallel",
+                "per_replica",
+                ("cpu", "cuda"),
+                ("eager",),
+                "per-process batch (each rank feeds its own per-replica batch)",
+                launch="torchrun",
             ),
-            native_layout="channels_first",
+            Strategy(
+                "dp",
+                "DataParallel",
+                "one",
+                ("cuda",),
+                ("eager",),
+                "global batch, split across the devices by DataParallel",
+            ),
         ),
-        FrameworkInfo(
-            name="tensorflow",
-            label="TensorFlow",
-            modes=("eager", "graph", "xla"),
-            devices=("cpu", "cuda"),
-            packages=("tensorflow", "keras"),
-            adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
-            distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
-            native_layout="channels_last",
-            default_mode="graph",  # Keras' own fit() runs a tf.function
+    ),
+    FrameworkInfo(
+        name="tensorflow",
+        label="TensorFlow",
+        modes=("eager", "graph", "xla"),
+        devices=("cpu", "cuda"),
+        packages=("tensorflow", "keras"),
+        adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
+        distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
+        native_layout="channels_last",
+        default_mode="graph",  # Keras' own fit() runs a tf.function
+        core=True,
+        colour="#2A7AB0",  # blue: PyTorch and TensorFlow are both orange by brand
+        trace_suffix=".tensorboard",  # a TensorBoard log folder
+        data_parallel="fwbench.distributed.tf_dp",
+        strategies=(
+            Strategy(
+                "mirrored",
+                "MirroredStrategy",
+                "one",
+                ("cuda",),
+                ("graph",),
+                "global batch (tf.distribute), fed as per-replica values; loss / replicas",
+            ),
+            Strategy(
+                "multiworker",
+                "MultiWorkerMirroredStrategy",
+                "per_replica",
+                ("cpu", "cuda"),
+                ("graph",),
+                "global batch (tf.distribute), fed as per-replica values; loss / replicas",
+                launch="tf_config",
+            ),
         ),
-        FrameworkInfo(
-            name="keras-jax",
-            label="JAX (Keras 3)",
-            modes=("jit", "eager"),
-            devices=("cpu", "cuda"),
-            packages=("jax", "keras"),
-            adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
-            preload=("jax", "keras"),
-            distributions=("jax",),
-            native_layout="channels_last",
-            default_mode="jit",
-            precisions=("fp32", "bf16"),
-            models_from="tensorflow",
+    ),
+    FrameworkInfo(
+        name="keras-jax",
+        label="JAX (Keras 3)",
+        modes=("jit", "eager"),
+        devices=("cpu", "cuda"),
+        packages=("jax", "keras"),
+        adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
+        preload=("jax", "keras"),
+        distributions=("jax",),
+        native_layout="channels_last",
+        default_mode="jit",
+        precisions=("fp32", "bf16"),
+        models_from="tensorflow",
+        colour="#5E97F6",  # JAX's blue-violet
+        counts_flops=NO(
+            False,
+            "XLA's cost analysis also counts elementwise ops, so it would not compare "
+            "with the other frameworks' counts",
         ),
-        FrameworkInfo(
-            name="keras-torch",
-            label="Keras 3 on PyTorch",
-            modes=("eager",),
-            devices=("cpu", "cuda"),
-            packages=("torch", "keras"),
-            adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
-            preload=("keras",),
-            distributions=("keras",),
-            native_layout="channels_last",
-            precisions=("fp32", "bf16"),
-            models_from="tensorflow",
-            kernels_of="torch",
-        ),
-    )
-}
+        can_explain=NO(False, "fwbench does not read JAX profiles yet"),
+    ),
+    FrameworkInfo(
+        name="keras-torch",
+        label="Keras 3 on PyTorch",
+        modes=("eager",),
+        devices=("cpu", "cuda"),
+        packages=("torch", "keras"),
+        adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
+        preload=("keras",),
+        distributions=("keras",),
+        native_layout="channels_last",
+        precisions=("fp32", "bf16"),
+        models_from="tensorflow",
+        kernels_of="torch",
+        colour="#F5A623",  # PyTorch's family, lighter
+        counts_flops=NO(False, "its FLOP counter is not written yet"),
+        can_explain=NO(False, "its profile is not read yet"),
+        can_measure_peak=NO(False, "its matmul is PyTorch's: measure torch's peak"),
+    ),
+)
+
+
+class _Registry(Mapping[str, FrameworkInfo]):
+    """Name -> FrameworkInfo: the built-in entries, then plugins' on first use."""
+
+    def __init__(self, entries: tuple[FrameworkInfo, ...]) -> None:
+        self._entries = {info.name: info for info in entries}
+
+    def _all(self) -> dict[str, FrameworkInfo]:
+        from fwbench import plugins
+
+        plugins.load()
+        return self._entries
+
+    def __getitem__(self, name: str) -> FrameworkInfo:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._all()))
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+FRAMEWORKS = _Registry(_BUILT_IN)
+
+
+def register_framework(info: FrameworkInfo) -> FrameworkInfo:
+    """Add a framework (from a plugin module, see docs/adding-a-framework.md)."""
+    from fwbench.errors import SpecError
+
+    for strategy in info.strategies:
+        if strategy.framework not in ("", info.name):
+            raise SpecError(f"framework {info.name!r}: strategy {strategy.name!r} is another's")
+    FRAMEWORKS._entries[info.name] = info
+    return info
+
+
+def core_frameworks() -> list[str]:
+    """The frameworks used when none are named: the core comparison."""
+    return [name for name, info in FRAMEWORKS.items() if info.core]
 
 
 def get_framework(name: str) -> FrameworkInfo:

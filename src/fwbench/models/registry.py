@@ -3,18 +3,17 @@
 Builders import their framework inside the function body, so registering a model never
 loads a framework. Users add models with a module that calls `register(...)`, found
 through the `fwbench.models` entry-point group or the FWBENCH_PLUGINS environment
-variable (comma-separated module names), see docs/adding-a-model.md.
+variable (comma-separated module names; fwbench.plugins), see docs/adding-a-model.md.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
+from fwbench import plugins
 from fwbench.errors import SpecError
 
 # Called with the model's dimensions as keywords (e.g. num_classes=1000, input_size=224),
@@ -148,10 +147,7 @@ def _load() -> None:
     _loaded = True
     for module in _BUILT_IN:
         importlib.import_module(f"fwbench.models.{module}")
-    for ep in entry_points(group="fwbench.models"):
-        ep.load()
-    for module in filter(None, os.environ.get("FWBENCH_PLUGINS", "").split(",")):
-        importlib.import_module(module.strip())
+    plugins.load()
 
 
 def all_models() -> dict[str, ModelSpec]:

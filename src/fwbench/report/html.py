@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from fwbench.explain.compare import side_by_side
 from fwbench.report import figures, scaling
-from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
+from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
 
@@ -49,7 +49,7 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
                     },
                     marker={
                         "color": colour(variant),
-                        "pattern": {"shape": MODE_PATTERN.get(mode_of(variant), "")},
+                        "pattern": {"shape": pattern(variant)},
                     },
                     hovertemplate=f"{variant}<br>%{{x}}<br>relative time %{{y:.3f}}<extra></extra>",
                 ),
@@ -101,7 +101,7 @@ def _curve_figure(
                     x=curve.batch_sizes,
                     y=curve.values,
                     mode="lines+markers",
-                    line={"color": colour(name), "dash": MODE_DASH.get(mode_of(name), "solid")},
+                    line={"color": colour(name), "dash": dash(name)},
                     hovertemplate=(
                         f"{html.escape(label)}<br>batch %{{x}}<br>%{{y:.4g}}<extra></extra>"
                     ),
@@ -133,7 +133,7 @@ def _scaling_figure(panels: list[scaling.ScalingPanel]) -> go.Figure:
         for series in panel.series:
             name = series.variant
             ok = [p for p in series.points if p.throughput is not None]
-            line = {"color": colour(name), "dash": MODE_DASH.get(mode_of(name), "solid")}
+            line = {"color": colour(name), "dash": dash(name)}
             fig.add_trace(
                 go.Scatter(
                     name=name,

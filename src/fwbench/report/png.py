@@ -11,8 +11,18 @@ matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt
 
 from fwbench.report import figures, scaling
-from fwbench.report.style import MODE_DASH, MODE_PATTERN, colour, mode_of
+from fwbench.report.style import colour, dash, pattern
 from fwbench.result import Result
+
+# Plotly's dash names in matplotlib's terms.
+MATPLOTLIB_DASH = {
+    "solid": "-",
+    "dash": "--",
+    "dot": ":",
+    "dashdot": "-.",
+    "longdash": (0, (10, 3)),
+    "longdashdot": (0, (10, 3, 2, 3)),
+}
 
 
 def _relative(panels: list[figures.Panel], title: str, path: Path) -> None:
@@ -45,7 +55,7 @@ def _relative(panels: list[figures.Panel], title: str, path: Path) -> None:
                     point.value,
                     width,
                     color=colour(variant),
-                    hatch=MODE_PATTERN.get(mode_of(variant), "") * 2,
+                    hatch=pattern(variant) * 2,
                     label=variant if j == 0 else None,
                 )
         ax.set_xticks(range(len(panel.x)), panel.x)
@@ -68,9 +78,7 @@ def _curves(panels: list[figures.CurvePanel], title: str, y_label: str, path: Pa
                 curve.values,
                 marker="o",
                 color=colour(curve.variant),
-                linestyle={"solid": "-", "dash": "--", "dot": ":", "dashdot": "-."}[
-                    MODE_DASH.get(mode_of(curve.variant), "solid")
-                ],
+                linestyle=MATPLOTLIB_DASH[dash(curve.variant)],
                 label=curve.variant,
             )
         ax.set_xscale("log", base=2)

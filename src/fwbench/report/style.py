@@ -1,26 +1,37 @@
-"""One colour per framework, everywhere a chart shows it (HTML and PNG alike)."""
+"""One colour per framework, everywhere a chart shows it (HTML and PNG alike), and one
+line dash / bar pattern per mode of a framework. Colours come from the framework's
+registry entry; a mode's look from its place in the framework's list of modes."""
 
 from __future__ import annotations
 
-FRAMEWORK_COLOURS = {
-    "torch": "#EE4C2C",  # PyTorch orange-red
-    "tensorflow": "#2A7AB0",  # blue: PyTorch and TensorFlow are both orange by brand
-    "jax": "#5E97F6",
-    "keras-jax": "#5E97F6",  # JAX's blue-violet
-    "keras-torch": "#F5A623",  # PyTorch's family, lighter
-}
+from fwbench.frameworks.registry import FRAMEWORKS
+
 FALLBACK = ("#4C72B0", "#55A868", "#8172B2", "#64B5CD", "#CCB974")
-# Modes of one framework share its colour and differ by pattern / dash.
-MODE_DASH = {"eager": "solid", "graph": "dash", "xla": "dot", "script": "dashdot"}
-MODE_PATTERN = {"eager": "", "graph": "/", "xla": ".", "script": "x"}
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+PATTERNS = ("", "/", ".", "x", "\\", "+")
 
 
 def colour(variant: str) -> str:
     framework = variant.split("/", 1)[0]
-    if framework in FRAMEWORK_COLOURS:
-        return FRAMEWORK_COLOURS[framework]
+    info = FRAMEWORKS.get(framework)
+    if info is not None:
+        return info.colour
     return FALLBACK[sum(map(ord, framework)) % len(FALLBACK)]
 
 
-def mode_of(variant: str) -> str:
-    return variant.split("/", 1)[1] if "/" in variant else ""
+def _mode_index(variant: str) -> int:
+    framework, _, rest = variant.partition("/")
+    mode = rest.split("/", 1)[0]
+    info = FRAMEWORKS.get(framework)
+    if info is None or mode not in info.modes:
+        return 0
+    return info.modes.index(mode)
+
+
+def dash(variant: str) -> str:
+    """Plotly dash of the variant's mode (matplotlib maps the same names)."""
+    return DASHES[_mode_index(variant) % len(DASHES)]
+
+
+def pattern(variant: str) -> str:
+    return PATTERNS[_mode_index(variant) % len(PATTERNS)]

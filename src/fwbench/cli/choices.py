@@ -1,0 +1,76 @@
+"""The CLI's choices, generated from the registries: help texts and shell completion
+list what this install offers, so they cannot drift from it."""
+
+from __future__ import annotations
+
+from fwbench.case import DEVICES, LAYOUTS, PRECISIONS, TASKS
+from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
+
+
+def _join(values: list[str] | tuple[str, ...]) -> str:
+    return " | ".join(values)
+
+
+def frameworks_help(extra: str = "repeat to compare frameworks.") -> str:
+    return f"{_join(list(FRAMEWORKS))}; {extra}"
+
+
+def modes_help() -> str:
+    per_framework = "; ".join(f"{name}: {', '.join(i.modes)}" for name, i in FRAMEWORKS.items())
+    return f"{per_framework}. One for all frameworks, or one each."
+
+
+def strategies_help() -> str:
+    per_framework = "; ".join(
+        f"{name}: {', '.join(s.name for s in i.strategies)}"
+        for name, i in FRAMEWORKS.items()
+        if i.strategies
+    )
+    return f"Data parallelism ({per_framework}); one for all frameworks, or one each."
+
+
+PRECISION_HELP = f"{_join(PRECISIONS)}: tf32 on cuda only; bf16, fp16 mixed. [default: fp32]"
+LAYOUT_HELP = f"{_join(LAYOUTS)} (image models). [default: the framework's own]"
+TASK_HELP = _join(TASKS)
+DEVICE_HELP = _join(DEVICES)
+CORE_HELP = ", ".join(core_frameworks())
+
+
+def _starting(values: list[str] | tuple[str, ...], incomplete: str) -> list[str]:
+    return [v for v in values if v.startswith(incomplete)]
+
+
+def complete_framework(incomplete: str) -> list[str]:
+    return _starting(list(FRAMEWORKS), incomplete)
+
+
+def complete_mode(incomplete: str) -> list[str]:
+    modes = dict.fromkeys(m for info in FRAMEWORKS.values() for m in info.modes)
+    return _starting(list(modes), incomplete)
+
+
+def complete_strategy(incomplete: str) -> list[str]:
+    names = [s.name for info in FRAMEWORKS.values() for s in info.strategies]
+    return _starting(names, incomplete)
+
+
+def complete_model(incomplete: str) -> list[str]:
+    from fwbench.models.registry import all_models  # loads plugins: only when completing
+
+    return _starting(sorted(all_models()), incomplete)
+
+
+def complete_precision(incomplete: str) -> list[str]:
+    return _starting(PRECISIONS, incomplete)
+
+
+def complete_layout(incomplete: str) -> list[str]:
+    return _starting(LAYOUTS, incomplete)
+
+
+def complete_task(incomplete: str) -> list[str]:
+    return _starting(TASKS, incomplete)
+
+
+def complete_device(incomplete: str) -> list[str]:
+    return _starting(DEVICES, incomplete)

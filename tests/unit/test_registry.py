@@ -1,0 +1,73 @@
+"""A framework is known in one place: its registry entry. The CLI's help and completion
+come from it, and no module outside the framework's own code names it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fwbench.cli import choices
+from fwbench.cli.app import app
+from fwbench.distributed.strategies import all_strategies
+from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
+from fwbench.report.style import colour, dash
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "fwbench"
+# The framework's own code: its adapter, its model builders, its data-parallel workloads.
+OWN = ("frameworks/", "models/", "distributed/torch_dp.py", "distributed/tf_dp.py")
+
+
+def test_no_framework_name_is_written_outside_its_own_code() -> None:
+    names = set(FRAMEWORKS)
+    found = []
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith(OWN):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert found == [], "framework names outside the registry:\n" + "\n".join(found)
+
+
+def test_help_and_completion_list_what_the_registry_offers() -> None:
+    text = " ".join(CliRunner().invoke(app, ["run", "--help"], terminal_width=400).output.split())
+    for name, info in FRAMEWORKS.items():
+        assert name in text
+        assert f"{name}: {', '.join(info.modes)}" in choices.modes_help()
+    for strategy in all_strategies():
+        assert strategy in choices.strategies_help()
+    assert choices.complete_framework("keras") == ["keras-jax", "keras-torch"]
+    assert "compile-max-autotune" in choices.complete_mode("compile")
+    assert "jit" in choices.complete_mode("")
+    assert "resnet18" in choices.complete_model("res")
+    assert core_frameworks() == ["torch", "tensorflow"]
+
+
+def test_every_mode_has_its_own_look_and_every_framework_its_colour() -> None:
+    for name, info in FRAMEWORKS.items():
+        assert colour(f"{name}/{info.modes[0]}") == info.colour
+        looks = {dash(f"{name}/{mode}") for mode in info.modes}
+        assert len(looks) == len(info.modes), name
+
+
+def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -> None:
+    from fwbench.api import RunOptions, _no_flops, _request
+    from fwbench.case import Case
+    from fwbench.measure.timing import TimingConfig
+
+    db = tmp_path / "r.duckdb"
+    found = CliRunner().invoke(
+        app, ["explain", "--framework", "keras-jax", "--model", "resnet18", "--db", str(db)]
+    )
+    assert found.exit_code != 0
+    assert "explain: keras-jax cannot: fwbench does not read JAX profiles yet" in str(
+        found.exception
+    )
+    assert not db.exists()
+    case = Case.build(framework="keras-jax", model="resnet18", mode="jit", threads=1)
+    assert _request(case, RunOptions(timing=TimingConfig())).count_flops is False
+    work = _no_flops(case)
+    assert work is not None and "not counted for keras-jax: XLA's cost analysis" in str(work.error)
