@@ -1,6 +1,9 @@
 """Result: the immutable, validated record of one case, as stored and as exported.
 
-Schema history (bump SCHEMA_VERSION and add a migration in fwbench.store.schema):
+Schema history: the one schema version, of the record and of the results database (bump
+SCHEMA_VERSION, add the database migration in fwbench.store.schema, whose docstring lists
+each version's tables, and give new fields defaults that mean what the migration fills in,
+so `Result.from_record` reads exported JSON of every earlier version):
   1  first version: case fields, status, step-time statistics with every sample,
      start-up times, parameter parity, environment and settings.
   2  memory (host RSS baseline and steady-state peak, device allocator peaks), energy
@@ -237,3 +240,35 @@ class Result(BaseModel):
             "timing_config": self.timing_config,
         }
         return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Result:
+        """The inverse of `to_record`, for a record of this or any earlier schema version.
+
+        Every field added since version 1 has a default that means what the database
+        migrations fill in (None: not measured then; no runs: one process), so an older
+        record reads the way the same result reads from a migrated database. Derived keys
+        (case_key, throughput, different_work, global_batch_size) are recomputed.
+        """
+        version = record.get("schema_version")
+        if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version: {version!r} is not one this fwbench reads "
+                f"(1 to {SCHEMA_VERSION}); a newer fwbench wrote it?"
+            )
+        # Fields a record of its version did not have take the defaults they had then.
+        case = Case.model_construct(**{f: record[f] for f in Case.model_fields if f in record})
+        measurement = None
+        if record.get("step_time_s"):
+            fields = {f: record[f] for f in Measurement.model_fields if f in record}
+            measurement = Measurement.model_validate(
+                {**fields, "step_time_s": record["step_time_s"], "samples": record["samples"]}
+            )
+        known = set(cls.model_fields) - {"case", "measurement"}
+        return cls.model_validate(
+            {
+                **{k: v for k, v in record.items() if k in known and v is not None},
+                "case": case,
+                "measurement": measurement,
+            }
+        )

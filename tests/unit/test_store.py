@@ -7,9 +7,9 @@ import duckdb
 import pytest
 
 from fwbench.errors import StoreError
+from fwbench.result import SCHEMA_VERSION
 from fwbench.store.db import ResultStore
 from fwbench.store.export import export
-from fwbench.store.schema import SCHEMA_VERSION
 
 from .test_parity_and_summary import result
 
@@ -131,3 +131,69 @@ def test_a_results_file_of_schema_6_is_migrated_and_reads_as_one_run_each(
     assert back[new.result_id].measurement is not None
     assert len(back[new.result_id].measurement.runs) == 3  # type: ignore[union-attr]
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def test_a_json_export_imports_back_as_the_same_results(tmp_path: Path) -> None:
+    from fwbench.store.imports import read_records
+
+    ok, oom = result("torch", "eager", 0.1, 0.001), result("tensorflow", "graph", 0, 0, "oom")
+    with ResultStore(tmp_path / "a.duckdb") as store:
+        store.add(ok)
+        store.add(oom)
+        export(store, "json", tmp_path / "a.json")
+    read = read_records(tmp_path / "a.json")
+    assert [r.to_record() for r in read] == [ok.to_record(), oom.to_record()]
+    with ResultStore(tmp_path / "b.duckdb") as store:
+        assert store.add_many(read, "import a.json") == 2
+        assert store.add_many(read, "import a.json") == 0  # already there: skipped
+        back = store.results()
+        assert [r["command"] for r in store.runs()] == ["import a.json"]
+    assert [r.to_record() for r in back] == [ok.to_record(), oom.to_record()]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "not a JSON export"),
+        (b'{"a": 1', "not a JSON export"),
+        (b"[1, 2]", "expected a list of result records"),
+        (b'[{"schema_version": 99}]', "record 1: schema_version: 99 is not one this fwbench"),
+        (b'[{"schema_version": 7, "status": "ok"}]', "record 1: "),
+    ],
+)
+def test_a_bad_json_export_is_one_line_naming_the_record(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    from fwbench.store.imports import read_records
+
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    with pytest.raises(StoreError, match=message) as found:
+        read_records(bad)
+    assert "\n" not in str(found.value)
+
+
+def test_exports_of_every_earlier_schema_read_as_their_migrated_databases(
+    tmp_path: Path,
+) -> None:
+    """tests/data holds, for each earlier schema version, a results file and its JSON
+    export, both written by the fwbench of that version (tiny cases, see
+    tests/data/README.md). The JSON must read back as the migrated database reads."""
+    import gzip
+
+    from fwbench.store.imports import read_records
+
+    versions = sorted(int(p.name.split(".")[0][14:]) for p in DATA.glob("results-schema*.json"))
+    assert versions == list(range(1, SCHEMA_VERSION))
+    for v in versions:
+        db = tmp_path / f"v{v}.duckdb"
+        with gzip.open(DATA / f"results-schema{v}.duckdb.gz") as src:
+            db.write_bytes(src.read())
+        with ResultStore(db, read_only=True) as store:
+            migrated = store.results()
+        imported = read_records(DATA / f"results-schema{v}.json")
+        assert migrated and all(r.schema_version == v for r in imported)
+        assert [r.to_record() for r in imported] == [r.to_record() for r in migrated], v

@@ -17,6 +17,7 @@ from fwbench.cli import (
     env,
     explain,
     export,
+    imports,
     models,
     peak,
     report,
@@ -41,6 +42,7 @@ app.command("models")(models.command)
 app.command("env")(env.command)
 app.command("results")(results.command)
 app.command("export")(export.command)
+app.command("import")(imports.command)
 app.command("report")(report.command)
 app.command("peak")(peak.command)
 app.command("compare")(compare.command)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -18,8 +18,17 @@ from fwbench.errors import StoreError
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
-from fwbench.result import Distributed, Measurement, Memory, Result, Run, StepTime, Work
-from fwbench.store.schema import CREATE_V1, MIGRATIONS, SCHEMA_VERSION
+from fwbench.result import (
+    SCHEMA_VERSION,
+    Distributed,
+    Measurement,
+    Memory,
+    Result,
+    Run,
+    StepTime,
+    Work,
+)
+from fwbench.store.schema import CREATE_V1, MIGRATIONS
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
 
@@ -177,6 +186,31 @@ class ResultStore:
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         self._transaction([(f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))])
+
+    def add_many(self, results: Sequence[Result], command: str) -> int:
+        """Store results made elsewhere (an import) in one transaction; those already here
+        (same result_id) are skipped. Returns how many were added."""
+        here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
+        runs = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
+        new = list({r.result_id: r for r in results if r.result_id not in here}.values())
+        statements: list[tuple[str, list[Any] | None]] = []
+        for r in new:
+            if r.run_id not in runs:
+                runs.add(r.run_id)
+                host = json.dumps(r.environment.get("host", {}), default=str)
+                statements.append(
+                    (
+                        "INSERT INTO runs VALUES (?, ?, ?, ?)",
+                        [r.run_id, r.recorded_at, command, host],
+                    )
+                )
+            row = _to_row(r)
+            cols, marks = ", ".join(row), ", ".join("?" for _ in row)
+            statements.append(
+                (f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))
+            )
+        self._transaction(statements)
+        return len(new)
 
     def put_param_count(
         self, key: tuple[str, str, str, str], params: int | None, error: str | None

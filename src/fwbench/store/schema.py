@@ -1,6 +1,7 @@
 """DuckDB schema of the results file, and its migrations.
 
-Version history (keep in step with fwbench.result.SCHEMA_VERSION):
+The schema version and its history (the record's and these tables', version by version)
+are in one place: fwbench.result. The tables of each version:
   1  meta, runs, results (one row per case result, every sample in a list column),
      param_counts (cache of trainable-parameter counts for the parity check).
   2  results gain memory / energy / work (JSON) and flat columns for SQL users
@@ -25,8 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-SCHEMA_VERSION = 7
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
