@@ -4,8 +4,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,jax,dev
-EXTRAS ?= torch,tensorflow,jax,dev
+# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,jax,onnx,openvino,dev
+EXTRAS ?= torch,tensorflow,jax,onnx,openvino,dev
 RESULTS := fwbench-results
 
 .PHONY: setup demo test lint browser clean

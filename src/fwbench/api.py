@@ -198,6 +198,8 @@ def result_from_outcome(
             f"recompiled {after - before} time(s) inside the timed region: steady state "
             "includes compilation",
         )
+    # What the workload found wrong as built (e.g. an export whose outputs differ).
+    warnings = (*warnings, *report.settings.pop("warnings", ()))
     parity = parity_for(case, counts, report.param_count)
     if parity.mismatch:
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")

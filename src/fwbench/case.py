@@ -79,6 +79,13 @@ class Case(BaseModel):
         if isinstance(data, dict):
             data = _drop_defaults(data)
             data = _distributed_defaults(data)
+            if data.get("mode") is None:
+                # "eager" where the framework has it (the key every existing result has);
+                # otherwise its first mode (a runtime has no eager mode).
+                info = FRAMEWORKS.get(str(data.get("framework")))
+                data = {k: v for k, v in data.items() if k != "mode"}
+                if info is not None and "eager" not in info.modes:
+                    data["mode"] = info.modes[0]
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             data = {**data, "model": data["model"].lower()}
             spec = find_model(data["model"])
@@ -139,6 +146,11 @@ class Case(BaseModel):
         if self.layout is not None and spec.input_kind != "image":
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"
+            )
+        if self.layout is not None and self.layout not in info.layouts:
+            raise ValueError(
+                f"layout: {info.label} runs {', '.join(info.layouts)} only; "
+                f"valid choices for {self.framework}: {', '.join(info.layouts)}"
             )
         for dim in DIMENSIONS:
             value = getattr(self, dim)

@@ -105,7 +105,7 @@ def cases_per_framework(
 ) -> list[Case]:
     """One validated case per framework: one mode (strategy) for all, or one each."""
     for name, given in (("mode", modes), ("strategy", strategies or [])):
-        if len(given) not in (0, 1, len(frameworks)) or (name == "mode" and not given):
+        if len(given) not in (0, 1, len(frameworks)):
             raise SpecError(
                 f"{name}: give one {name} for all frameworks or one per framework "
                 f"({len(frameworks)}), not {len(given)}"
@@ -116,7 +116,8 @@ def cases_per_framework(
     return [
         Case.build(
             framework=fw,
-            mode=modes[0] if len(modes) == 1 else modes[i],
+            # None: the framework's usual mode (eager where it has one).
+            mode=_pick(modes, i) if modes else None,
             **({"strategy": _pick(strategies, i)} if strategies else {}),
             **workload,
         )

@@ -41,7 +41,6 @@ from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
 # Each framework's usual way of running, as in the quick preset.
-DEFAULT_MODES = {name: info.default_mode for name, info in FRAMEWORKS.items()}
 
 
 def command(
@@ -99,7 +98,7 @@ def command(
         threads = stored.threads
         precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
         framework = framework or list(dict.fromkeys([stored.framework, *core_frameworks()]))
-        defaults = {**DEFAULT_MODES, stored.framework: stored.mode}
+        defaults = {**_default_modes(), stored.framework: stored.mode}
         mode = mode or [defaults.get(fw, "eager") for fw in framework]
     if model is None:
         raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
@@ -111,7 +110,7 @@ def command(
     rules = tuple(load_rules(categories)) if categories else ()
     cases = cases_per_framework(
         frameworks,
-        mode or [DEFAULT_MODES.get(fw, "eager") for fw in frameworks],
+        mode or [_default_modes().get(fw, "eager") for fw in frameworks],
         model=model,
         task=task,
         batch_size=batch_size,
@@ -198,3 +197,7 @@ def render(results: list[Result]) -> None:
         for op in r.breakdown.top_ops[:10]:
             top.add_row(op.name, op.category, f"{op.seconds_per_step * 1e3:.2f}")
         out.print(top)
+
+
+def _default_modes() -> dict[str, str]:
+    return {name: info.default_mode for name, info in FRAMEWORKS.items()}

@@ -118,7 +118,7 @@ def command(
         for workers in _world_sizes(world_size)
         for case in cases_per_framework(
             framework,
-            mode or ["eager"],
+            mode or [],
             strategy,
             model=model,
             task=task,

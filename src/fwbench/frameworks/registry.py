@@ -71,6 +71,8 @@ class FrameworkInfo:
     # Modes that need a CUDA device, and why.
     cuda_modes: tuple[tuple[str, str], ...] = ()
     native_layout: str = "channels_first"
+    # Image layouts a case may ask for (a runtime fixed to its exported graph offers one).
+    layouts: tuple[str, ...] = ("channels_first", "channels_last")
     # How the framework is normally used: the mode of "default vs default" comparisons.
     default_mode: str = "eager"
     # Precisions it implements; models built by another framework's builders (the Keras
@@ -229,6 +231,43 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             "with the other frameworks' counts",
         ),
         can_explain=NO(False, "fwbench does not read JAX profiles yet"),
+    ),
+    FrameworkInfo(
+        name="onnxruntime",
+        label="ONNX Runtime",
+        # Graph optimisation levels: ORT_ENABLE_ALL, ORT_ENABLE_BASIC, ORT_DISABLE_ALL.
+        modes=("optimized", "basic", "unoptimized"),
+        devices=("cpu",),
+        packages=("onnxruntime", "onnx", "onnxscript", "torch", "torchvision"),
+        adapter_path="fwbench.frameworks.onnxruntime:OnnxRuntimeAdapter",
+        preload=("torchvision", "onnxscript"),
+        distributions=("onnxruntime", "onnxruntime-gpu"),
+        default_mode="optimized",
+        precisions=("fp32",),
+        layouts=("channels_first",),
+        models_from="torch",  # the same PyTorch model, exported
+        colour="#7A5195",
+        can_train=NO(False, "it is an inference runtime; use task infer"),
+        can_explain=NO(False, "fwbench does not read its profiles yet"),
+        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
+    ),
+    FrameworkInfo(
+        name="openvino",
+        label="OpenVINO",
+        modes=("latency", "throughput"),  # its performance hints
+        devices=("cpu",),
+        packages=("openvino", "onnx", "onnxscript", "torch", "torchvision"),
+        adapter_path="fwbench.frameworks.openvino:OpenVinoAdapter",
+        preload=("torchvision", "onnxscript"),
+        distributions=("openvino",),
+        default_mode="latency",
+        precisions=("fp32", "bf16"),
+        layouts=("channels_first",),
+        models_from="torch",  # the same PyTorch model, exported
+        colour="#00A3A1",
+        can_train=NO(False, "it is an inference runtime; use task infer"),
+        can_explain=NO(False, "fwbench does not read its profiles yet"),
+        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
     ),
     FrameworkInfo(
         name="keras-torch",

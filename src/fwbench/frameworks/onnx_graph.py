@@ -1,0 +1,252 @@
+"""ONNX graphs of the zoo's PyTorch models, and what every inference runtime that runs
+them shares (fwbench.frameworks.onnxruntime, .openvino): the export, the same-work checks
+read from the graph, and `ExportedAdapter`, so a runtime is only its session.
+
+The graph comes from the same PyTorch model (same builder, same random weights) that a
+torch case of the same shape measures, exported by torch.onnx's torch.export-based
+exporter with its own graph optimiser off: BatchNorm stays a node, so the graph's
+parameters can be counted as PyTorch counts them, and the runtime fuses what it fuses
+when it compiles, as in deployment. Export and compile are timed apart from the steady
+state. The runtime's outputs are compared with PyTorch's on one batch, so a fast but
+wrong export is flagged.
+
+Imported inside workers only (it imports torch and onnx).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import time
+import warnings
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+
+from fwbench.case import Case
+from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.torch import count_trainable, synthetic_inputs
+from fwbench.models.registry import get_model
+
+# Outputs must agree with PyTorch's fp32 outputs within this share of the largest output:
+# fp32 kernels reorder sums; bf16 keeps 8 bits of mantissa (a relative step of 2^-8, and
+# errors add up over layers); a wrong export is off by far more.
+TOLERANCE = {"fp32": 1e-3, "bf16": 5e-2}
+
+
+class Unsupported(RuntimeError):
+    """The runtime cannot run this case here: recorded `unsupported` with the reason."""
+
+
+class ExportError(Unsupported):
+    """The model does not export to ONNX: a property of the model."""
+
+
+def export(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> onnx.ModelProto:
+    model.eval()
+    try:
+        # The exporter prints its progress and warns about its own internals.
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(model, inputs, dynamo=True, optimize=False)
+    except Exception as exc:
+        raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {exc}") from exc
+    if program is None:
+        raise ExportError("torch.onnx.export returned no program")
+    proto: onnx.ModelProto = program.model_proto
+    return proto
+
+
+def graph_params(proto: onnx.ModelProto) -> int:
+    """Trainable parameters read from the graph: floating-point initializers, less the
+    BatchNorm running statistics (buffers in PyTorch, not parameters)."""
+    stats = {
+        name
+        for node in proto.graph.node
+        if node.op_type == "BatchNormalization"
+        for name in node.input[3:5]
+    }
+    floating = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    return sum(
+        math.prod(t.dims)
+        for t in proto.graph.initializer
+        if t.data_type in floating and t.name not in stats
+    )
+
+
+def _shapes(proto: onnx.ModelProto) -> dict[str, list[int]]:
+    inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    found: dict[str, list[int]] = {}
+    values = [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]
+    for v in values:
+        dims = v.type.tensor_type.shape.dim
+        if all(d.HasField("dim_value") for d in dims):
+            found[v.name] = [d.dim_value for d in dims]
+    for t in proto.graph.initializer:
+        found[t.name] = list(t.dims)
+    return found
+
+
+# Recurrent operators hide their products inside one node; counting them here would be
+# a second FLOP definition. Models with them get no count, and say why.
+_UNCOUNTED = {"LSTM", "GRU", "RNN", "Loop", "Scan", "If"}
+
+
+def graph_flops(proto: onnx.ModelProto) -> float:
+    """FLOPs of one forward pass: convolutions and matrix products (2 per multiply-add),
+    as PyTorch's counter defines them; elementwise operations are not counted."""
+    shapes = _shapes(proto)
+    total = 0
+    for node in proto.graph.node:
+        if node.op_type in _UNCOUNTED:
+            raise ValueError(f"the graph has a {node.op_type} node, which is not counted")
+        if node.op_type not in ("Conv", "MatMul", "Gemm"):
+            continue
+        out = shapes.get(node.output[0])
+        a = shapes.get(node.input[0])
+        b = shapes.get(node.input[1])
+        if out is None or a is None or b is None:
+            raise ValueError(f"no static shape for {node.op_type} node {node.name!r}")
+        if node.op_type == "Conv":
+            # weight: out_channels x in_channels/groups x kernel...
+            total += 2 * math.prod(out) * math.prod(b[1:])
+        elif node.op_type == "MatMul":
+            total += 2 * math.prod(out) * a[-1]
+        else:
+            trans_a = any(at.name == "transA" and at.i for at in node.attribute)
+            total += 2 * math.prod(out) * (a[0] if trans_a else a[-1])
+    return float(total)
+
+
+def agreement(
+    source: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    run: Callable[[], Any],
+    precision: str = "fp32",
+) -> dict[str, Any]:
+    """The runtime's first output (`run()`) against PyTorch's on the same batch."""
+    tolerance = TOLERANCE[precision]
+    with torch.inference_mode():
+        expected = source(*inputs)
+    if isinstance(expected, (tuple, list)):
+        expected = expected[0]
+    if not isinstance(expected, torch.Tensor):  # e.g. a transformers output object
+        expected = next(v for v in vars(expected).values() if isinstance(v, torch.Tensor))
+    want = expected.float().numpy()
+    got = np.asarray(run(), dtype=np.float32)
+    if got.shape != want.shape:
+        return {
+            "output_check": "failed",
+            "warnings": [f"output shape {got.shape} differs from PyTorch's {want.shape}"],
+        }
+    abs_err = float(np.max(np.abs(got - want))) if want.size else 0.0
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    rel_err = abs_err / scale if scale > 0 else abs_err
+    found: dict[str, Any] = {
+        "output_max_abs_error": abs_err,
+        "output_max_rel_error": rel_err,
+        "output_check": "agrees" if rel_err <= tolerance else "differs",
+    }
+    if rel_err > tolerance:
+        found["warnings"] = [
+            f"outputs differ from PyTorch's on the same batch: max error {rel_err:.2g} of the "
+            f"largest output (tolerance {tolerance:g} in {precision}): the export may not be "
+            "the same model"
+        ]
+    return found
+
+
+class GraphWorkload(Workload):
+    """Inference through a compiled graph; `run` returns when its outputs are written."""
+
+    def __init__(self, run: Callable[[], Any], proto: onnx.ModelProto) -> None:
+        self.run = run
+        self.proto = proto
+        self.param_count = graph_params(proto)
+        self.settings_: dict[str, Any] = {}
+
+    def step(self) -> None:
+        self.run()
+
+    def sync(self) -> None:
+        pass  # a CPU runtime's synchronous call returns when its outputs are written
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+
+class ExportedAdapter(Adapter):
+    """A runtime that runs the exported graph: subclasses compile it and say how."""
+
+    def __init__(self) -> None:
+        self.threads = 1
+
+    def configure(self, device: str, threads: int) -> dict[str, Any]:
+        self.threads = threads
+        torch.set_num_threads(threads)  # PyTorch runs the export and the reference outputs
+        return {"intra_op_threads": threads, "inter_op_threads": 1}
+
+    @abstractmethod
+    def compile(
+        self, proto: onnx.ModelProto, case: Case, feeds: list[np.ndarray]
+    ) -> tuple[Callable[[], Any], dict[str, Any]]:
+        """The runtime's compiled graph as a call that runs one batch and returns its first
+        output, and the options applied (recorded in the result's settings)."""
+
+    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
+        """The exported graph of the model at batch 1 (what parameter counts read)."""
+        case = Case.build(framework=self.name, model=model, task="infer", batch_size=1, **dims)
+        spec = get_model(model)
+        with torch.no_grad():
+            source = spec.build(self.name, dims)
+            return export(source, synthetic_inputs(case, spec.input_kind, torch.device("cpu")))
+
+    def count_params(self, model: Any) -> int:
+        return graph_params(model)
+
+    def build(self, case: Case) -> Workload:
+        if case.layout == "channels_last":
+            raise ExportError("the exported graph takes NCHW images")
+        spec = get_model(case.model)
+        source = spec.build(self.name, case.dims).eval()
+        inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
+        start = time.perf_counter()
+        with torch.no_grad():
+            proto = export(source, inputs)
+        export_s = time.perf_counter() - start
+        start = time.perf_counter()
+        run, applied = self.compile(proto, case, [t.numpy() for t in inputs])
+        compile_s = time.perf_counter() - start
+        workload = GraphWorkload(run, proto)
+        workload.settings_ = {
+            "precision": case.precision or "fp32",
+            "layout": "channels_first",
+            "exporter": f"torch.onnx.export (dynamo, opset {proto.opset_import[0].version})",
+            "export_s": export_s,
+            "compile_s": compile_s,
+            "source_params": count_trainable(source),
+            **applied,
+            **agreement(source, inputs, run, case.precision or "fp32"),
+        }
+        return workload
+
+    def count_flops(self, workload: Workload) -> tuple[float, str]:
+        assert isinstance(workload, GraphWorkload)
+        return graph_flops(workload.proto), "ONNX graph (Conv, MatMul, Gemm; static shapes)"
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError) or "bad_alloc" in str(exc)
+
+    def is_unsupported(self, exc: BaseException) -> bool:
+        return isinstance(exc, Unsupported)
+
+    def reset_device_memory(self, device: str) -> None:
+        pass
+
+    def device_memory(self, device: str) -> dict[str, int] | None:
+        return None

@@ -1,0 +1,101 @@
+"""OpenVINO: the case's PyTorch model exported to ONNX (fwbench.frameworks.onnx_graph),
+read and compiled by OpenVINO's CPU plugin. Inference only.
+
+Modes are OpenVINO's performance hints: `latency` (one stream: every thread on one
+request) and `throughput` (several streams, threads split between them; fwbench sends
+one request at a time, so this measures what the hint costs a single caller). The
+inference precision is pinned to the case's (the CPU plugin otherwise runs bf16 on CPUs
+that have it: fp32 means fp32), and what the compiled model applied is read back and
+recorded; a precision the CPU cannot run is recorded unsupported, not silently changed.
+
+OpenVINO is imported inside the methods, not with this module: its import starts a
+thread pool, and a fork server (fwbench.launch.forkserver) refuses to fork after that.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+
+from fwbench.case import Case
+from fwbench.frameworks.onnx_graph import ExportedAdapter, Unsupported
+
+HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT"}
+PRECISIONS = {"fp32": "f32", "bf16": "bf16"}
+# Read back from the compiled model, as applied.
+RECORDED = (
+    "PERFORMANCE_HINT",
+    "INFERENCE_PRECISION_HINT",
+    "INFERENCE_NUM_THREADS",
+    "NUM_STREAMS",
+    "ENABLE_CPU_PINNING",
+    "SCHEDULING_CORE_TYPE",
+)
+
+
+class OpenVinoAdapter(ExportedAdapter):
+    name = "openvino"
+
+    def unavailable_reason(self, device: str) -> str | None:
+        if device != "cpu":
+            return "fwbench runs OpenVINO's CPU plugin only, so far"
+        return None
+
+    def environment(self, device: str) -> dict[str, Any]:
+        import openvino as ov
+
+        core = ov.Core()
+        return {
+            "openvino": ov.get_version(),
+            "onnx": onnx.__version__,
+            "torch": torch.__version__,
+            "openvino_devices": core.available_devices,
+            "device_name": str(core.get_property("CPU", "FULL_DEVICE_NAME")),
+        }
+
+    def compile(
+        self, proto: onnx.ModelProto, case: Case, feeds: list[np.ndarray]
+    ) -> tuple[Callable[[], Any], dict[str, Any]]:
+        import openvino as ov
+
+        core = ov.Core()
+        wanted = PRECISIONS[case.precision or "fp32"]
+        config = {
+            "PERFORMANCE_HINT": HINTS[case.mode],
+            "INFERENCE_NUM_THREADS": self.threads,
+            "INFERENCE_PRECISION_HINT": wanted,
+        }
+        with tempfile.TemporaryDirectory(prefix="fwbench-ov-") as folder:
+            path = Path(folder) / "model.onnx"
+            onnx.save(proto, str(path))
+            compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        applied = {f"ov_{k.lower()}": _readable(compiled.get_property(k)) for k in RECORDED}
+        got = compiled.get_property("INFERENCE_PRECISION_HINT")
+        if got != {"f32": ov.Type.f32, "bf16": ov.Type.bf16}[wanted]:
+            raise Unsupported(
+                f"OpenVINO's CPU plugin runs {_readable(got)} here, not {wanted}: this CPU "
+                f"lacks {case.precision or 'fp32'} kernels"
+            )
+        request = compiled.create_infer_request()
+        inputs = dict(enumerate(feeds))
+
+        def run() -> Any:
+            request.infer(inputs, share_inputs=True)
+            return request.get_output_tensor(0).data
+
+        return run, applied
+
+
+def _readable(value: Any) -> Any:
+    """A property as JSON can hold it: OpenVINO types and enums by name."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "get_type_name"):  # an openvino.Type
+        return value.get_type_name()
+    return str(value).split(".")[-1]
