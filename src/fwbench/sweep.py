@@ -45,7 +45,8 @@ AXES: tuple[str, ...] = (
     "autotune",
 )
 # A dimension left out takes each model's default (None here).
-OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s")
+# study: the study whose claims a report of this sweep evaluates (fwbench.studies).
+OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s", "study")
 # Bounds on what a sweep file may ask for: a small file must not exhaust the machine
 # (a YAML alias bomb, a list of millions of values). --max-cases raises the last.
 MAX_FILE_BYTES = 1 << 20
@@ -71,8 +72,10 @@ class Sweep:
         timing: TimingConfig,
         timeout_s: float | None,
         description: str = "",
+        study: str | None = None,
     ) -> None:
         self.name = name
+        self.study = study
         self.cases = cases
         self.timing = timing
         self.timeout_s = timeout_s
@@ -175,6 +178,7 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
         timing=timing,
         timeout_s=float(timeout) if timeout is not None else None,
         description=str(data.get("description") or ""),
+        study=_study(source, data.get("study")),
     )
 
 
@@ -334,3 +338,15 @@ def _first_error(exc: Exception) -> str:
         loc = ".".join(str(p) for p in err["loc"])
         return f"{loc}: {err['msg']}"
     return str(exc)
+
+
+def _study(source: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    from fwbench.studies.claims import studies
+
+    if value not in studies():
+        raise SpecError(
+            f"{source}: study: unknown study {value!r}; valid choices: {', '.join(studies())}"
+        )
+    return str(value)

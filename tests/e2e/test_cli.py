@@ -53,7 +53,7 @@ def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
         (["run", "--framework", "torch", "--model", "alexnet"], "unknown model 'alexnet'"),
         (["run", "--framework", "caffe", "--model", "resnet18"], "unknown framework 'caffe'"),
         (["run", "--framework", "torch", "--model", "vgg16", "--input-size", "8"], "too small"),
-        (["sweep", "--preset", "huge"], "unknown preset 'huge'; valid choices: quick"),
+        (["sweep", "--preset", "huge"], "unknown preset 'huge'; valid choices: asu-infer, "),
         (["sweep", "--preset", "quick", "--address", "auto"], "--address is for --executor ray"),
         (["sweep", "--preset", "quick", "--executor", "slurm"], "valid choices: local, ray"),
         (["results"], "no results file at"),

@@ -95,6 +95,30 @@ def test_markdown_report_embeds_png_charts(sweep_db: Path, tmp_path: Path) -> No
     assert "**oom**" in text
 
 
+def test_report_with_a_study_adds_its_reproduction_table(sweep_db: Path, tmp_path: Path) -> None:
+    """A real 2-framework run (torch and TensorFlow inference on the CPU) against the
+    Arizona State study's claims: the CPU inference claim and the per-sample trend are
+    evaluated from these results, the GPU and training-grid claims are not measured."""
+    out = tmp_path / "report.md"
+    proc = fwbench("report", str(sweep_db), "-o", str(out), "--study", "asu")
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "## Reproduction: PyTorch vs TensorFlow and Other Insights" in text
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()}
+    assert set(rows) >= {"train-pytorch", "infer-cpu", "per-sample-trend", "ddp-beats-dp"}
+    assert "not measured here: no result matches" in rows["train-tensorflow"]  # no vgg16
+    assert "not measured here: no result matches" in rows["power-flat"]  # device cuda
+    infer = rows["infer-cpu"]
+    assert any(o in infer for o in (" agrees", " disagrees", " inconclusive"))
+    assert "of 2 agree" in infer  # batch 1 and 2 at 32 px, each a verdict over runs
+    html = tmp_path / "report.html"
+    assert fwbench("report", str(sweep_db), "-o", str(html), "--study", "asu").returncode == 0
+    assert "Reproduction: PyTorch vs TensorFlow" in html.read_text()
+    bad = fwbench("report", str(sweep_db), "-o", str(tmp_path / "x.md"), "--study", "nope")
+    assert bad.returncode == 2 and "valid choices: asu, dai" in bad.stderr
+    assert not (tmp_path / "x.md").exists()
+
+
 def test_html_report_renders_in_a_real_browser(sweep_db: Path, tmp_path: Path) -> None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:

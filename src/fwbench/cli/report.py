@@ -11,6 +11,7 @@ from fwbench.cli.common import DEFAULT_DB_PATH, console
 from fwbench.errors import SpecError
 from fwbench.report.write import report_format, write_report
 from fwbench.store.db import ResultStore
+from fwbench.studies.claims import load_study, studies
 
 
 def command(
@@ -25,14 +26,24 @@ def command(
     db: Annotated[Path, typer.Option("--db", help="Results file (DuckDB).")] = DEFAULT_DB_PATH,
     run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
     title: Annotated[str, typer.Option(help="Report title.")] = "fwbench report",
+    study: Annotated[
+        str | None,
+        typer.Option(
+            help="Add the reproduction table of this study: "
+            + ", ".join(studies())
+            + " (its claims against these results).",
+        ),
+    ] = None,
 ) -> None:
     """Write a report: verdicts, the studies' charts, failures, warnings, environment."""
     fmt = report_format(output, format)
+    if study is not None:
+        load_study(study)  # an unknown study is refused before anything is read
     source = results or db
     output = output or source.parent / f"report.{fmt}"
     with ResultStore(source, read_only=True) as store:
         stored = store.results(run_id=run)
     if not stored:
         raise SpecError(f"{source} holds no results" + (f" for run {run}" if run else ""))
-    write_report(stored, output, fmt, title)
+    write_report(stored, output, fmt, title, study)
     console.print(f"report of {len(stored)} results written to {output}")

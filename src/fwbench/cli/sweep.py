@@ -115,5 +115,5 @@ def command(
     else:
         console.print(summary_table(results, title=f"Sweep {sweep.name}"))
     for path, fmt in zip(reports, formats, strict=True):
-        write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}")
+        write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}", study=sweep.study)
         console.print(f"report written to {path}")

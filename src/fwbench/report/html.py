@@ -15,6 +15,7 @@ from fwbench.report import figures, scaling
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
+from fwbench.studies.claims import load_study, reproduction_table
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -306,7 +307,10 @@ def _environment(results: Sequence[Result]) -> str:
     return "\n".join(parts)
 
 
-def render(results: Sequence[Result], title: str = "fwbench report") -> str:
+def render(
+    results: Sequence[Result], title: str = "fwbench report", study: str | None = None
+) -> str:
+    """The self-contained HTML report; `study` adds that study's reproduction table."""
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
     devices = sorted({r.case.device for r in results})
@@ -400,8 +404,14 @@ def render(results: Sequence[Result], title: str = "fwbench report") -> str:
         "“inconclusive” otherwise.</p>",
         "<h2>Verdicts</h2>",
         _verdicts(results),
-        *sections,
     ]
+    if study:
+        found = load_study(study)
+        body += [
+            f"<h2>Reproduction: {html.escape(found.title)}</h2>",
+            _table(*reproduction_table(found, results)),
+        ]
+    body += sections
     if failures:
         body += [
             "<h2>Cases without a measurement</h2>",

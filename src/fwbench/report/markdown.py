@@ -9,6 +9,7 @@ from datetime import datetime
 from fwbench.report import scaling
 from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
 from fwbench.result import Result
+from fwbench.studies.claims import load_study, reproduction_table
 
 _ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`"})
 
@@ -28,8 +29,10 @@ def render(
     results: Sequence[Result],
     title: str = "fwbench report",
     charts: Sequence[tuple[str, str]] = (),
+    study: str | None = None,
 ) -> str:
-    """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed."""
+    """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed; `study`
+    adds that study's reproduction table."""
     variants, rows = summarise(results)
     out = [
         f"# {md(title)}",
@@ -66,6 +69,12 @@ def render(
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),
         ]
+        out += ["| " + " | ".join(md(c) for c in row) + " |" for row in body]
+    if study:
+        found = load_study(study)
+        head, body = reproduction_table(found, results)
+        out += ["", f"## Reproduction: {md(found.title)}", ""]
+        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(md(c) for c in row) + " |" for row in body]
     for caption, path in charts:
         out += ["", f"![{md(caption)}]({path})"]

@@ -36,11 +36,15 @@ def check_report_path(output: Path, fmt: str) -> None:
         )
 
 
-def write_report(results: Sequence[Result], output: Path, fmt: str, title: str) -> None:
-    """A failure leaves no half-written report: everything is built aside, then moved."""
+def write_report(
+    results: Sequence[Result], output: Path, fmt: str, title: str, study: str | None = None
+) -> None:
+    """A failure leaves no half-written report: everything is built aside, then moved.
+
+    With `study`, the report adds that study's reproduction table (fwbench.studies)."""
     check_report_path(output, fmt)
     if fmt == "html":
-        page = html.render(results, title=title)
+        page = html.render(results, title=title, study=study)
         write_atomically(output, lambda tmp: _write(tmp, page), "report")
         return
     target = Path(os.path.realpath(output))
@@ -48,7 +52,7 @@ def write_report(results: Sequence[Result], output: Path, fmt: str, title: str) 
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         charts = png.write_charts(results, Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
-        text = markdown.render(results, title=title, charts=rel)
+        text = markdown.render(results, title=title, charts=rel, study=study)
         write_atomically(output, lambda scratch: _write(scratch, text), "report")
         final_charts = target.parent / chart_dir
         if final_charts.exists():

@@ -1,0 +1,1 @@
+"""The published studies fwbench reproduces: their claims as data, evaluated on results."""

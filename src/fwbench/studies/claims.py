@@ -1,0 +1,283 @@
+"""A study's claims (one YAML file per study in this package) evaluated on results.
+
+Each claim names the cases it is about (`where`: case fields and their allowed values)
+and what it says:
+  faster            `a` is faster than `b` along `axis` (framework, mode, model, strategy,
+                    autotune, ...), every other case field equal;
+  same              `a` and `b` are equivalent within `band` (default the verdicts' ±2%);
+  falls_with_batch  inference time per sample falls as the batch grows (Figure 4's trend
+                    test over run-level values);
+  flat_with_batch   average power does not change beyond `band` across batch sizes.
+Pairs are judged with the verdicts every report uses (an interval over runs, three
+outcomes), so a claim "agrees" only where a rerun would agree too.
+
+A claim's outcome here: agrees, disagrees, inconclusive, or not measured here (no result
+matches: e.g. a GPU claim on a CPU-only machine, or power without an energy counter).
+Where fwbench can see why a pair disagrees (the two sides did different work), it says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fwbench.errors import SpecError
+from fwbench.measure.compare import DEFAULT_BAND, compare
+from fwbench.report.figures import downward_trend
+from fwbench.result import Result
+
+Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
+OUTCOMES: tuple[str, ...] = ("agrees", "disagrees", "inconclusive", "not measured here")
+# Case fields that say how, not what: a framework comparison pairs each framework in its
+# own mode (as the studies ran them), and the runs' threads are the host's.
+_FRAMEWORK_OWN = frozenset({"mode", "layout"})
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    published: str
+    kind: Literal["faster", "same", "falls_with_batch", "flat_with_batch"]
+    where: dict[str, Any] = Field(default_factory=dict)
+    axis: str | None = None
+    a: Any = None
+    b: Any = None
+    band: float = Field(DEFAULT_BAND, gt=0, lt=1)
+
+    def matches(self, r: Result) -> bool:
+        case = r.case.model_dump()
+        for field, wanted in self.where.items():
+            allowed = wanted if isinstance(wanted, list) else [wanted]
+            if case.get(field) not in allowed:
+                return False
+        return True
+
+
+class Study(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    study: str
+    title: str
+    claims: list[Claim]
+
+
+@dataclass(frozen=True)
+class Finding:
+    claim: Claim
+    outcome: Outcome
+    here: str  # what the results say, with verdicts and intervals
+    reason: str = ""  # why it disagrees or was not measured, where fwbench can see it
+
+
+def studies() -> list[str]:
+    files = resources.files("fwbench.studies").iterdir()
+    return sorted(p.name.removesuffix(".yaml") for p in files if p.name.endswith(".yaml"))
+
+
+def load_study(name: str) -> Study:
+    if name not in studies():
+        raise SpecError(f"unknown study {name!r}; valid choices: {', '.join(studies())}")
+    text = resources.files("fwbench.studies").joinpath(f"{name}.yaml").read_text()
+    try:
+        return Study.model_validate(yaml.safe_load(text))
+    except ValidationError as exc:  # a packaging error, but still one line
+        raise SpecError(f"study {name}: {exc.errors()[0]['msg']}") from None
+
+
+def evaluate(study: Study, results: Sequence[Result]) -> list[Finding]:
+    return [evaluate_claim(c, results) for c in study.claims]
+
+
+def evaluate_claim(claim: Claim, results: Sequence[Result]) -> Finding:
+    matching = _latest([r for r in results if claim.matches(r)])
+    if not matching:
+        return Finding(claim, "not measured here", "-", f"no result matches {_where(claim)}")
+    measured = [r for r in matching if r.measurement is not None]
+    if not measured:
+        statuses = sorted({r.status for r in matching})
+        return Finding(
+            claim, "not measured here", "-", f"every matching case ended {'/'.join(statuses)}"
+        )
+    if claim.kind in ("faster", "same"):
+        return _pairs(claim, measured)
+    if claim.kind == "falls_with_batch":
+        return _trend(claim, measured)
+    return _power(claim, measured)
+
+
+def _latest(results: Sequence[Result]) -> list[Result]:
+    by_key: dict[str, Result] = {}
+    for r in results:
+        by_key[r.case_key] = r  # results come oldest first: a later one wins
+    return list(by_key.values())
+
+
+def _where(claim: Claim) -> str:
+    parts = [
+        f"{k} {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in claim.where.items()
+    ]
+    if claim.axis:
+        parts.append(f"{claim.axis} {claim.a} and {claim.b}")
+    return ", ".join(parts) or "anything"
+
+
+def _label(r: Result, axis: str) -> str:
+    c = r.case
+    dims = c.shape
+    return f"{c.model} {c.task} b{c.batch_size} {dims}" + (
+        f" ({c.framework})" if axis != "framework" else ""
+    )
+
+
+def _pairs(claim: Claim, results: list[Result]) -> Finding:
+    axis = str(claim.axis)
+    ignore = {axis, "threads"} | (_FRAMEWORK_OWN if axis == "framework" else set())
+    sides: dict[tuple[Any, ...], dict[str, Result]] = {}
+    for r in results:
+        case = r.case.model_dump()
+        value = case.get(axis)
+        side = "a" if value == claim.a else "b" if value == claim.b else None
+        if side is None:
+            continue
+        key = tuple(sorted((k, str(v)) for k, v in case.items() if k not in ignore))
+        sides.setdefault(key, {})[side] = r
+    pairs = [(s["a"], s["b"]) for s in sides.values() if "a" in s and "b" in s]
+    if not pairs:
+        return Finding(claim, "not measured here", "-", f"no pair of {_where(claim)}")
+    agree: list[str] = []
+    disagree: list[str] = []
+    unsure: list[str] = []
+    different: dict[str, str] = {}
+    for a, b in pairs:
+        assert a.measurement is not None and b.measurement is not None
+        if a.different_work or b.different_work:
+            # Not the same model in the two: neither for nor against the claim.
+            parity = a.parity if a.different_work else b.parity
+            why = parity.describe() if parity is not None else "parameter counts differ"
+            different.setdefault(f"{a.case.model} at {a.case.shape}", why)
+            continue
+        v = compare(
+            a.measurement.run_medians,
+            b.measurement.run_medians,
+            str(claim.a),
+            str(claim.b),
+            band=claim.band,
+        )
+        text = f"{_label(a, axis)}: {v.text()}"
+        if claim.kind == "faster":
+            ok = v.outcome == "faster" and v.faster == str(claim.a)
+            bad = v.outcome == "equivalent" or (v.outcome == "faster" and v.faster != str(claim.a))
+        else:
+            ok, bad = v.outcome == "equivalent", v.outcome == "faster"
+        (agree if ok else disagree if bad else unsure).append(text)
+    reason = "; ".join(
+        f"{what} is different work in the two ({why}): left out" for what, why in different.items()
+    )
+    n = len(agree) + len(disagree) + len(unsure)
+    if n == 0:
+        return Finding(claim, "inconclusive", "no pair does the same work", reason)
+    if disagree:
+        outcome: Outcome = "disagrees"
+        shown = disagree
+    elif unsure:
+        outcome, shown = "inconclusive", unsure
+    else:
+        outcome, shown = "agrees", agree
+    summary = f"{len(agree)} of {n} agree, {len(disagree)} disagree, {len(unsure)} inconclusive"
+    here = summary + "; " + "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else "")
+    return Finding(claim, outcome, here, reason)
+
+
+def _trend(claim: Claim, results: list[Result]) -> Finding:
+    curves: dict[tuple[Any, ...], dict[int, Result]] = {}
+    for r in results:
+        c = r.case
+        curves.setdefault((c.variant, c.model, c.shape, c.device), {})[c.batch_size] = r
+    agree: list[str] = []
+    disagree: list[str] = []
+    unsure: list[str] = []
+    for (variant, model, shape, _), by_batch in curves.items():
+        if len(by_batch) < 2:
+            continue
+        batches = sorted(by_batch)
+        per_sample = [
+            [m / b for m in by_batch[b].measurement.run_medians]  # type: ignore[union-attr]
+            for b in batches
+        ]
+        trend = downward_trend(batches, per_sample)
+        if trend is None:
+            continue
+        text = f"{variant} {model} {shape}: rho {trend.rho:.2f}, p {trend.p_value:.2g}"
+        if trend.p_value < 0.05 and trend.rho < 0:
+            agree.append(text)
+        elif trend.rho > 0:
+            up = downward_trend(batches, [[-x for x in xs] for xs in per_sample])
+            (disagree if up is not None and up.p_value < 0.05 else unsure).append(text)
+        else:
+            unsure.append(text)
+    n = len(agree) + len(disagree) + len(unsure)
+    if n == 0:
+        return Finding(claim, "not measured here", "-", "no curve with two or more batch sizes")
+    outcome: Outcome = "disagrees" if disagree else "inconclusive" if unsure else "agrees"
+    shown = disagree or unsure or agree
+    here = (
+        f"{len(agree)} of {n} curves fall significantly, {len(disagree)} rise; "
+        + "; ".join(shown[:3])
+        + ("; ..." if len(shown) > 3 else "")
+    )
+    return Finding(claim, outcome, here)
+
+
+def _power(claim: Claim, results: list[Result]) -> Finding:
+    measured = [r for r in results if r.energy and r.energy.average_power_w]
+    if not measured:
+        reasons = sorted({r.energy.reason for r in results if r.energy and r.energy.reason})
+        why = reasons[0] if reasons else "no energy counter"
+        return Finding(claim, "not measured here", "-", f"power not measured: {why}")
+    curves: dict[tuple[Any, ...], dict[int, float]] = {}
+    for r in measured:
+        c = r.case
+        power = r.energy.average_power_w if r.energy else None
+        if power:
+            curves.setdefault((c.variant, c.model, c.shape), {})[c.batch_size] = float(power)
+    flat: list[str] = []
+    varies: list[str] = []
+    for (variant, model, shape), by_batch in curves.items():
+        if len(by_batch) < 2:
+            continue
+        low, high = min(by_batch.values()), max(by_batch.values())
+        text = f"{variant} {model} {shape}: {low:.0f}-{high:.0f} W"
+        (flat if high / low <= 1 + claim.band else varies).append(text)
+    if not flat and not varies:
+        return Finding(claim, "not measured here", "-", "no curve with two or more batch sizes")
+    # One power reading per case, without an interval: within the band is "agrees",
+    # beyond it "disagrees".
+    outcome: Outcome = "disagrees" if varies else "agrees"
+    shown = varies or flat
+    return Finding(claim, outcome, "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else ""))
+
+
+def reproduction_table(
+    study: Study, results: Sequence[Result]
+) -> tuple[list[str], list[list[str]]]:
+    """The report's reproduction table: claim | published | here | outcome (and why)."""
+    head = ["claim", "published", "here", "outcome"]
+    rows = [
+        [
+            f.claim.id,
+            f.claim.published,
+            f.here,
+            f.outcome
+            + (
+                f"{':' if f.outcome == 'not measured here' else ';'} {f.reason}" if f.reason else ""
+            ),
+        ]
+        for f in evaluate(study, results)
+    ]
+    return head, rows

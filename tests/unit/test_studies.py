@@ -1,0 +1,157 @@
+"""Study presets expand, and the studies' claims evaluate to each of the four outcomes on
+synthetic results (run-level noise as real machines have it)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from fwbench.case import Case
+from fwbench.measure.energy import Energy
+from fwbench.models.parity import compare as parity
+from fwbench.result import Measurement, Result, StepTime
+from fwbench.studies.claims import Claim, evaluate, evaluate_claim, load_study, studies
+from fwbench.sweep import load_preset, presets
+
+from .test_parity_and_summary import result, runs_of
+
+_ids = itertools.count()
+
+
+def measured(medians: list[float], status: str = "ok", **case: Any) -> Result:
+    """A result of runs with these medians (seconds per step) for the case given."""
+    base = result("torch", "eager", 0.1, 0.001, status)
+    fields = {"model": "resnet18", "threads": 2, **case}
+    m = None
+    if status == "ok":
+        g = sorted(medians)[len(medians) // 2]
+        assert base.measurement is not None
+        m = Measurement(
+            **{
+                **base.measurement.model_dump(exclude={"runs", "step_time_s"}),
+                "runs": runs_of(medians),
+                "step_time_s": StepTime(median=g, ci_low=min(medians), ci_high=max(medians)),
+            }
+        )
+    return base.model_copy(
+        update={"case": Case.build(**fields), "measurement": m, "result_id": str(next(_ids))}
+    )
+
+
+def test_every_study_loads_and_every_study_preset_expands() -> None:
+    names = studies()
+    assert {"asu", "dai"} <= set(names)
+    for name in names:
+        assert load_study(name).claims
+    named = {p: load_preset(p) for p in presets()}
+    for preset, sweep in named.items():
+        assert sweep.cases, preset
+        assert sweep.study is None or sweep.study in names
+    assert {p for p, s in named.items() if s.study == "asu"} >= {
+        "asu-train", "asu-train-small", "asu-infer", "asu-infer-cpu", "asu-infer-small",
+        "asu-parallel", "asu-parallel-small",
+    }  # fmt: skip
+    assert named["dai"].study == named["seven-networks"].study == "dai"
+
+
+FASTER = Claim(
+    id="t",
+    published="PyTorch is faster",
+    kind="faster",
+    axis="framework",
+    a="torch",
+    b="tensorflow",
+    where={"task": "infer"},
+)
+
+
+def pair(torch: list[float], tf: list[float], **case: Any) -> list[Result]:
+    return [
+        measured(torch, framework="torch", task="infer", **case),
+        measured(tf, framework="tensorflow", mode="graph", task="infer", **case),
+    ]
+
+
+def test_a_faster_claim_takes_each_of_the_four_outcomes() -> None:
+    # A 3% process offset between runs, as on a noisy machine.
+    agrees = evaluate_claim(FASTER, pair([0.100, 0.103, 0.097], [0.130, 0.134, 0.127]))
+    assert agrees.outcome == "agrees" and "1 of 1 agree" in agrees.here
+    disagrees = evaluate_claim(FASTER, pair([0.130, 0.134, 0.127], [0.100, 0.103, 0.097]))
+    assert disagrees.outcome == "disagrees" and "tensorflow 1.30x faster" in disagrees.here
+    same = evaluate_claim(FASTER, pair([0.1000, 0.1001, 0.0999], [0.1000, 0.1001, 0.0999]))
+    assert same.outcome == "disagrees" and "equivalent" in same.here
+    unsure = evaluate_claim(FASTER, pair([0.100, 0.120, 0.085], [0.104, 0.125, 0.090]))
+    assert unsure.outcome == "inconclusive"
+    nothing = evaluate_claim(FASTER, pair([0.1], [0.2], device="cpu")[:1])
+    assert nothing.outcome == "not measured here" and "no pair" in nothing.reason
+    gpu = FASTER.model_copy(update={"where": {"task": "infer", "device": "cuda"}})
+    assert evaluate_claim(gpu, pair([0.1], [0.2])).reason == (
+        "no result matches task infer, device cuda, framework torch and tensorflow"
+    )
+    oom = [measured([], "oom", framework="torch", task="infer")]
+    assert "ended oom" in evaluate_claim(FASTER, oom).reason
+
+
+def test_pairs_doing_different_work_are_left_out_with_the_reason() -> None:
+    results = pair([0.130, 0.134, 0.127], [0.100, 0.103, 0.097])
+    mismatch = parity({"torch": 138_400_000, "tensorflow": 44_000_000})
+    results = [r.model_copy(update={"parity": mismatch}) for r in results]
+    found = evaluate_claim(FASTER, results)
+    # Not the same model: neither for nor against the claim, and the reason says so.
+    assert found.outcome == "inconclusive" and found.here == "no pair does the same work"
+    assert "resnet18 at 224px c1000 is different work in the two" in found.reason
+    assert "DIFFERENT WORK" in found.reason and found.reason.endswith("left out")
+    same_work = pair([0.100, 0.103, 0.097], [0.130, 0.134, 0.127], batch_size=8)
+    assert evaluate_claim(FASTER, results + same_work).outcome == "agrees"
+
+
+def test_the_per_sample_trend_claim_reads_run_level_values() -> None:
+    claim = load_study("asu").claims[3]
+    assert claim.kind == "falls_with_batch"
+    falling = [
+        measured([t * 0.98, t, t * 1.02], framework="torch", task="infer", batch_size=b)
+        for b, t in ((1, 0.010), (8, 0.040), (16, 0.070))
+    ]
+    assert evaluate_claim(claim, falling).outcome == "agrees"
+    rising = [
+        measured([t * 0.98, t, t * 1.02], framework="torch", task="infer", batch_size=b)
+        for b, t in ((1, 0.010), (8, 0.100), (16, 0.250))
+    ]
+    assert evaluate_claim(claim, rising).outcome == "disagrees"
+
+
+def test_power_without_a_counter_is_not_measured_here() -> None:
+    claim = load_study("asu").claims[4]
+    assert claim.kind == "flat_with_batch"
+    none = Energy(status="unavailable", reason="no NVML device")
+    results = [
+        measured([0.01], framework="torch", task="infer", batch_size=b, device="cuda")
+        for b in (1, 8)
+    ]
+    found = evaluate_claim(claim, [r.model_copy(update={"energy": none}) for r in results])
+    assert found.outcome == "not measured here" and "no NVML device" in found.reason
+    watts = [
+        r.model_copy(
+            update={"energy": Energy(status="measured", average_power_w=w, joules_per_sample=1)}
+        )
+        for r, w in zip(results, (200.0, 205.0), strict=True)
+    ]
+    assert evaluate_claim(claim, watts).outcome == "agrees"
+
+
+def test_a_study_evaluates_every_claim_on_a_cpu_only_result_set() -> None:
+    found = evaluate(load_study("asu"), pair([0.100, 0.103, 0.097], [0.080, 0.082, 0.078]))
+    by_id = {f.claim.id: f for f in found}
+    assert by_id["infer-cpu"].outcome == "agrees"
+    assert by_id["train-pytorch"].outcome == "not measured here"
+    assert by_id["ddp-beats-dp"].outcome == "not measured here"
+
+
+@pytest.mark.parametrize("name", ["nope"])
+def test_an_unknown_study_is_one_line_with_the_choices(name: str) -> None:
+    from fwbench.errors import SpecError
+
+    with pytest.raises(SpecError, match="unknown study 'nope'; valid choices: asu, dai"):
+        load_study(name)
