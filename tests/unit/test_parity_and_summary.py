@@ -100,3 +100,18 @@ def test_failed_variant_is_reported_as_such() -> None:
     )
     assert row.relative("tensorflow/graph") is None
     assert row.verdict() == "tensorflow/graph oom"
+
+
+def test_inconclusive_verdicts_come_with_what_to_do() -> None:
+    from fwbench.report.summary import inconclusive_advice
+
+    _, clear = summarise(
+        [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)]
+    )
+    assert inconclusive_advice(clear) is None
+    _, unsure = summarise(
+        [result("torch", "eager", 0.100, 0.01), result("tensorflow", "graph", 0.1001, 0.01)]
+    )
+    advice = inconclusive_advice(unsure)
+    assert advice is not None and advice.startswith("1 of 1 verdicts are inconclusive")
+    assert "as few as 3 runs a side" in advice and "--require-idle" in advice

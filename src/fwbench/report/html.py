@@ -13,7 +13,13 @@ from plotly.subplots import make_subplots
 from fwbench.explain.compare import side_by_side
 from fwbench.report import figures, scaling
 from fwbench.report.style import colour, dash, pattern
-from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
+from fwbench.report.summary import (
+    WORKLOAD_FIELDS,
+    batch_text,
+    cell,
+    inconclusive_advice,
+    summarise,
+)
 from fwbench.result import Result
 from fwbench.studies.claims import load_study, reproduction_table
 
@@ -272,7 +278,9 @@ def _verdicts(results: Sequence[Result]) -> str:
                 row.verdict(),
             ]
         )
-    return _table(head, body, numeric={2, 3, *range(5, 5 + len(variants))})
+    table = _table(head, body, numeric={2, 3, *range(5, 5 + len(variants))})
+    advice = inconclusive_advice(rows)
+    return table + (f'<p class="sub">{html.escape(advice)}</p>' if advice else "")
 
 
 def _trend_table(panels: list[figures.CurvePanel]) -> str:

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fwbench.report import scaling
-from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
+from fwbench.report.summary import (
+    WORKLOAD_FIELDS,
+    batch_text,
+    cell,
+    inconclusive_advice,
+    summarise,
+)
 from fwbench.result import Result
 from fwbench.studies.claims import load_study, reproduction_table
 
@@ -56,6 +62,9 @@ def render(
             + " | ".join(cells)
             + f" | {md(row.verdict())} |"
         )
+    advice = inconclusive_advice(rows)
+    if advice:
+        out += ["", advice]  # our own words: no escaping
     scaled = scaling.scaling(results)
     if scaled:
         head, body = scaling.rows(scaled)

@@ -113,6 +113,21 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
     return variants, list(rows.values())
 
 
+def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
+    """What to do when verdicts cannot tell, in one line under the verdict table."""
+    verdicts = [v for v in (row.comparison() for row in rows) if v is not None]
+    unsure = [v for v in verdicts if v.outcome == "inconclusive"]
+    if not unsure:
+        return None
+    fewest = min(min(v.runs) for v in unsure)
+    return (
+        f"{len(unsure)} of {len(verdicts)} verdicts are inconclusive: the runs of a case "
+        f"spread more than the difference (as few as {fewest} runs a side). More runs "
+        "narrow the interval (`--min-runs`/`--max-runs`, or `timing: {min_runs: N}` in a "
+        "sweep); a quieter machine narrows the spread (`--require-idle` waits for one)."
+    )
+
+
 def cell(result: Result | None, relative: float | None, short: bool = False) -> str:
     """`12.34 ms (12.10-12.60) x1.08`; short: `12.34 ±1.2% x1.08`."""
     if result is None:
