@@ -28,7 +28,16 @@ from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure import runs as case_runs
 from fwbench.measure.timing import Prepared, TimingConfig
 from fwbench.models.parity import Parity, compare
-from fwbench.result import Distributed, Measurement, Memory, Result, Run, StepTime, Work
+from fwbench.result import (
+    Blocks,
+    Distributed,
+    Measurement,
+    Memory,
+    Result,
+    Run,
+    StepTime,
+    Work,
+)
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -246,13 +255,8 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
     return Measurement(
         step_time_s=StepTime(median=est.median_s, ci_low=est.ci_low_s, ci_high=est.ci_high_s),
         samples=tuple(s for r in found for s in r.samples),
-        steps_per_block=first.steps_per_block,
-        build_s=first.build_s,
-        first_step_s=first.first_step_s,
-        warmup_steps=first.warmup_steps,
-        warmup_s=first.warmup_s,
-        warmup_stop=first.warmup_stop,
-        sync_overhead_s=first.sync_overhead_s,
+        # Start-up and block size are the first run's; samples and stop are the case's.
+        **first.model_dump(include=set(Blocks.model_fields) - {"samples", "stop_reason"}),
         stop_reason=stop_reason,
         runs=found,
         ci_method=est.method,

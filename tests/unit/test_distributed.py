@@ -21,7 +21,7 @@ from fwbench.result import Communication, Distributed, Measurement, Result, Step
 from fwbench.store.db import ResultStore
 from fwbench.sweep import parse
 
-from .test_parity_and_summary import runs_of
+from .test_parity_and_summary import START, runs_of
 
 
 def ddp(**kw: object) -> Case:
@@ -139,14 +139,7 @@ def measured(case: Case, median: float, status: str = "ok") -> Result:
             step_time_s=StepTime(median=median, ci_low=median * 0.99, ci_high=median * 1.01),
             samples=tuple(median * f for f in (0.98, 0.99, 1.0, 1.01, 1.02) * 2),
             runs=runs_of([median * 0.99, median, median * 1.01]),
-            steps_per_block=1,
-            build_s=0.1,
-            first_step_s=0.2,
-            warmup_steps=3,
-            warmup_s=0.3,
-            warmup_stop="stable",
-            stop_reason="precision",
-            sync_overhead_s=0.0,
+            **START,
         )
     distributed = Distributed(
         strategy=str(case.strategy),

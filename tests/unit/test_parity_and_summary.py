@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from fwbench.case import Case
 from fwbench.models.parity import compare
@@ -15,6 +16,19 @@ def test_parity_flags_more_than_two_percent() -> None:
     assert compare({"torch": 5}).max_rel_diff is None
 
 
+# The Blocks fields other than samples, as a run or a case's measurement records them.
+START: dict[str, Any] = {
+    "steps_per_block": 1,
+    "build_s": 0.1,
+    "first_step_s": 0.2,
+    "warmup_steps": 3,
+    "warmup_s": 0.3,
+    "warmup_stop": "stable",
+    "stop_reason": "precision",
+    "sync_overhead_s": 0.0,
+}
+
+
 def runs_of(medians: list[float]) -> tuple[Run, ...]:
     """Runs with these medians, each of a few blocks around it."""
     return tuple(
@@ -24,14 +38,7 @@ def runs_of(medians: list[float]) -> tuple[Run, ...]:
             ci_low_s=m * 0.99,
             ci_high_s=m * 1.01,
             samples=(m * 0.99, m, m * 1.01),
-            steps_per_block=1,
-            build_s=0.1,
-            first_step_s=0.2,
-            warmup_steps=3,
-            warmup_s=0.3,
-            warmup_stop="stable",
-            stop_reason="precision",
-            sync_overhead_s=0.0,
+            **START,
             launcher="fork-server",
         )
         for i, m in enumerate(medians)
@@ -47,14 +54,7 @@ def result(framework: str, mode: str, median: float, half: float, status: str = 
             runs=runs_of([median - half / 2, median, median + half / 2]),
             step_time_s=StepTime(median=median, ci_low=median - half, ci_high=median + half),
             samples=tuple(median + half * d for d in (-0.5, -0.2, 0.0, 0.1, 0.4) * 4),
-            steps_per_block=1,
-            build_s=0.1,
-            first_step_s=0.2,
-            warmup_steps=3,
-            warmup_s=0.3,
-            warmup_stop="stable",
-            stop_reason="precision",
-            sync_overhead_s=0.0,
+            **START,
         )
     return Result(
         result_id=f"{framework}{mode}",

@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from fwbench.frameworks.base import Adapter
@@ -120,6 +120,28 @@ class FrameworkInfo:
         cls = getattr(importlib.import_module(module_name), class_name)
         adapter: Adapter = cls()
         return adapter
+
+
+def _exported_runtime(
+    *, name: str, label: str, modes: tuple[str, ...], package: str, **given: Any
+) -> FrameworkInfo:
+    """An inference runtime that runs the case's PyTorch model exported to ONNX
+    (fwbench.frameworks.onnx_graph): what every such runtime is and cannot do."""
+    return FrameworkInfo(
+        name=name,
+        label=label,
+        modes=modes,
+        default_mode=modes[0],
+        devices=("cpu",),
+        packages=(package, "onnx", "onnxscript", "torch", "torchvision"),
+        preload=("torchvision", "onnxscript"),
+        layouts=("channels_first",),  # the exported graph takes NCHW images
+        models_from="torch",  # the same PyTorch model, exported
+        can_train=NO(False, "it is an inference runtime; use task infer"),
+        can_explain=NO(False, "fwbench does not read its profiles yet"),
+        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
+        **given,
+    )
 
 
 _BUILT_IN: tuple[FrameworkInfo, ...] = (
@@ -232,42 +254,26 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         ),
         can_explain=NO(False, "fwbench does not read JAX profiles yet"),
     ),
-    FrameworkInfo(
+    _exported_runtime(
         name="onnxruntime",
         label="ONNX Runtime",
         # Graph optimisation levels: ORT_ENABLE_ALL, ORT_ENABLE_BASIC, ORT_DISABLE_ALL.
         modes=("optimized", "basic", "unoptimized"),
-        devices=("cpu",),
-        packages=("onnxruntime", "onnx", "onnxscript", "torch", "torchvision"),
+        package="onnxruntime",
         adapter_path="fwbench.frameworks.onnxruntime:OnnxRuntimeAdapter",
-        preload=("torchvision", "onnxscript"),
         distributions=("onnxruntime", "onnxruntime-gpu"),
-        default_mode="optimized",
         precisions=("fp32",),
-        layouts=("channels_first",),
-        models_from="torch",  # the same PyTorch model, exported
         colour="#7A5195",
-        can_train=NO(False, "it is an inference runtime; use task infer"),
-        can_explain=NO(False, "fwbench does not read its profiles yet"),
-        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
     ),
-    FrameworkInfo(
+    _exported_runtime(
         name="openvino",
         label="OpenVINO",
         modes=("latency", "throughput"),  # its performance hints
-        devices=("cpu",),
-        packages=("openvino", "onnx", "onnxscript", "torch", "torchvision"),
+        package="openvino",
         adapter_path="fwbench.frameworks.openvino:OpenVinoAdapter",
-        preload=("torchvision", "onnxscript"),
         distributions=("openvino",),
-        default_mode="latency",
         precisions=("fp32", "bf16"),
-        layouts=("channels_first",),
-        models_from="torch",  # the same PyTorch model, exported
         colour="#00A3A1",
-        can_train=NO(False, "it is an inference runtime; use task infer"),
-        can_explain=NO(False, "fwbench does not read its profiles yet"),
-        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
     ),
     FrameworkInfo(
         name="keras-torch",
