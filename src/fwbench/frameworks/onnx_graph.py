@@ -210,8 +210,6 @@ class ExportedAdapter(Adapter):
         return graph_params(model)
 
     def build(self, case: Case) -> Workload:
-        if case.layout == "channels_last":
-            raise ExportError("the exported graph takes NCHW images")
         spec = get_model(case.model)
         source = spec.build(self.name, case.dims).eval()
         inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
