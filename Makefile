@@ -4,8 +4,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,jax,onnx,openvino,dev
-EXTRAS ?= torch,tensorflow,jax,onnx,openvino,dev
+# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,jax,onnx,openvino,serve,dev
+EXTRAS ?= torch,tensorflow,jax,onnx,openvino,serve,dev
 RESULTS := fwbench-results
 
 .PHONY: setup demo test lint browser clean

@@ -19,6 +19,8 @@ so `Result.from_record` reads exported JSON of every earlier version):
      median, start-up, launcher, other processes' load); step_time_s is the geometric
      mean of the run medians with a t interval over runs (ci_method says which); samples
      are every run's blocks. Results of version <= 6 read as one run.
+  8  serving results (fwbench.serve.result.ServingResult): a record of their own, in
+     a table of their own; the case record is unchanged.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 

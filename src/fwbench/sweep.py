@@ -22,6 +22,7 @@ from fwbench.errors import SpecError, positive_seconds
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
+from fwbench.serve.spec import ServeSpec, check_case
 
 # Outer to inner: the framework varies fastest, so both frameworks of one workload run
 # back to back and share the machine's state (thermal, background load) as far as possible.
@@ -46,7 +47,10 @@ AXES: tuple[str, ...] = (
 )
 # A dimension left out takes each model's default (None here).
 # study: the study whose claims a report of this sweep evaluates (fwbench.studies).
-OTHER_KEYS: tuple[str, ...] = ("name", "description", "exclude", "timing", "timeout_s", "study")
+# serve: serving scenarios (fwbench.serve); each case is served under each of them.
+OTHER_KEYS: tuple[str, ...] = (
+    "name", "description", "exclude", "timing", "timeout_s", "study", "serve",
+)  # fmt: skip
 # Bounds on what a sweep file may ask for: a small file must not exhaust the machine
 # (a YAML alias bomb, a list of millions of values). --max-cases raises the last.
 MAX_FILE_BYTES = 1 << 20
@@ -73,8 +77,10 @@ class Sweep:
         timeout_s: float | None,
         description: str = "",
         study: str | None = None,
+        serve: tuple[ServeSpec, ...] = (),
     ) -> None:
         self.name = name
+        self.serve = serve
         self.study = study
         self.cases = cases
         self.timing = timing
@@ -179,7 +185,31 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
         timeout_s=float(timeout) if timeout is not None else None,
         description=str(data.get("description") or ""),
         study=_study(source, data.get("study")),
+        serve=_serve(source, data.get("serve"), cases),
     )
+
+
+def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:
+    """The `serve` key: one scenario mapping or a list of them; its cases must infer."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(i, dict) for i in items):
+        raise SpecError(
+            f"{source}: serve: a scenario mapping (e.g. {{scenario: server}}) or a list of them"
+        )
+    specs = []
+    for item in items:
+        try:
+            specs.append(ServeSpec.build(**item))
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+    for case in cases:
+        try:
+            check_case(case)
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+    return tuple(specs)
 
 
 def _axis(source: str, axis: str, value: Any) -> Any:

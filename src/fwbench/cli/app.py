@@ -23,6 +23,7 @@ from fwbench.cli import (
     report,
     results,
     run,
+    serve,
     sweep,
     tune,
 )
@@ -38,6 +39,7 @@ app = typer.Typer(
 )
 app.command("run")(run.command)
 app.command("sweep")(sweep.command)
+app.command("serve")(serve.command)
 app.command("models")(models.command)
 app.command("env")(env.command)
 app.command("results")(results.command)

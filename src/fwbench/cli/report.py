@@ -43,7 +43,9 @@ def command(
     output = output or source.parent / f"report.{fmt}"
     with ResultStore(source, read_only=True) as store:
         stored = store.results(run_id=run)
-    if not stored:
+        served = store.serving(run_id=run)
+    if not stored and not served:
         raise SpecError(f"{source} holds no results" + (f" for run {run}" if run else ""))
-    write_report(stored, output, fmt, title, study)
-    console.print(f"report of {len(stored)} results written to {output}")
+    write_report(stored, output, fmt, title, study, serving=served)
+    points = f" and {len(served)} serving points" if served else ""
+    console.print(f"report of {len(stored)} results{points} written to {output}")

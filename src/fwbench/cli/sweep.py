@@ -18,9 +18,12 @@ from fwbench.cli.common import (
     summary_table,
 )
 from fwbench.cli.execute import execute
+from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError
+from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import check_output
 from fwbench.report.write import check_report_path, report_format, write_report
+from fwbench.serve.driver import Point
 
 
 def command(
@@ -107,6 +110,9 @@ def command(
         interleave=interleave,
         executor=runner,
     )
+    if sweep.serve:
+        _serve(sweep, db, timing, timeout_s, reports, formats, json, executor, resume)
+        return
     on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}{on}")
     results = execute(sweep.cases, db, options)
@@ -116,4 +122,31 @@ def command(
         console.print(summary_table(results, title=f"Sweep {sweep.name}"))
     for path, fmt in zip(reports, formats, strict=True):
         write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}", study=sweep.study)
+        console.print(f"report written to {path}")
+
+
+def _serve(
+    sweep: sweeps.Sweep,
+    db: Path,
+    timing: TimingConfig,
+    timeout_s: float,
+    reports: list[Path],
+    formats: list[str],
+    json: bool,
+    executor: str,
+    resume: bool,
+) -> None:
+    """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
+    if executor != "local":
+        raise SpecError("--executor: serving sweeps run on this machine only (local)")
+    points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
+    console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
+    results = execute_serving(points, db, timing.min_runs, timing, timeout_s, resume)
+    if json:
+        print_json([r.to_record() for r in results])
+    else:
+        print_tables(results)
+        console.print(f"LoadGen's logs: {log_root(db)}")
+    for path, fmt in zip(reports, formats, strict=True):
+        write_report([], path, fmt, title=f"fwbench sweep {sweep.name}", serving=results)
         console.print(f"report written to {path}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
 from fwbench.result import Status
+from fwbench.serve.spec import ServeSpec
 
 
 class CaseRequest(BaseModel):
@@ -63,7 +64,19 @@ class PeakRequest(BaseModel):
     timing: TimingConfig
 
 
-Request = CaseRequest | CountRequest | PeakRequest
+class ServeRequest(BaseModel):
+    """One run of a serving point: build, warm up, LoadGen (fwbench.serve.loadgen)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["serve"] = "serve"
+    case: Case
+    spec: ServeSpec
+    timing: TimingConfig  # its warmup settings
+    log_dir: str  # LoadGen's logs of this run go here
+
+
+Request = CaseRequest | CountRequest | PeakRequest | ServeRequest
 
 
 class CaseReport(BaseModel):
@@ -93,5 +106,15 @@ class CountReport(BaseModel):
 class PeakReport(BaseModel):
     # dtype -> {"flops_per_s", "median_s", "ci_low_s", "ci_high_s"} or {"error"}
     results: dict[str, dict[str, Any]]
+    environment: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
+
+
+class ServeReport(BaseModel):
+    status: Status
+    error: str | None = None
+    # fwbench.serve.result.ServingRun's fields but index and launcher (the launcher's).
+    run: dict[str, Any] = {}
+    param_count: int | None = None
     environment: dict[str, Any] = {}
     settings: dict[str, Any] = {}

@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import BaseModel, TypeAdapter
@@ -33,6 +34,8 @@ from fwbench.launch.protocol import (
     PeakReport,
     PeakRequest,
     Request,
+    ServeReport,
+    ServeRequest,
 )
 from fwbench.measure.memory import HostMemoryTracker
 from fwbench.measure.timing import measure, prepare, run_block
@@ -234,6 +237,49 @@ def run_peak(request: PeakRequest) -> PeakReport:
     )
 
 
+def run_serve(request: ServeRequest) -> ServeReport:
+    """One run of a serving point: the model behind LoadGen (fwbench.serve.loadgen)."""
+    from fwbench.serve import loadgen
+
+    case, spec = request.case, request.spec
+    adapter = get_framework(case.framework).load_adapter()
+    settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
+    environment = adapter.environment(case.device)
+    settings["serving_batch_sizes"] = loadgen.ladder(case.batch_size, spec.scenario)
+
+    def report(**fields: Any) -> ServeReport:
+        return ServeReport(environment=environment, settings=settings, **fields)
+
+    reason = adapter.unavailable_reason(case.device)
+    if reason:
+        return report(status="unsupported", error=reason)
+    try:
+        lg = loadgen.LoadGen(Path(request.log_dir))
+    except ImportError:
+        return report(
+            status="error",
+            error="MLPerf LoadGen is not installed: pip install 'fwbench[serve]' "
+            "(the mlcommons-loadgen package)",
+        )
+    param_count = None
+    try:
+        start = time.perf_counter()
+        served = loadgen.Served(adapter.build, case, spec.scenario)
+        build_s = time.perf_counter() - start
+        param_count = served.param_count
+        warmup_s = served.warm_up(request.timing)
+        overhead = lg.overhead()
+        run = loadgen.run_scenario(lg, served, spec)
+    except Exception as exc:
+        traceback.print_exc()
+        found = failure(adapter, exc, case.device)
+        settings["error_traceback"] = found.pop("traceback")
+        return report(**found, param_count=param_count)
+    run |= {"build_s": build_s, "warmup_s": warmup_s, "overhead_s": overhead}
+    run["tests"] = [t.model_dump() for t in run.get("tests", [])]
+    return report(status="ok", run=run, param_count=param_count)
+
+
 def _die_with_parent() -> None:
     """Linux: if the launcher is killed (even with SIGKILL), take this worker down too."""
     if sys.platform.startswith("linux"):
@@ -267,9 +313,13 @@ def main() -> int:
     if isinstance(request, CaseRequest):
         serve_case(request, send, sys.stdin)
         return 0
-    result: BaseModel = (
-        run_count(request) if isinstance(request, CountRequest) else run_peak(request)
-    )
+    result: BaseModel
+    if isinstance(request, CountRequest):
+        result = run_count(request)
+    elif isinstance(request, ServeRequest):
+        result = run_serve(request)
+    else:
+        result = run_peak(request)
     send({"event": "report", "report": result.model_dump()})
     return 0
 

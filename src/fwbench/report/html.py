@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from fwbench.explain.compare import side_by_side
 from fwbench.report import figures, scaling
+from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
     WORKLOAD_FIELDS,
@@ -21,6 +22,7 @@ from fwbench.report.summary import (
     summarise,
 )
 from fwbench.result import Result
+from fwbench.serve.result import ServingResult
 from fwbench.studies.claims import load_study, reproduction_table
 
 _CSS = """
@@ -296,9 +298,10 @@ def _trend_table(panels: list[figures.CurvePanel]) -> str:
     return _table(["workload", "variant", "time per sample vs batch size"], rows)
 
 
-def _environment(results: Sequence[Result]) -> str:
+def _environment(results: Sequence[Result], serving: Sequence[ServingResult] = ()) -> str:
     seen: dict[str, list[str]] = {}
-    for r in results:
+    recorded: list[Result | ServingResult] = [*results, *serving]
+    for r in recorded:
         env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True, indent=1)
         seen.setdefault(env, []).append(r.case.label())
     parts = []
@@ -307,7 +310,7 @@ def _environment(results: Sequence[Result]) -> str:
             f"<details><summary>{html.escape(labels[0])} and {len(labels) - 1} more</summary>"
             f"<pre>{html.escape(env)}</pre></details>"
         )
-    settings = {r.case.variant: r.settings for r in results if r.status == "ok"}
+    settings = {r.case.variant: r.settings for r in recorded if r.status == "ok"}
     parts.append(
         "<details><summary>settings per framework</summary>"
         f"<pre>{html.escape(json.dumps(settings, indent=1, default=str))}</pre></details>"
@@ -315,12 +318,66 @@ def _environment(results: Sequence[Result]) -> str:
     return "\n".join(parts)
 
 
+def _serving_figure(points: Sequence[serving_report.CurvePoint]) -> go.Figure:
+    panels = sorted({p.panel for p in points})
+    fig = make_subplots(rows=len(panels), cols=1, subplot_titles=panels)
+    variants = sorted({p.variant for p in points})
+    for row, panel in enumerate(panels, start=1):
+        for variant in variants:
+            mine = sorted((p for p in points if p.panel == panel and p.variant == variant),
+                          key=lambda p: p.qps)  # fmt: skip
+            if not mine:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[p.qps for p in mine],
+                    y=[p.latency_s * 1e3 for p in mine],
+                    mode="markers",
+                    name=variant,
+                    legendgroup=variant,
+                    showlegend=row == 1,
+                    marker={
+                        "color": colour(variant),
+                        "symbol": ["circle" if p.valid else "x" for p in mine],
+                        "size": 9,
+                    },
+                    hovertemplate="%{x:.4g} qps: %{y:.3g} ms<extra>" + variant + "</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_xaxes(title_text="target queries per second", row=row, col=1)
+        fig.update_yaxes(
+            title_text="latency at the bound's percentile, ms", type="log", row=row, col=1
+        )
+    fig.update_layout(
+        title="Latency against load (every probe of every run; x: LoadGen said INVALID)",
+        height=max(360, 320 * len(panels)),
+    )
+    return fig
+
+
 def render(
-    results: Sequence[Result], title: str = "fwbench report", study: str | None = None
+    results: Sequence[Result],
+    title: str = "fwbench report",
+    study: str | None = None,
+    serving: Sequence[ServingResult] = (),
 ) -> str:
-    """The self-contained HTML report; `study` adds that study's reproduction table."""
+    """The self-contained HTML report; `study` adds that study's reproduction table,
+    `serving` the serving scenarios' tables and latency-throughput curve."""
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
+    for table in serving_report.tables(serving):
+        figs.append(
+            (
+                table.heading,
+                None,
+                f"<p>{html.escape(table.note)}</p>" + _table(table.head, table.rows),
+            )
+        )
+    curve = serving_report.curve(serving)
+    if curve:
+        figs.append(("Serving: latency against load", _serving_figure(curve), ""))
     devices = sorted({r.case.device for r in results})
     for task, word in (("train", "training"), ("infer", "inference")):
         for device in devices:
@@ -363,7 +420,7 @@ def render(
                 "",
             )
         )
-    else:
+    elif results:
         reasons = figures.energy_reasons(results) or ["no energy counter was read"]
         figs.append(
             (
@@ -410,9 +467,9 @@ def render(
         "their medians, with a 95% interval over runs. A verdict says “faster” when the "
         "interval of the ratio lies beyond ±2%, “equivalent” when it lies within, "
         "“inconclusive” otherwise.</p>",
-        "<h2>Verdicts</h2>",
-        _verdicts(results),
     ]
+    if results:
+        body += ["<h2>Verdicts</h2>", _verdicts(results)]
     if study:
         found = load_study(study)
         body += [
@@ -430,7 +487,7 @@ def render(
         ]
     if warn_rows:
         body += ["<h2>Warnings</h2>", _table(["case", "warning"], warn_rows)]
-    body += ["<h2>Environment</h2>", _environment(results)]
+    body += ["<h2>Environment</h2>", _environment(results, serving)]
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"

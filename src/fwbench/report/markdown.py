@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fwbench.report import scaling
+from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
     WORKLOAD_FIELDS,
     batch_text,
@@ -15,6 +16,7 @@ from fwbench.report.summary import (
     summarise,
 )
 from fwbench.result import Result
+from fwbench.serve.result import ServingResult
 from fwbench.studies.claims import load_study, reproduction_table
 
 _ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`"})
@@ -36,32 +38,42 @@ def render(
     title: str = "fwbench report",
     charts: Sequence[tuple[str, str]] = (),
     study: str | None = None,
+    serving: Sequence[ServingResult] = (),
 ) -> str:
     """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed; `study`
-    adds that study's reproduction table."""
+    adds that study's reproduction table, `serving` the serving scenarios' tables."""
     variants, rows = summarise(results)
+    counted = f"{len(results)} results" + (f", {len(serving)} serving points" if serving else "")
     out = [
         f"# {md(title)}",
         "",
-        f"Generated {datetime.now():%Y-%m-%d %H:%M} from {len(results)} results.",
+        f"Generated {datetime.now():%Y-%m-%d %H:%M} from {counted}.",
         "",
     ]
-    out += [
-        "Median step time in milliseconds with its 95% confidence interval, and the time",
-        "relative to the fastest framework for the same work (x1.00 = fastest).",
-        "",
-    ]
-    head = ["model", "task", "batch", "shape", *(md(v) for v in variants), "verdict"]
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
-    for row in rows:
-        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
-        cells = [md(cell(row.results.get(v), row.relative(v))) for v in variants]
-        out.append(
-            f"| {md(w['model'])} | {md(w['task'])} | {batch_text(w)} | {md(w['shape'])} | "
-            + " | ".join(cells)
-            + f" | {md(row.verdict())} |"
-        )
+    for table in serving_tables(serving):
+        out += [f"## {table.heading}", "", table.note, ""]  # our own words
+        out += ["| " + " | ".join(table.head) + " |", "|" + "---|" * len(table.head)]
+        out += ["| " + " | ".join(md(c) for c in row) + " |" for row in table.rows]
+        out.append("")
+    if results:
+        if serving:
+            out += ["## Step times", ""]
+        out += [
+            "Median step time in milliseconds with its 95% confidence interval, and the time",
+            "relative to the fastest framework for the same work (x1.00 = fastest).",
+            "",
+        ]
+        head = ["model", "task", "batch", "shape", *(md(v) for v in variants), "verdict"]
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * len(head))
+        for row in rows:
+            w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+            cells = [md(cell(row.results.get(v), row.relative(v))) for v in variants]
+            out.append(
+                f"| {md(w['model'])} | {md(w['task'])} | {batch_text(w)} | {md(w['shape'])} | "
+                + " | ".join(cells)
+                + f" | {md(row.verdict())} |"
+            )
     advice = inconclusive_advice(rows)
     if advice:
         out += ["", advice]  # our own words: no escaping
@@ -97,7 +109,8 @@ def render(
         out += [f"- {_code(r.case.label())}: {md(w)}" for r in warned for w in r.warnings]
     out += ["", "## Environment", ""]
     seen: set[str] = set()
-    for r in results:
+    recorded: list[Result | ServingResult] = [*results, *serving]
+    for r in recorded:
         env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True)
         if env not in seen:
             seen.add(env)

@@ -12,6 +12,7 @@ from fwbench.errors import SpecError
 from fwbench.outputs import check_output, is_special, write_atomically
 from fwbench.report import html, markdown, png
 from fwbench.result import Result
+from fwbench.serve.result import ServingResult
 
 FORMATS = ("html", "md")
 
@@ -37,14 +38,20 @@ def check_report_path(output: Path, fmt: str) -> None:
 
 
 def write_report(
-    results: Sequence[Result], output: Path, fmt: str, title: str, study: str | None = None
+    results: Sequence[Result],
+    output: Path,
+    fmt: str,
+    title: str,
+    study: str | None = None,
+    serving: Sequence[ServingResult] = (),
 ) -> None:
     """A failure leaves no half-written report: everything is built aside, then moved.
 
-    With `study`, the report adds that study's reproduction table (fwbench.studies)."""
+    With `study`, the report adds that study's reproduction table (fwbench.studies);
+    with `serving`, the serving scenarios' tables and curve (fwbench.report.serving)."""
     check_report_path(output, fmt)
     if fmt == "html":
-        page = html.render(results, title=title, study=study)
+        page = html.render(results, title=title, study=study, serving=serving)
         write_atomically(output, lambda tmp: _write(tmp, page), "report")
         return
     target = Path(os.path.realpath(output))
@@ -52,7 +59,7 @@ def write_report(
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         charts = png.write_charts(results, Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
-        text = markdown.render(results, title=title, charts=rel, study=study)
+        text = markdown.render(results, title=title, charts=rel, study=study, serving=serving)
         write_atomically(output, lambda scratch: _write(scratch, text), "report")
         final_charts = target.parent / chart_dir
         if final_charts.exists():

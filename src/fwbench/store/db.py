@@ -28,6 +28,7 @@ from fwbench.result import (
     StepTime,
     Work,
 )
+from fwbench.serve.result import ServingResult
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
@@ -230,7 +231,22 @@ class ResultStore:
         marks = ", ".join("?" for _ in peak)
         self._transaction([(f"INSERT INTO peaks ({cols}) VALUES ({marks})", list(peak.values()))])
 
+    def add_serving(self, result: ServingResult) -> None:
+        """Store one serving point atomically (its record, and flat columns derived from it)."""
+        row = _serving_row(result)
+        cols, marks = ", ".join(row), ", ".join("?" for _ in row)
+        self._transaction([(f"INSERT INTO serving ({cols}) VALUES ({marks})", list(row.values()))])
+
     # reading --------------------------------------------------------------
+
+    def serving(self, run_id: str | None = None) -> list[ServingResult]:
+        sql = "SELECT record FROM serving"
+        params: list[Any] = []
+        if run_id is not None:
+            sql += " WHERE run_id = ?"
+            params.append(run_id)
+        rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
+        return [ServingResult.model_validate_json(r[0]) for r in rows]
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
         """The machine's attainable FLOP/s: the best any framework reached here.
@@ -290,6 +306,34 @@ class ResultStore:
     def runs(self) -> list[dict[str, Any]]:
         cur = self.con.execute("SELECT run_id, started_at, command FROM runs ORDER BY started_at")
         return [{"run_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()]
+
+
+def _serving_row(r: ServingResult) -> dict[str, Any]:
+    def p(name: str) -> float | None:
+        found = r.latency(name)
+        return found.value if found else None
+
+    return {
+        "result_id": r.result_id,
+        "run_id": r.run_id,
+        "point_key": r.point_key,
+        "recorded_at": r.recorded_at,
+        "framework": r.case.framework,
+        "model": r.case.model,
+        "mode": r.case.mode,
+        "batch_size": r.case.batch_size,
+        "scenario": r.spec.scenario,
+        "target_qps": r.spec.target_qps,
+        "latency_bound_ms": r.spec.bound_s * 1e3 if r.spec.scenario == "server" else None,
+        "status": r.status,
+        "validity": r.validity,
+        "p50_s": p("50.00"),
+        "p90_s": p("90.00"),
+        "p99_s": p("99.00"),
+        "samples_per_s": r.samples_per_s.value if r.samples_per_s else None,
+        "max_qps": r.max_qps.value if r.max_qps else None,
+        "record": r.model_dump_json(),
+    }
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> str:

@@ -18,6 +18,8 @@ are in one place: fwbench.result. The tables of each version:
   7  results gain runs (JSON: every worker process of the case, its samples and
      start-up), n_runs and ci_method. Rows of earlier versions read as one run each
      (n_runs 1, no runs list): their intervals are within one process.
+  8  new table serving: one row per serving point (`fwbench serve`, a sweep with a
+     `serve` key), its whole record as JSON and flat columns for SQL users.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -164,6 +166,32 @@ def _to_v7(con: Any) -> None:
     con.execute("UPDATE results SET n_runs = 1 WHERE median_s IS NOT NULL")
 
 
+def _to_v8(con: Any) -> None:
+    con.execute(
+        """CREATE TABLE serving (
+            result_id VARCHAR PRIMARY KEY,
+            run_id VARCHAR,
+            point_key VARCHAR,
+            recorded_at TIMESTAMP,
+            framework VARCHAR,
+            model VARCHAR,
+            mode VARCHAR,
+            batch_size INTEGER,
+            scenario VARCHAR,
+            target_qps DOUBLE,
+            latency_bound_ms DOUBLE,
+            status VARCHAR,
+            validity VARCHAR,
+            p50_s DOUBLE,
+            p90_s DOUBLE,
+            p99_s DOUBLE,
+            samples_per_s DOUBLE,
+            max_qps DOUBLE,
+            record VARCHAR
+        )"""
+    )
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -172,4 +200,5 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     4: _to_v5,
     5: _to_v6,
     6: _to_v7,
+    7: _to_v8,
 }

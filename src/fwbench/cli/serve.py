@@ -1,0 +1,246 @@
+"""`fwbench serve`: latency under load with MLPerf LoadGen, per framework (docs/serving.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from fwbench.api import DEFAULT_TIMEOUT_S
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    DeviceOption,
+    FrameworksOption,
+    InputSizeOption,
+    JsonOption,
+    ModelOption,
+    ModesOption,
+    NumClassesOption,
+    PrecisionOption,
+    SeqLenOption,
+    cases_per_framework,
+    console,
+    print_json,
+)
+from fwbench.environment import host_environment
+from fwbench.errors import SpecError, positive_seconds
+from fwbench.measure.timing import TimingConfig
+from fwbench.outputs import check_output
+from fwbench.report.serving import tables
+from fwbench.report.write import check_report_path, report_format, write_report
+from fwbench.serve.driver import Point, serve_points
+from fwbench.serve.result import ServingResult
+from fwbench.serve.spec import SCENARIOS, ServeSpec, check_case, point_key
+from fwbench.store.db import ResultStore
+
+
+def log_root(db: Path) -> Path:
+    """LoadGen's logs live beside the database: `<db>.serving/<result id>/run<k>/`."""
+    return db.parent / f"{db.name}.serving"
+
+
+def execute_serving(
+    points: Sequence[Point],
+    db: Path,
+    runs: int,
+    timing: TimingConfig,
+    timeout_s: float,
+    resume: bool = False,
+) -> list[ServingResult]:
+    """Serve every point into `db` with a progress bar, storing each as it is done;
+    `resume` skips the points `db` already holds with status ok. Returns the newest
+    stored result of every point (measured now or resumed)."""
+    if runs < 1:
+        raise SpecError(f"runs: must be 1 or more (got {runs})")
+    for point in points:
+        check_case(point.case)
+    check_output(db, "--db")
+    if runs == 1:
+        console.print(
+            "[yellow]warning[/yellow]: 1 run per point: its intervals exclude the variation "
+            "between processes"
+        )
+    keys = [point_key(p.case, p.spec) for p in points]
+    with ResultStore(db) as store:
+        if resume:
+            done = {r.point_key for r in store.serving() if r.status == "ok"}
+            todo = [p for p in points if point_key(p.case, p.spec) not in done]
+            if len(todo) < len(points):
+                console.print(
+                    f"resuming: {len(points) - len(todo)} of {len(points)} serving points "
+                    f"already recorded in {db}"
+                )
+            points = todo
+        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host_environment())
+        progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            refresh_per_second=2,
+        )
+        with progress, contextlib.redirect_stdout(sys.stderr):
+            task = progress.add_task("preparing", total=len(points))
+
+            def on_status(text: str) -> None:
+                progress.update(task, description=text)
+
+            for result in serve_points(
+                points, runs, timing, timeout_s, log_root(db), run_id, on_status
+            ):
+                store.add_serving(result)
+                progress.advance(task)
+                if result.status != "ok":
+                    progress.console.print(
+                        f"[red]{result.status}[/red] {result.case.label()} "
+                        f"{result.spec.label()}: {result.error}"
+                    )
+            progress.update(task, description="done")
+        latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
+    return [latest[k] for k in keys if k in latest]
+
+
+def print_tables(results: Sequence[ServingResult]) -> None:
+    for t in tables(results):
+        table = Table(title=t.heading, title_justify="left")
+        for name in t.head:
+            table.add_column(name)
+        for row in t.rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def command(
+    framework: FrameworksOption,
+    model: ModelOption,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(help=f"{', '.join(SCENARIOS)}; repeat for several. [default: single_stream]"),
+    ] = None,
+    batch_size: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="single_stream: inputs per query; server: the dynamic batcher's largest "
+            "batch; offline: the batch samples run in. Repeat for several. [default: 1]"
+        ),
+    ] = None,
+    qps: Annotated[
+        list[float] | None,
+        typer.Option(
+            help="server: Poisson arrivals at this rate (repeat for a latency-throughput "
+            "curve). Left out, the highest rate under the bound is searched for."
+        ),
+    ] = None,
+    latency_bound_ms: Annotated[
+        float | None, typer.Option(help="server: the latency bound, ms. [default: 100]")
+    ] = None,
+    percentile: Annotated[
+        float | None,
+        typer.Option(help="server: the share of queries that must meet the bound. [default: 0.99]"),
+    ] = None,
+    max_wait_ms: Annotated[
+        float | None,
+        typer.Option(help="server: longest a query waits for its batch to fill, ms. [default: 2]"),
+    ] = None,
+    search_steps: Annotated[
+        int | None, typer.Option(help="server search: bisection steps per run. [default: 6]")
+    ] = None,
+    duration: Annotated[
+        float, typer.Option(help="Seconds each LoadGen test lasts at least.")
+    ] = 10.0,
+    runs: Annotated[
+        int, typer.Option(help="Worker processes per point; intervals are over runs.")
+    ] = 3,
+    input_size: InputSizeOption = None,
+    seq_len: SeqLenOption = None,
+    num_classes: NumClassesOption = None,
+    precision: PrecisionOption = None,
+    device: DeviceOption = "cpu",
+    mode: ModesOption = None,
+    threads: Annotated[
+        int, typer.Option(help="Threads per process. [default: physical cores]")
+    ] = 0,
+    db: DbOption = DEFAULT_DB_PATH,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds per run before its worker is stopped.")
+    ] = DEFAULT_TIMEOUT_S,
+    report: Annotated[
+        list[Path] | None, typer.Option(help="Also write a report here (.html or .md; repeat).")
+    ] = None,
+    json: JsonOption = False,
+) -> None:
+    """Serve a model under MLPerf LoadGen's scenarios in each framework and compare latency
+    percentiles, rates under a latency bound and offline throughput."""
+    timeout_s = positive_seconds(timeout, "--timeout")
+    server = {
+        "latency_bound_ms": latency_bound_ms,
+        "percentile": percentile,
+        "max_wait_ms": max_wait_ms,
+        "search_steps": search_steps,
+    }
+    specs = []
+    for name in scenario or ["single_stream"]:
+        if name.lower().replace("-", "_") != "server":
+            specs.append(ServeSpec.build(scenario=name, duration_s=duration))
+            continue
+        rates: list[float | None] = list(qps) if qps else [None]
+        for rate in rates:
+            given = {k: v for k, v in server.items() if v is not None}
+            if rate is not None:
+                given = {k: v for k, v in given.items() if k != "search_steps"}
+            specs.append(
+                ServeSpec.build(scenario=name, target_qps=rate, duration_s=duration, **given)
+            )
+    if not any(s.scenario == "server" for s in specs):
+        named = ["qps" if qps else "", *(k for k, v in server.items() if v is not None)]
+        if any(named):
+            flag = "--" + next(g for g in named if g).replace("_", "-")
+            raise SpecError(f"{flag}: applies to the server scenario; add --scenario server")
+    cases = [
+        case
+        for b in batch_size or [1]
+        for case in cases_per_framework(
+            framework,
+            mode or [],
+            model=model,
+            task="infer",
+            batch_size=b,
+            input_size=input_size,
+            seq_len=seq_len,
+            num_classes=num_classes,
+            precision=precision,
+            device=device,
+            threads=threads,
+        )
+    ]
+    reports = report or []
+    formats = [report_format(path, None) for path in reports]
+    for path, fmt in zip(reports, formats, strict=True):
+        check_report_path(path, fmt)
+    points = [Point(c, s) for s in specs for c in cases]
+    results = execute_serving(points, db, runs, TimingConfig(), timeout_s)
+    if json:
+        print_json([r.to_record() for r in results])
+    else:
+        print_tables(results)
+        console.print(f"LoadGen's logs: {log_root(db)}")
+    for path, fmt in zip(reports, formats, strict=True):
+        write_report([], path, fmt, title="fwbench serve", serving=results)
+        console.print(f"report written to {path}")

@@ -1,0 +1,267 @@
+"""The serving section of a report: tables and the latency-throughput curve, built once
+from ServingResults and rendered by the HTML and Markdown reports alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fwbench.measure.compare import compare
+from fwbench.serve.result import Figure, ServingResult
+
+
+@dataclass(frozen=True)
+class Table:
+    heading: str
+    note: str
+    head: list[str]
+    rows: list[list[str]]
+
+
+def _ms(f: Figure | None) -> str:
+    if f is None:
+        return "-"
+    if f.runs < 2:
+        return f"{f.value * 1e3:.3g} (1 run)"
+    return f"{f.value * 1e3:.3g} ({f.ci_low * 1e3:.3g}-{f.ci_high * 1e3:.3g})"
+
+
+def _rate(f: Figure | None) -> str:
+    if f is None:
+        return "-"
+    if f.runs < 2:
+        return f"{f.value:.4g} (1 run)"
+    return f"{f.value:.4g} ({f.ci_low:.4g}-{f.ci_high:.4g})"
+
+
+def _validity(r: ServingResult) -> str:
+    if r.status != "ok":
+        return f"{r.status}: {r.error}"
+    if r.validity == "VALID":
+        return "VALID"
+    return "INVALID: " + "; ".join(r.invalid_reasons or ("see LoadGen's log",))
+
+
+def _groups(results: Sequence[ServingResult]) -> list[list[ServingResult]]:
+    found: dict[tuple[object, ...], list[ServingResult]] = {}
+    for r in results:
+        found.setdefault((r.case.workload_key(), r.spec), []).append(r)
+    return list(found.values())
+
+
+def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool) -> str:
+    """Between the first two variants with figures, on per-run values (compare's three
+    outcomes); lower-is-better throughout, so rates are inverted."""
+    sides = []
+    for r in group:
+        per_run = _per_run(r, values)
+        if per_run:
+            sides.append(
+                (r.case.variant, [1 / v for v in per_run] if higher_is_better else per_run)
+            )
+    if len(sides) < 2:
+        return ""
+    (name_a, a), (name_b, b) = sides[:2]
+    return compare(a, b, name_a, name_b).text()
+
+
+def _per_run(r: ServingResult, values: str) -> list[float]:
+    if r.status != "ok":
+        return []
+    out = []
+    for run in r.runs:
+        main = run.main_test
+        if values == "max_qps":
+            value = run.max_qps
+        elif main is None:
+            value = None
+        elif values == "samples_per_s":
+            value = main.samples_per_s
+        else:
+            value = main.latency_s.get(values)
+        if value:
+            out.append(value)
+    return out
+
+
+def tables(results: Sequence[ServingResult]) -> list[Table]:
+    """One table per scenario that was measured, with a verdict per workload."""
+    out = []
+    single = [g for g in _groups(results) if g[0].spec.scenario == "single_stream"]
+    if single:
+        rows = [
+            [
+                r.case.model,
+                str(r.case.batch_size),
+                r.case.variant,
+                _ms(r.latency("50.00")),
+                _ms(r.latency("90.00")),
+                _ms(r.latency("99.00")),
+                _rate(r.samples_per_s),
+                _validity(r),
+                _verdict(g, "90.00", False) if i == 0 else "",
+            ]
+            for g in single
+            for i, r in enumerate(g)
+        ]
+        out.append(
+            Table(
+                "Serving: SingleStream latency",
+                "One query at a time, each a batch of `batch` inputs; latency in ms with its "
+                "95% interval over runs; the verdict compares p90 (MLPerf's SingleStream "
+                "metric), per run.",
+                [
+                    "model",
+                    "batch",
+                    "variant",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "samples/s",
+                    "LoadGen",
+                    "verdict (p90)",
+                ],
+                rows,
+            )
+        )
+    searched = [g for g in _groups(results) if g[0].spec.searches]
+    if searched:
+        rows = [
+            [
+                r.case.model,
+                str(r.case.batch_size),
+                r.spec.label(),
+                r.case.variant,
+                _rate(r.max_qps),
+                _ms(r.latency(f"{r.spec.bound_percentile * 100:.2f}")),
+                _validity(r),
+                _verdict(g, "max_qps", True) if i == 0 else "",
+            ]
+            for g in searched
+            for i, r in enumerate(g)
+        ]
+        out.append(
+            Table(
+                "Serving: highest rate under the latency bound",
+                "MLPerf's Server result: the highest Poisson arrival rate (queries of one "
+                "input each, dynamic batching up to `max batch`) whose latency percentile "
+                "stays under the bound, found by bisection in each run; 95% interval over runs.",
+                [
+                    "model",
+                    "max batch",
+                    "scenario",
+                    "variant",
+                    "max qps",
+                    "latency at the bound's percentile, ms",
+                    "LoadGen",
+                    "verdict (max qps)",
+                ],
+                rows,
+            )
+        )
+    fixed = [
+        g for g in _groups(results) if g[0].spec.scenario == "server" and not g[0].spec.searches
+    ]
+    if fixed:
+        rows = [
+            [
+                r.case.model,
+                str(r.case.batch_size),
+                r.spec.label(),
+                r.case.variant,
+                _rate(r.samples_per_s),
+                _ms(r.latency("50.00")),
+                _ms(r.latency("90.00")),
+                _ms(r.latency("99.00")),
+                _validity(r),
+                _verdict(g, "99.00", False) if i == 0 else "",
+            ]
+            for g in fixed
+            for i, r in enumerate(g)
+        ]
+        out.append(
+            Table(
+                "Serving: latency at a fixed rate",
+                "Poisson arrivals at the target rate; achieved samples/s and latency in ms, "
+                "95% interval over runs.",
+                [
+                    "model",
+                    "max batch",
+                    "scenario",
+                    "variant",
+                    "samples/s",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "LoadGen",
+                    "verdict (p99)",
+                ],
+                rows,
+            )
+        )
+    offline = [g for g in _groups(results) if g[0].spec.scenario == "offline"]
+    if offline:
+        rows = [
+            [
+                r.case.model,
+                str(r.case.batch_size),
+                r.case.variant,
+                _rate(r.samples_per_s),
+                _validity(r),
+                _verdict(g, "samples_per_s", True) if i == 0 else "",
+            ]
+            for g in offline
+            for i, r in enumerate(g)
+        ]
+        out.append(
+            Table(
+                "Serving: Offline throughput",
+                "All queries at once, run in batches of `batch`; samples per second, 95% "
+                "interval over runs.",
+                ["model", "batch", "variant", "samples/s", "LoadGen", "verdict"],
+                rows,
+            )
+        )
+    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
+    if out and overheads:
+        out[0] = Table(
+            out[0].heading,
+            out[0].note + f" LoadGen's own latency (a no-op model): {max(overheads) * 1e6:.3g} µs "
+            "at most.",
+            out[0].head,
+            out[0].rows,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    variant: str
+    panel: str  # model, max batch and bound
+    qps: float
+    latency_s: float
+    valid: bool
+
+
+def curve(results: Sequence[ServingResult]) -> list[CurvePoint]:
+    """Latency at the bound's percentile against the rate, every probe of every run of
+    the server scenarios: the latency-throughput curve."""
+    points = []
+    for r in results:
+        if r.spec.scenario != "server" or r.status != "ok":
+            continue
+        key = f"{r.spec.bound_percentile * 100:.2f}"
+        panel = f"{r.case.model} max batch {r.case.batch_size} {r.spec.label()}"
+        for run in r.runs:
+            for t in run.tests:
+                if t.target_qps and key in t.latency_s:
+                    points.append(
+                        CurvePoint(
+                            r.case.variant,
+                            panel,
+                            t.target_qps,
+                            t.latency_s[key],
+                            t.validity == "VALID",
+                        )
+                    )
+    return points

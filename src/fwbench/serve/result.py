@@ -1,0 +1,119 @@
+"""ServingResult: the record of one serving point, built once by the driver and read by
+every view (the `serving` table, `--json`, reports)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
+
+from fwbench.case import Case
+from fwbench.result import SCHEMA_VERSION, Status
+from fwbench.serve.spec import ServeSpec
+
+# LoadGen's percentiles, as its log names them (result_<p>_percentile_latency_ns).
+PERCENTILES: tuple[str, ...] = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
+
+
+class LoadGenTest(BaseModel):
+    """One LoadGen test, as its detail log reports it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scenario: str
+    target_qps: float | None = None  # server: the scheduled rate
+    validity: str  # VALID | INVALID
+    invalid_reasons: tuple[str, ...] = ()
+    latency_s: dict[str, float] = Field(default_factory=dict)  # percentile -> seconds
+    mean_latency_s: float | None = None
+    # Samples completed per second (offline, server) or queries per second without
+    # LoadGen's overhead (single stream).
+    samples_per_s: float | None = None
+    query_count: int | None = None
+    early_stopping: str | None = None
+    wall_s: float
+
+
+class ServingRun(BaseModel):
+    """One worker process: its build, LoadGen's own overhead, and its tests."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(ge=0)
+    launcher: str
+    status: Status
+    error: str | None = None
+    build_s: float | None = None
+    warmup_s: float | None = None
+    # p50 latency of a no-op model under LoadGen's SingleStream: what LoadGen and the
+    # Python callbacks add to every latency.
+    overhead_s: float | None = None
+    tests: tuple[LoadGenTest, ...] = ()
+    # The test the run's figures come from: the only one, or the fastest valid probe of
+    # a server search.
+    main: int | None = None
+    max_qps: float | None = None  # server search: the highest rate that met the bound
+    # Why the run has no valid figure (a bound below the unloaded latency, no rate met it).
+    invalid_reason: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def main_test(self) -> LoadGenTest | None:
+        return self.tests[self.main] if self.main is not None else None
+
+
+class Figure(BaseModel):
+    """A value over runs: geometric mean of the runs' values, with a t interval on their
+    logs (one run: no interval, ci_low = ci_high = value)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float = Field(gt=0)
+    ci_low: float = Field(gt=0)
+    ci_high: float = Field(gt=0)
+    runs: int = Field(ge=1)
+
+
+class ServingResult(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    result_id: str
+    run_id: str
+    recorded_at: datetime
+    point_key: str
+    case: Annotated[Case, SkipValidation]
+    spec: ServeSpec
+    status: Status
+    error: str | None = None
+    validity: str | None = None  # VALID when every run's figures come from a VALID test
+    invalid_reasons: tuple[str, ...] = ()
+    latency_s: dict[str, Figure] = Field(default_factory=dict)  # percentile -> figure
+    samples_per_s: Figure | None = None
+    max_qps: Figure | None = None
+    overhead_s: float | None = None  # median over runs
+    runs: tuple[ServingRun, ...] = ()
+    log_dir: str | None = None  # LoadGen's logs of each run, beside the database
+    warnings: tuple[str, ...] = ()
+    environment: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_case(cls, data: Any) -> Any:
+        # Read back from JSON: the case as stored, not re-validated (its model's plugin
+        # may not be loaded here), as Result.from_record reads one.
+        if isinstance(data, dict) and isinstance(data.get("case"), dict):
+            found = data["case"]
+            case = Case.model_construct(**{f: found[f] for f in Case.model_fields if f in found})
+            data = {**data, "case": case}
+        return data
+
+    def latency(self, percentile: str) -> Figure | None:
+        return self.latency_s.get(percentile)
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form printed by `--json`: the record itself, with the case flat."""
+        record = self.model_dump(mode="json", exclude={"case"})
+        return {**self.case.model_dump(), "point_key": self.point_key, **record}

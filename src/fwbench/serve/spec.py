@@ -1,0 +1,132 @@
+"""What a serving scenario asks for: MLPerf's three scenarios and their settings.
+
+A serving point is a Case (an inference case: its framework, model, batch size, threads)
+and a ServeSpec. The case's batch size means, per scenario:
+- single_stream: every query carries one batch of `batch_size` inputs (MLPerf's
+  SingleStream sends one sample; batch 1 is that), one query at a time;
+- server: the dynamic batcher's largest batch (queries are one input each);
+- offline: the batch the samples are run in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fwbench.case import Case, validation_message
+from fwbench.errors import SpecError
+
+Scenario = Literal["single_stream", "server", "offline"]
+SCENARIOS: tuple[str, ...] = ("single_stream", "server", "offline")
+# Settings that only the server scenario reads; giving one to another is a mistake.
+SERVER_ONLY: tuple[str, ...] = (
+    "target_qps",
+    "latency_bound_ms",
+    "percentile",
+    "max_wait_ms",
+    "search_steps",
+)
+DEFAULT_BOUND_MS = 100.0
+DEFAULT_PERCENTILE = 0.99
+DEFAULT_MAX_WAIT_MS = 2.0
+DEFAULT_SEARCH_STEPS = 6
+# LoadGen's early stopping decides at 99% confidence.
+_EARLY_STOPPING_CONFIDENCE = 0.99
+
+
+class ServeSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scenario: Scenario
+    # Server: Poisson arrivals at this rate; None searches for the highest rate whose
+    # latency percentile stays under the bound (MLPerf's Server result).
+    target_qps: float | None = Field(None, gt=0, allow_inf_nan=False)
+    latency_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    percentile: float | None = Field(None, gt=0, lt=1)
+    max_wait_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
+    search_steps: int | None = Field(None, ge=1, le=20)
+    # Each LoadGen test lasts at least this long (and at least its query count).
+    duration_s: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lower(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("scenario"), str):
+            name = data["scenario"].lower().replace("-", "_")
+            data = {**data, "scenario": {"singlestream": "single_stream"}.get(name, name)}
+        return data
+
+    @model_validator(mode="after")
+    def _server_settings(self) -> ServeSpec:
+        if self.scenario != "server":
+            given = [f for f in SERVER_ONLY if getattr(self, f) is not None]
+            if given:
+                raise ValueError(
+                    f"{given[0]}: applies to the server scenario only (this is {self.scenario})"
+                )
+        elif self.target_qps is not None and self.search_steps is not None:
+            raise ValueError("search_steps: a fixed target_qps is not searched; give one")
+        return self
+
+    @classmethod
+    def build(cls, **fields: Any) -> ServeSpec:
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise SpecError(f"serve: {validation_message(exc)}") from None
+
+    # The server's settings with their defaults (None on other scenarios).
+    @property
+    def bound_s(self) -> float:
+        return (self.latency_bound_ms or DEFAULT_BOUND_MS) / 1e3
+
+    @property
+    def bound_percentile(self) -> float:
+        return self.percentile or DEFAULT_PERCENTILE
+
+    @property
+    def wait_s(self) -> float:
+        return (DEFAULT_MAX_WAIT_MS if self.max_wait_ms is None else self.max_wait_ms) / 1e3
+
+    @property
+    def steps(self) -> int:
+        return self.search_steps or DEFAULT_SEARCH_STEPS
+
+    @property
+    def searches(self) -> bool:
+        return self.scenario == "server" and self.target_qps is None
+
+    def label(self) -> str:
+        if self.scenario != "server":
+            return self.scenario
+        bound = f"p{self.bound_percentile * 100:g}<={self.bound_s * 1e3:g}ms"
+        rate = "max qps" if self.target_qps is None else f"{self.target_qps:g} qps"
+        return f"server {rate} {bound} wait {self.wait_s * 1e3:g}ms"
+
+
+def min_queries(percentile: float) -> int:
+    """Queries LoadGen's early stopping needs before it can accept a percentile bound
+    even when no query was over it: the smallest n with percentile**n <= 1%. With fewer,
+    a short run is INVALID whatever its latencies (p90: 44, p99: 459)."""
+    return math.ceil(math.log(1 - _EARLY_STOPPING_CONFIDENCE) / math.log(percentile))
+
+
+def point_key(case: Case, spec: ServeSpec) -> str:
+    """Identity of a serving point: its case and its scenario settings."""
+    canonical = json.dumps(
+        {"case": case.model_dump(exclude_none=True), "serve": spec.model_dump(exclude_none=True)},
+        sort_keys=True,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def check_case(case: Case) -> None:
+    """Serving runs inference on one device: refuse what it cannot serve, in one line."""
+    if case.task != "infer":
+        raise SpecError(f"serve: {case.label()}: serving runs inference; set task: infer")
+    if case.strategy:
+        raise SpecError(f"serve: {case.label()}: data-parallel cases are not served")

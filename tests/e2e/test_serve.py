@@ -1,0 +1,82 @@
+"""`fwbench serve` as a user drives it: real LoadGen, real frameworks, a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fwbench.store.db import ResultStore
+from tests.conftest import fwbench
+
+TINY = ["--model", "tiny_cnn", "--num-classes", "10", "--threads", "1", "--batch-size", "2"]
+
+
+def test_serve_measures_every_scenario_per_framework_and_keeps_loadgens_logs(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    db, report = tmp_path / "r.duckdb", tmp_path / "serve.md"
+    args = ["serve", "--framework", "torch", "--framework", "tensorflow", *TINY]
+    args += ["--scenario", "single_stream", "--scenario", "server", "--scenario", "offline"]
+    args += ["--qps", "20", "--percentile", "0.9", "--duration", "0.3", "--runs", "2"]
+    proc = fwbench(*args, "--db", str(db), "--report", str(report), "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(proc.stdout)
+    assert {(r["framework"], r["spec"]["scenario"]) for r in records} == {
+        (fw, s) for fw in ("torch", "tensorflow") for s in ("single_stream", "server", "offline")
+    }
+    for r in records:
+        assert r["status"] == "ok", r["error"]
+        assert len(r["runs"]) == 2 and all(run["launcher"] for run in r["runs"])
+        assert r["overhead_s"] < 1e-3  # LoadGen's own cost, measured on a no-op model
+        if r["spec"]["scenario"] != "offline":
+            p90 = r["latency_s"]["90.00"]
+            assert 0 < p90["ci_low"] <= p90["value"] <= p90["ci_high"] and p90["runs"] == 2
+        assert r["samples_per_s"]["value"] > 0
+        summaries = list(Path(r["log_dir"]).glob("run*/*/mlperf_log_summary.txt"))
+        assert len(summaries) == 2, r["log_dir"]
+        assert "MLPerf Results Summary" in summaries[0].read_text()
+    with ResultStore(db, read_only=True) as store:
+        assert len(store.serving()) == 6
+    text = report.read_text()
+    assert "## Serving: SingleStream latency" in text and "## Serving: Offline throughput" in text
+    again = fwbench("report", str(db), "-o", str(tmp_path / "again.html"), env=plugin_env)
+    assert again.returncode == 0 and "6 serving points" in again.stderr
+
+
+def test_a_bound_no_batch_can_meet_is_recorded_invalid_with_its_reason(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    db = tmp_path / "r.duckdb"
+    args = ["serve", "--framework", "torch", *TINY, "--scenario", "server"]
+    args += ["--latency-bound-ms", "0.001", "--runs", "1", "--duration", "0.2"]
+    proc = fwbench(*args, "--db", str(db), "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 run per point" in proc.stderr
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "ok" and record["validity"] == "INVALID"
+    assert "below the unloaded latency" in record["invalid_reasons"][0]
+    assert record["max_qps"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--scenario", "server", "--qps", "0"], "target_qps: Input should be greater than 0"),
+        (["--scenario", "nightly"], "scenario: invalid value 'nightly'"),
+        (["--latency-bound-ms", "5"], "--latency-bound-ms: applies to the server scenario"),
+        (["--qps", "5"], "--qps: applies to the server scenario"),
+        (["--runs", "0"], "runs: must be 1 or more"),
+        (["--task", "train"], "No such option"),
+    ],
+)
+def test_bad_serving_input_is_one_line_and_writes_nothing(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    db = tmp_path / "r.duckdb"
+    args = ["serve", "--framework", "torch", "--model", "resnet18", *extra, "--db", str(db)]
+    proc = fwbench(*args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert not db.exists()

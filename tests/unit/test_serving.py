@@ -1,0 +1,223 @@
+"""Serving scenarios: settings, LoadGen's log, the rate search, the record over runs,
+storage and reports. Pure parts here; the real CLI in tests/e2e/test_serve.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fwbench import sweep
+from fwbench.case import Case
+from fwbench.errors import SpecError
+from fwbench.report import markdown
+from fwbench.report.html import render
+from fwbench.serve.driver import Point, build_result
+from fwbench.serve.loadgen import figures_from_log, fitting, ladder, read_detail_log, search
+from fwbench.serve.result import LoadGenTest, ServingResult, ServingRun
+from fwbench.serve.spec import ServeSpec, min_queries, point_key
+from fwbench.store.db import ResultStore
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def case(framework: str = "torch", batch: int = 4) -> Case:
+    return Case.build(
+        framework=framework, model="resnet18", task="infer", batch_size=batch, input_size=32,
+        num_classes=10, threads=1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"scenario": "batch"}, "scenario: invalid value 'batch'; valid choices"),
+        ({"scenario": "server", "target_qps": 0}, "target_qps: Input should be greater than 0"),
+        ({"scenario": "server", "target_qps": float("nan")}, "target_qps"),
+        ({"scenario": "server", "latency_bound_ms": -1}, "latency_bound_ms"),
+        ({"scenario": "server", "percentile": 1.0}, "percentile"),
+        ({"scenario": "offline", "target_qps": 5}, "target_qps: applies to the server scenario"),
+        ({"scenario": "server", "target_qps": 5, "search_steps": 3}, "search_steps: a fixed"),
+        ({"scenario": "single_stream", "duration_s": 0}, "duration_s"),
+        ({"scenario": "server", "qps": 5}, "unknown key 'qps'"),
+    ],
+)
+def test_bad_settings_are_one_line_naming_the_setting(fields: dict, message: str) -> None:
+    with pytest.raises(SpecError, match=message) as found:
+        ServeSpec.build(**fields)
+    assert "\n" not in str(found.value) and str(found.value).startswith("serve: ")
+
+
+def test_scenario_names_as_mlperf_spells_them_are_accepted() -> None:
+    assert ServeSpec.build(scenario="SingleStream").scenario == "single_stream"
+    assert ServeSpec.build(scenario="Server").searches
+    assert not ServeSpec.build(scenario="server", target_qps=10).searches
+
+
+def test_early_stopping_minimum_matches_loadgen() -> None:
+    # LoadGen's own summary: "Would need to run at least 269 more queries" after 190 (p99).
+    assert min_queries(0.99) == 459
+    assert min_queries(0.90) == 44
+
+
+def test_the_batcher_builds_powers_of_two_and_pads_up() -> None:
+    assert ladder(8, "server") == [1, 2, 4, 8]
+    assert ladder(6, "server") == [1, 2, 4, 6]
+    assert ladder(6, "offline") == [6] and ladder(1, "server") == [1]
+    assert [fitting([1, 2, 4, 6], n) for n in (1, 2, 3, 5, 6)] == [1, 2, 4, 6, 6]
+
+
+def test_point_identity_covers_case_and_settings() -> None:
+    a = ServeSpec.build(scenario="server", target_qps=10)
+    b = ServeSpec.build(scenario="server", target_qps=20)
+    assert point_key(case(), a) == point_key(case(), a) != point_key(case(), b)
+    assert point_key(case("torch"), a) != point_key(case("tensorflow"), a)
+
+
+def test_figures_come_from_loadgens_detail_log() -> None:
+    """A detail log LoadGen wrote (the server scenario, 153.7 qps, p90 <= 100 ms)."""
+    found = read_detail_log(DATA / "loadgen-server-detail.txt")
+    t = figures_from_log(found, "server", 153.7, 1.5, batch=8)
+    assert t.validity == "VALID" and t.invalid_reasons == ()
+    assert t.latency_s["90.00"] == pytest.approx(0.046482254)
+    assert t.latency_s["50.00"] < t.latency_s["99.00"] <= t.latency_s["99.90"]
+    assert t.samples_per_s == pytest.approx(141.21) and t.query_count == 217
+    # single stream: a query carries a batch, so samples are queries x batch
+    ss = figures_from_log(
+        {"result_qps_without_loadgen_overhead": 10.0}, "single_stream", None, 1, 8
+    )
+    assert ss.samples_per_s == 80.0 and ss.validity == "INVALID"
+
+
+def probe_at(capacity: float):
+    """A model that meets the bound below `capacity` qps and misses it above."""
+
+    def probe(qps: float) -> LoadGenTest:
+        ok = qps <= capacity
+        return LoadGenTest(
+            scenario="server", target_qps=qps, validity="VALID" if ok else "INVALID",
+            latency_s={"99.00": 0.01 if ok else 1.0}, wall_s=1.0,
+        )  # fmt: skip
+
+    return probe
+
+
+def test_the_rate_search_closes_in_on_the_highest_valid_rate() -> None:
+    probes = search(probe_at(70.0), capacity=100.0, steps=7)
+    valid = [p.target_qps for p in probes if p.validity == "VALID"]
+    assert len(probes) == 7
+    assert 70.0 * 0.97 <= max(v for v in valid if v) <= 70.0
+    # nothing valid: every probe is kept (the curve), none claimed
+    none = search(probe_at(0.0), capacity=100.0, steps=3)
+    assert all(p.validity == "INVALID" for p in none)
+
+
+def run(index: int, p90: float, rate: float | None = None, status: str = "ok") -> ServingRun:
+    test = LoadGenTest(
+        scenario="server", target_qps=rate, validity="VALID",
+        latency_s={"50.00": p90 / 2, "90.00": p90}, samples_per_s=rate or 100.0, wall_s=1.0,
+    )  # fmt: skip
+    if status != "ok":
+        return ServingRun(index=index, launcher="spawn", status=status, error="worker crashed")
+    return ServingRun(
+        index=index, launcher="fork-server", status="ok", tests=(test,), main=0, max_qps=rate,
+        overhead_s=2e-6,
+    )  # fmt: skip
+
+
+def test_a_points_figures_are_over_runs_with_an_interval() -> None:
+    point = Point(case(), ServeSpec.build(scenario="server", percentile=0.9))
+    runs = [run(0, 0.020, 100.0), run(1, 0.022, 110.0), run(2, 0.021, 90.0)]
+    r = build_result(point, runs, [None] * 3, "run", "id", None)
+    assert r.status == "ok" and r.validity == "VALID"
+    p90 = r.latency_s["90.00"]
+    assert p90.runs == 3 and p90.ci_low < 0.020 < 0.022 < p90.ci_high
+    assert r.max_qps is not None and r.max_qps.ci_low < 90 and r.max_qps.ci_high > 110
+    assert r.overhead_s == 2e-6
+
+
+def test_failed_runs_are_recorded_and_all_failed_is_the_points_status() -> None:
+    point = Point(case(), ServeSpec.build(scenario="single_stream"))
+    some = build_result(
+        point, [run(0, 0.02), run(1, 0, status="error")], [None] * 2, "r", "i", None
+    )
+    assert some.status == "ok" and any("1 of 2 runs failed" in w for w in some.warnings)
+    assert any("one run" in w for w in some.warnings)
+    none = build_result(point, [run(0, 0, status="timeout")], [None], "r", "i", None)
+    assert none.status == "timeout" and none.error == "worker crashed"
+
+
+def test_an_unmeetable_bound_is_an_invalid_point_with_its_reason() -> None:
+    point = Point(case(), ServeSpec.build(scenario="server", latency_bound_ms=0.001))
+    why = "the bound 0.001 ms is below the unloaded latency of one sample (3 ms)"
+    runs = [
+        ServingRun(index=i, launcher="spawn", status="ok", invalid_reason=why) for i in range(2)
+    ]
+    r = build_result(point, runs, [None] * 2, "r", "i", None)
+    assert r.status == "ok" and r.validity == "INVALID" and r.invalid_reasons == (why,)
+    assert r.latency_s == {} and r.max_qps is None
+
+
+def serving_results() -> list[ServingResult]:
+    spec = ServeSpec.build(scenario="server", percentile=0.9)
+    out = []
+    for fw, p90, rate in (("torch", 0.02, 100.0), ("tensorflow", 0.03, 60.0)):
+        runs = [run(i, p90 * (1 + i / 100), rate * (1 - i / 100)) for i in range(3)]
+        out.append(build_result(Point(case(fw), spec), runs, [None] * 3, "r", fw, None))
+    return out
+
+
+def test_serving_results_round_trip_through_the_database(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    results = serving_results()
+    with ResultStore(db) as store:
+        for r in results:
+            store.add_serving(r)
+    with ResultStore(db, read_only=True) as store:
+        back = store.serving()
+        flat = store.con.execute(
+            "SELECT framework, scenario, p90_s, max_qps FROM serving"
+        ).fetchall()
+    assert [b.model_dump() for b in back] == [r.model_dump() for r in results]
+    assert flat[0][:2] == ("torch", "server") and flat[0][2] == pytest.approx(
+        results[0].latency_s["90.00"].value
+    )
+
+
+def test_an_older_database_gains_the_serving_table(tmp_path: Path) -> None:
+    import gzip
+
+    db = tmp_path / "v7.duckdb"
+    with gzip.open(DATA / "results-schema7.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with ResultStore(db) as store:
+        assert store.serving() == [] and len(store.results()) == 2
+        store.add_serving(serving_results()[0])
+        assert len(store.serving()) == 1
+
+
+def test_reports_show_the_verdict_between_frameworks_and_the_curve() -> None:
+    results = serving_results()
+    text = markdown.render([], serving=results)
+    assert "## Serving: highest rate under the latency bound" in text
+    assert "torch/eager 1.6" in text and "faster" in text
+    page = render([], serving=results)
+    assert "Serving: latency against load" in page and "Verdicts" not in page
+
+
+def test_a_sweep_serves_its_cases_and_refuses_training(tmp_path: Path) -> None:
+    base = "model: resnet18\nframework: torch\ntask: infer\n"
+    found = sweep.parse(base + "serve: [{scenario: single_stream}, {scenario: offline}]\n")
+    assert [s.scenario for s in found.serve] == ["single_stream", "offline"]
+    with pytest.raises(SpecError, match="serving runs inference; set task: infer"):
+        sweep.parse("model: resnet18\nframework: torch\nserve: {scenario: offline}\n")
+    with pytest.raises(SpecError, match="serve: scenario: invalid value"):
+        sweep.parse(base + "serve: {scenario: nightly}\n")
+    with pytest.raises(SpecError, match="a scenario mapping"):
+        sweep.parse(base + "serve: offline\n")
+
+
+def test_the_serving_preset_parses_and_is_small() -> None:
+    found = sweep.load_preset("serving")
+    assert found.serve and all(c.task == "infer" for c in found.cases)
+    assert len(found.cases) * len(found.serve) <= 12 and found.timing.min_runs == 3
