@@ -155,3 +155,15 @@ def test_an_unknown_study_is_one_line_with_the_choices(name: str) -> None:
 
     with pytest.raises(SpecError, match="unknown study 'nope'; valid choices: asu, dai"):
         load_study(name)
+
+
+def test_a_report_finds_the_study_of_the_preset_that_made_the_results() -> None:
+    from fwbench.cli.report import study_of
+
+    assert study_of(["fwbench sweep --preset asu-infer-small --db r.duckdb"]) == "asu"
+    assert study_of(["fwbench sweep --preset=dai", "fwbench run --model resnet18"]) == "dai"
+    assert study_of(["fwbench sweep --preset quick", "fwbench sweep my.yaml"]) is None
+    assert (
+        study_of(["fwbench sweep --preset asu-infer-small", "fwbench sweep --preset dai"]) is None
+    )
+    assert study_of(["fwbench sweep --preset 'unclosed"]) is None

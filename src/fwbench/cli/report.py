@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from fwbench import sweep as sweeps
 from fwbench.cli.common import DEFAULT_DB_PATH, console
 from fwbench.errors import SpecError
 from fwbench.report.write import report_format, write_report
@@ -44,8 +46,35 @@ def command(
     with ResultStore(source, read_only=True) as store:
         stored = store.results(run_id=run)
         served = store.serving(run_id=run)
+        commands = [r["command"] for r in store.runs() if run is None or r["run_id"] == run]
     if not stored and not served:
         raise SpecError(f"{source} holds no results" + (f" for run {run}" if run else ""))
+    if study is None:
+        study = study_of(commands)
+        if study:
+            console.print(
+                f"adding study {study}'s reproduction table: its preset made these results"
+            )
     write_report(stored, output, fmt, title, study, serving=served)
     points = f" and {len(served)} serving points" if served else ""
     console.print(f"report of {len(stored)} results{points} written to {output}")
+
+
+def study_of(commands: list[str]) -> str | None:
+    """The study of the built-in preset the results came from, when there is exactly one
+    (`fwbench sweep --preset asu-infer-small` made them): a report of a study preset's
+    database checks the study's claims without being told to."""
+    found = set()
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        for i, word in enumerate(words):
+            name = word.split("=", 1)[1] if word.startswith("--preset=") else None
+            if word == "--preset" and i + 1 < len(words):
+                name = words[i + 1]
+            if name in sweeps.presets():
+                found.add(sweeps.load_preset(name).study)
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
