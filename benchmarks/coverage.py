@@ -8,6 +8,13 @@ each measurement's first run alone, with its within-process interval, as fwbench
 before runs.
 
     cd benchmarks && ../.venv/bin/python coverage.py [--repeats 10] [--framework torch]
+
+With --sweep, each repeat is a small sweep instead (ResNet-18 and MobileNetV2 inference
+at batch 1 and 8 in PyTorch and TensorFlow: 8 cases, 4 workloads), alternately run one
+workload at a time and with its workloads taking turns round by round (LocalExecutor's
+spread), and the share is pooled over the cases, per arm:
+
+    cd benchmarks && ../.venv/bin/python coverage.py --sweep [--repeats 6]
 """
 
 from __future__ import annotations
@@ -22,15 +29,73 @@ from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
 
 
+def sweep_cases(input_size: int) -> list[list[Case]]:
+    return [
+        [
+            Case.build(
+                framework=fw, mode="eager" if fw == "torch" else "graph", model=model,
+                task="infer", batch_size=batch, input_size=input_size, threads=2,
+            )
+            for fw in ("torch", "tensorflow")
+        ]
+        for model in ("resnet18", "mobilenet_v2")
+        for batch in (1, 8)
+    ]  # fmt: skip
+
+
+def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
+    from fwbench.api import measurement_of
+    from fwbench.launch import local
+    from fwbench.launch.protocol import CaseRequest
+
+    groups = sweep_cases(input_size)
+    timing = TimingConfig(min_runs=runs, max_runs=runs, run_time_s=0.5)
+    requests = [[CaseRequest(case=c, timing=timing, count_flops=False) for c in g] for g in groups]
+    arms = {1: "one workload at a time", len(groups): f"{len(groups)} workloads take turns"}
+    found: dict[int, list[list[tuple[float, float, float]]]] = {s: [] for s in arms}
+    started = time.monotonic()
+    for i in range(repeats * len(arms)):
+        spread = list(arms)[i % len(arms)]
+        t0 = time.monotonic()
+        by_index = {}
+        for done in local.LocalExecutor(spread=spread).run(requests, 600):
+            by_index[done.index] = done.outcomes
+        row = []
+        for index in range(len(groups)):
+            for outcome in by_index[index]:
+                m = measurement_of(outcome.runs, outcome.stop_reason or "")
+                st = m.step_time_s
+                row.append((st.median, st.ci_low, st.ci_high))
+        found[spread].append(row)
+        print(f"sweep {i + 1} ({arms[spread]}): {time.monotonic() - t0:.0f} s", flush=True)
+    for spread, label in arms.items():
+        sweeps = found[spread]
+        inside = total = 0
+        for c in range(len(sweeps[0])):
+            for i, j in itertools.permutations(range(len(sweeps)), 2):
+                total += 1
+                inside += sweeps[j][c][1] <= sweeps[i][c][0] <= sweeps[j][c][2]
+        print(
+            f"{label}: {inside} of {total} pairs ({inside / total:.0%}) have one estimate "
+            f"inside the other's 95% CI; {len(sweeps)} sweeps of {len(sweeps[0])} cases, "
+            f"{runs} runs each"
+        )
+    print(f"{time.monotonic() - started:.0f} s in all")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--sweep", action="store_true", help="Repeat a small sweep, two arms.")
     p.add_argument("--runs", type=int, default=3, help="Runs per measurement.")
     p.add_argument("--framework", default="torch")
     p.add_argument("--mode", default="eager")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--input-size", type=int, default=64)
     a = p.parse_args()
+    if a.sweep:
+        sweep_arms(a.repeats, a.runs, a.input_size)
+        return
     case = Case.build(
         framework=a.framework, mode=a.mode, model=a.model, task="infer", batch_size=8,
         input_size=a.input_size, threads=2,

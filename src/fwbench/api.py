@@ -71,13 +71,18 @@ class RunOptions:
         positive_seconds(self.timeout_s, "timeout")
 
 
-def executor_named(name: str, address: str | None = None) -> Executor:
-    """The executor a user names: `local` (this machine) or `ray` (a cluster at `address`,
-    "auto" for the one this machine belongs to; None starts Ray on this machine)."""
+def executor_named(name: str, address: str | None = None, spread: int = 1) -> Executor:
+    """The executor a user names: `local` (this machine; `spread` workloads take turns
+    run by run) or `ray` (a cluster at `address`, "auto" for the one this machine belongs
+    to; None starts Ray on this machine)."""
+    if spread < 1:
+        raise SpecError(f"--spread: must be 1 or more (got {spread})")
     if name == "local":
         if address is not None:
             raise SpecError("--address is for --executor ray; the local executor needs none")
-        return local.LocalExecutor()
+        return local.LocalExecutor(spread)
+    if spread != 1:
+        raise SpecError("--spread: applies to the local executor (Ray runs groups at once)")
     if name == "ray":
         # Imported here: the module is light, but only a Ray run needs it.
         from fwbench.launch import ray

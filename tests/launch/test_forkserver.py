@@ -99,3 +99,47 @@ def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
             run.steps_per_block * run.median_s >= 0.9 * timing.min_switch_block_s for run in m.runs
         )
     assert TimingConfig().min_runs == 3  # the default a user gets
+
+
+def test_spread_workloads_take_turns_run_by_run(plugin_env: dict[str, str]) -> None:
+    """With spread 2, round 2 of the first workload waits for round 1 of the second, so a
+    case's runs are spread in time; with spread 1 each workload finishes first."""
+    from fwbench.launch.local import LocalExecutor
+
+    timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+    groups = [
+        [CaseRequest(case=_tiny("torch").model_copy(update={"batch_size": b}), timing=timing,
+                     count_flops=False)]
+        for b in (2, 3)
+    ]  # fmt: skip
+
+    def order(spread: int) -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+
+        def status(text: str) -> None:
+            if "building" in text:
+                seen.append((text.split(":")[0], " b2 " if " b2 " in text else " b3 "))
+
+        done = list(LocalExecutor(spread).run(groups, 300, on_status=status))
+        assert sorted(d.index for d in done) == [0, 1]
+        for d in done:
+            (outcome,) = d.outcomes
+            assert [len(outcome.runs), outcome.stop_reason] == [2, "max_runs"]
+        return seen
+
+    turns = [("run 1", " b2 "), ("run 1", " b3 "), ("run 2", " b2 "), ("run 2", " b3 ")]
+    assert order(2) == turns
+    assert order(1) == [turns[0], turns[2], turns[1], turns[3]]
+
+
+def test_spread_is_refused_where_it_means_nothing() -> None:
+    import pytest
+
+    from fwbench.api import executor_named
+    from fwbench.errors import SpecError
+
+    with pytest.raises(SpecError, match="--spread: must be 1 or more"):
+        executor_named("local", spread=0)
+    with pytest.raises(SpecError, match="--spread: applies to the local executor"):
+        executor_named("ray", spread=2)
+    assert executor_named("local", spread=3).spread == 3

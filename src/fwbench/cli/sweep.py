@@ -60,6 +60,14 @@ def command(
             help="Wait (30 s) for other processes to go quiet before each run, or refuse."
         ),
     ] = False,
+    spread: Annotated[
+        int,
+        typer.Option(
+            help="Let this many consecutive workloads take turns run by run, so a case's "
+            "runs are minutes apart and its interval includes the machine's drift "
+            "(1: one workload at a time). See docs/decisions.md."
+        ),
+    ] = 1,
     executor: Annotated[
         str, typer.Option(help="Where the cases run: local (this machine) or ray (a Ray cluster).")
     ] = "local",
@@ -91,11 +99,13 @@ def command(
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:
         check_output(db, "--db")
-    runner = executor_named(executor, address)
+    runner = executor_named(executor, address, spread)
     if dry_run:
-        for case in sweep.cases:
-            console.print(case.label())
-        console.print(f"{len(sweep.cases)} cases")
+        for spec in sweep.serve or [None]:
+            for case in sweep.cases:
+                console.print(case.label() + (f" {spec.label()}" if spec else ""))
+        points = len(sweep.cases) * len(sweep.serve)
+        console.print(f"{points} serving points" if sweep.serve else f"{len(sweep.cases)} cases")
         return
     # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
     timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
@@ -111,7 +121,14 @@ def command(
         executor=runner,
     )
     if sweep.serve:
-        _serve(sweep, db, timing, timeout_s, reports, formats, json, executor, resume)
+        unsupported = {
+            "--require-idle": require_idle, "--retry-failed": retry_failed,
+            "--spread": spread != 1, "--executor": executor != "local",
+        }  # fmt: skip
+        for flag, given in unsupported.items():
+            if given:
+                raise SpecError(f"{flag}: not available for serving sweeps (a serve key) yet")
+        _serve(sweep, db, timing, timeout_s, reports, formats, json, resume)
         return
     on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}{on}")
@@ -133,12 +150,9 @@ def _serve(
     reports: list[Path],
     formats: list[str],
     json: bool,
-    executor: str,
     resume: bool,
 ) -> None:
     """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
-    if executor != "local":
-        raise SpecError("--executor: serving sweeps run on this machine only (local)")
     points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
     results = execute_serving(points, db, timing.min_runs, timing, timeout_s, resume)

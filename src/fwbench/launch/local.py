@@ -394,6 +394,41 @@ class _Runner:
         return seconds, steps
 
 
+class _Group:
+    """A group's cases across their rounds of runs: one round at a time, so rounds of
+    several groups can take turns (LocalExecutor's spread)."""
+
+    def __init__(self, requests: list[CaseRequest]) -> None:
+        self.states = [_Case.of(r) for r in requests]
+        self.rounds = 0
+        self.max_rounds = max(r.timing.max_runs for r in requests)
+
+    @property
+    def active(self) -> bool:
+        return self.rounds < self.max_rounds and any(s.active for s in self.states)
+
+    def round(
+        self, timeout_s: float, on_phase: Callable[[str], None] | None, servers: ForkServers
+    ) -> None:
+        active = [s for s in self.states if s.active]
+        order = active if self.rounds % 2 == 0 else active[::-1]  # ABBA
+        try:
+            _wait_until_idle(order[0].request.timing, on_phase)
+        except MachineBusy as exc:
+            for state in active:
+                _end(state, WorkerFailure("error", str(exc), ""))
+            self.rounds = self.max_rounds
+            return
+        _round(order, self.rounds, timeout_s, on_phase, servers)
+        for state in active:
+            if state.active:
+                state.stop = case_runs.stop_reason(state.figures(), state.request.timing)
+        self.rounds += 1
+
+    def outcomes(self) -> list[CaseOutcome]:
+        return [state.outcome() for state in self.states]
+
+
 def run_group(
     requests: list[CaseRequest],
     timeout_s: float,
@@ -417,28 +452,15 @@ def run_group(
     owned = servers is None
     if servers is None:
         servers = ForkServers(Path(tempfile.mkdtemp(prefix="fwbench-servers-")))
-    states = [_Case.of(r) for r in requests]
+    group = _Group(requests)
     try:
-        for round_index in range(max(r.timing.max_runs for r in requests)):
-            active = [s for s in states if s.active]
-            if not active:
-                break
-            order = active if round_index % 2 == 0 else active[::-1]  # ABBA
-            try:
-                _wait_until_idle(order[0].request.timing, on_phase)
-            except MachineBusy as exc:
-                for state in active:
-                    _end(state, WorkerFailure("error", str(exc), ""))
-                break
-            _round(order, round_index, timeout_s, on_phase, servers)
-            for state in active:
-                if state.active:
-                    state.stop = case_runs.stop_reason(state.figures(), state.request.timing)
+        while group.active:
+            group.round(timeout_s, on_phase, servers)
     finally:
         if owned:
             shutil.rmtree(servers.directory, ignore_errors=True)
             servers.close()
-    return [state.outcome() for state in states]
+    return group.outcomes()
 
 
 def _distributed(
@@ -644,8 +666,20 @@ def _check_compiles(state: _Case, report: CaseReport) -> None:
 
 
 class LocalExecutor:
-    """This machine: one group at a time, in order, so no two cases share the hardware.
-    Fork servers live as long as the executor runs, so each framework is imported once."""
+    """This machine: one group at a time, so no two cases share the hardware. Fork
+    servers live as long as the executor runs, so each framework is imported once.
+
+    `spread` > 1 lets that many consecutive groups take turns round by round (round 1 of
+    each, then round 2 of each, ...): a case's runs are then minutes apart instead of
+    seconds, so its interval over runs includes the machine's drift over that time. A
+    group is handed back once all its rounds are done; an interrupted sweep loses the
+    unfinished groups of the window in flight (--resume measures them again).
+    """
+
+    def __init__(self, spread: int = 1) -> None:
+        if spread < 1:
+            raise ValueError(f"spread: must be 1 or more (got {spread})")
+        self.spread = spread
 
     def connect(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -663,11 +697,38 @@ class LocalExecutor:
         directory = Path(tempfile.mkdtemp(prefix="fwbench-servers-"))
         servers = ForkServers(directory)
         try:
+            window: list[tuple[int, _Group]] = []
             for index, group in enumerate(groups):
                 if on_start:
                     for request in group:
                         on_start(request.case)
-                yield GroupDone(index, run_group(list(group), timeout_s, on_status, servers))
+                if self.spread == 1 or any(r.case.strategy for r in group):
+                    # Data-parallel groups run alone, whole (their ranks fill the cores).
+                    yield GroupDone(index, run_group(list(group), timeout_s, on_status, servers))
+                    continue
+                window.append((index, _Group(list(group))))
+                if len(window) == self.spread:
+                    yield from _take_turns(window, timeout_s, on_status, servers)
+                    window = []
+            yield from _take_turns(window, timeout_s, on_status, servers)
         finally:
             servers.close()
             shutil.rmtree(directory, ignore_errors=True)
+
+
+def _take_turns(
+    window: list[tuple[int, _Group]],
+    timeout_s: float,
+    on_status: OnStatus | None,
+    servers: ForkServers,
+) -> Iterator[GroupDone]:
+    """Round r of every group of the window, then round r + 1; each group handed back as
+    soon as its last round is done."""
+    pending = list(window)
+    while pending:
+        for _, group in pending:
+            if group.active:
+                group.round(timeout_s, on_status, servers)
+        for index, group in [p for p in pending if not p[1].active]:
+            yield GroupDone(index, group.outcomes())
+        pending = [p for p in pending if p[1].active]
