@@ -80,3 +80,13 @@ def test_bad_serving_input_is_one_line_and_writes_nothing(
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr
     assert not db.exists()
+
+
+def test_a_serving_sweep_refuses_step_time_options_and_lists_its_points(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    proc = fwbench("sweep", "--preset", "serving", "--require-idle", "--db", str(db))
+    assert proc.returncode == 2 and "--require-idle: not available for serving" in proc.stderr
+    assert not db.exists()
+    listed = fwbench("sweep", "--preset", "serving", "--dry-run")
+    assert listed.returncode == 0 and "12 serving points" in listed.stderr
+    assert "server max qps p90<=100ms" in listed.stderr

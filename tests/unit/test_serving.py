@@ -221,3 +221,80 @@ def test_the_serving_preset_parses_and_is_small() -> None:
     found = sweep.load_preset("serving")
     assert found.serve and all(c.task == "infer" for c in found.cases)
     assert len(found.cases) * len(found.serve) <= 12 and found.timing.min_runs == 3
+
+
+def test_reasons_are_named_when_only_early_stopping_failed() -> None:
+    found = {
+        "result_validity": "INVALID", "result_invalid_reason": "",
+        "result_perf_constraints_met": True, "result_min_duration_met": True,
+        "result_min_queries_met": True, "early_stopping_met": False,
+        "early_stopping_result": " * Run unsuccessful.\n * Processed 190 queries.",
+    }  # fmt: skip
+    t = figures_from_log(found, "server", 10.0, 1.0, 1)
+    assert t.invalid_reasons == (
+        "early stopping could not accept the percentile",
+        "* Run unsuccessful. * Processed 190 queries.",
+    )
+
+
+class Sample:
+    def __init__(self, n: int) -> None:
+        self.id = n
+
+
+def test_the_batcher_fills_batches_and_answers_every_sample() -> None:
+    import threading
+
+    from fwbench.serve.loadgen import Batches
+
+    ran: list[int] = []
+    answered: list[int] = []
+
+    def run(n: int) -> None:
+        ran.append(n)
+        if n == 2:
+            raise RuntimeError("model failed")
+
+    def complete(samples: list[Sample]) -> None:
+        answered.extend(x.id for x in samples)
+
+    # An Offline query of 10 samples arrives at once: full batches of 4, the rest last.
+    batches = Batches(lambda n: ran.append(n), complete, 4, 0.05)
+    batches.issue([Sample(i) for i in range(10)])
+    batches.stop()
+    batches.serve()
+    assert ran == [4, 4, 2] and answered == list(range(10))
+    # Single queries and a query of three: one full batch, then the two left over run
+    # once their wait is over; the model fails there, and every sample is still answered
+    # before the error is raised.
+    ran.clear()
+    answered.clear()
+    batches = Batches(run, complete, 4, 0.05)
+    for i in range(3):
+        batches.issue([Sample(i)])
+    batches.issue([Sample(7), Sample(8), Sample(9)])
+    threading.Timer(0.3, batches.stop).start()
+    with pytest.raises(RuntimeError, match="model failed"):
+        batches.serve()
+    assert ran == [4, 2] and answered == [0, 1, 2, 7, 8, 9]
+
+
+def test_explicit_defaults_name_the_same_point() -> None:
+    plain = ServeSpec.build(scenario="server")
+    explicit = ServeSpec.build(scenario="server", latency_bound_ms=100, percentile=0.99)
+    assert point_key(case(), plain) == point_key(case(), explicit)
+    with pytest.raises(SpecError, match=r"percentile: LoadGen reports 0\.5, 0\.9"):
+        ServeSpec.build(scenario="server", percentile=0.98)
+
+
+def test_rates_within_the_search_resolution_are_not_called_different() -> None:
+    spec = ServeSpec.build(scenario="server", percentile=0.9)
+    out = []
+    for fw, rate in (("torch", 100.0), ("tensorflow", 95.0)):
+        runs = [
+            run(i, 0.02, rate).model_copy(update={"max_qps_above": rate * 1.10}) for i in range(3)
+        ]
+        out.append(build_result(Point(case(fw), spec), runs, [None] * 3, "r", fw, None))
+    assert out[0].search_resolution == pytest.approx(0.10)
+    text = markdown.render([], serving=out)
+    assert "equivalent within ±10%" in text

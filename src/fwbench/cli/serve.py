@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shlex
 import sys
 from collections.abc import Sequence
@@ -67,6 +68,10 @@ def execute_serving(
     stored result of every point (measured now or resumed)."""
     if runs < 1:
         raise SpecError(f"runs: must be 1 or more (got {runs})")
+    if importlib.util.find_spec("mlperf_loadgen") is None:
+        raise SpecError(
+            "serving needs MLPerf LoadGen: pip install 'fwbench[serve]' (mlcommons-loadgen)"
+        )
     for point in points:
         check_case(point.case)
     check_output(db, "--db")
@@ -119,7 +124,7 @@ def execute_serving(
 
 def print_tables(results: Sequence[ServingResult]) -> None:
     for t in tables(results):
-        table = Table(title=t.heading, title_justify="left")
+        table = Table(title=t.heading, title_justify="left", caption=t.note, caption_justify="left")
         for name in t.head:
             table.add_column(name)
         for row in t.rows:

@@ -267,6 +267,7 @@ def run_serve(request: ServeRequest) -> ServeReport:
         served = loadgen.Served(adapter.build, case, spec.scenario)
         build_s = time.perf_counter() - start
         param_count = served.param_count
+        settings |= served.settings()
         warmup_s = served.warm_up(request.timing)
         overhead = lg.overhead()
         run = loadgen.run_scenario(lg, served, spec)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwbench.measure.compare import compare
+from fwbench.measure import stats
+from fwbench.measure.compare import DEFAULT_BAND, compare
 from fwbench.serve.result import Figure, ServingResult
 
 
@@ -43,26 +44,32 @@ def _validity(r: ServingResult) -> str:
 
 
 def _groups(results: Sequence[ServingResult]) -> list[list[ServingResult]]:
+    """The newest result of each point, grouped by workload and scenario."""
+    newest = {r.point_key: r for r in sorted(results, key=lambda r: r.recorded_at)}
     found: dict[tuple[object, ...], list[ServingResult]] = {}
-    for r in results:
+    for r in newest.values():
         found.setdefault((r.case.workload_key(), r.spec), []).append(r)
     return list(found.values())
 
 
 def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool) -> str:
-    """Between the first two variants with figures, on per-run values (compare's three
-    outcomes); lower-is-better throughout, so rates are inverted."""
+    """The best variant against the runner-up, on per-run values (compare's three
+    outcomes; lower is better there, so rates are inverted). A rate search does not tell
+    apart rates closer than its resolution: the equivalence band is at least that."""
     sides = []
     for r in group:
         per_run = _per_run(r, values)
         if per_run:
-            sides.append(
-                (r.case.variant, [1 / v for v in per_run] if higher_is_better else per_run)
-            )
+            values_ = [1 / v for v in per_run] if higher_is_better else per_run
+            sides.append((stats.geometric_mean(values_), r.case.variant, values_))
     if len(sides) < 2:
         return ""
-    (name_a, a), (name_b, b) = sides[:2]
-    return compare(a, b, name_a, name_b).text()
+    sides.sort()
+    (_, name_a, a), (_, name_b, b) = sides[:2]
+    band = DEFAULT_BAND
+    if values == "max_qps":
+        band = max([band, *(r.search_resolution or 0.0 for r in group)])
+    return compare(a, b, name_a, name_b, band=band).text()
 
 
 def _per_run(r: ServingResult, values: str) -> list[float]:
@@ -174,7 +181,7 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
                 _ms(r.latency("90.00")),
                 _ms(r.latency("99.00")),
                 _validity(r),
-                _verdict(g, "99.00", False) if i == 0 else "",
+                _verdict(g, f"{r.spec.bound_percentile * 100:.2f}", False) if i == 0 else "",
             ]
             for g in fixed
             for i, r in enumerate(g)
@@ -194,7 +201,7 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
                     "p90 ms",
                     "p99 ms",
                     "LoadGen",
-                    "verdict (p99)",
+                    "verdict (the bound's percentile)",
                 ],
                 rows,
             )
@@ -226,11 +233,19 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
     if out and overheads:
         out[0] = Table(
             out[0].heading,
-            out[0].note + f" LoadGen's own latency (a no-op model): {max(overheads) * 1e6:.3g} µs "
-            "at most.",
+            out[0].note + " The harness's own latency (a no-op model served the same way): "
+            f"{max(overheads) * 1e6:.3g} µs at most.",
             out[0].head,
             out[0].rows,
         )
+    warned = [
+        [f"{r.case.label()} {r.spec.label()}", w]
+        for g in _groups(results)
+        for r in g
+        for w in r.warnings
+    ]
+    if warned:
+        out.append(Table("Serving: warnings", "", ["point", "warning"], warned))
     return out
 
 
@@ -247,11 +262,13 @@ def curve(results: Sequence[ServingResult]) -> list[CurvePoint]:
     """Latency at the bound's percentile against the rate, every probe of every run of
     the server scenarios: the latency-throughput curve."""
     points = []
-    for r in results:
+    for r in (r for g in _groups(results) for r in g):
         if r.spec.scenario != "server" or r.status != "ok":
             continue
         key = f"{r.spec.bound_percentile * 100:.2f}"
-        panel = f"{r.case.model} max batch {r.case.batch_size} {r.spec.label()}"
+        bound = f"p{r.spec.bound_percentile * 100:g} bound {r.spec.bound_s * 1e3:g} ms"
+        wait = f"wait {r.spec.wait_s * 1e3:g} ms"
+        panel = f"{r.case.model} max batch {r.case.batch_size}, {bound}, {wait}"
         for run in r.runs:
             for t in run.tests:
                 if t.target_qps and key in t.latency_s:

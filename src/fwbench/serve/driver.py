@@ -79,7 +79,7 @@ def build_result(
         "case": point.case,
         "spec": point.spec,
         "runs": tuple(runs),
-        "log_dir": str(log_dir) if log_dir else None,
+        "log_dir": str(log_dir.resolve()) if log_dir else None,
         "environment": first.environment if first else {},
         "settings": first.settings if first else {},
     }
@@ -92,10 +92,21 @@ def build_result(
         )
     warnings = []
     if len(ok) < len(runs):
-        warnings.append(f"{len(runs) - len(ok)} of {len(runs)} runs failed: {runs[0].error}")
+        failed = next(r for r in runs if r.status != "ok")
+        warnings.append(
+            f"{len(runs) - len(ok)} of {len(runs)} runs failed ({failed.status}: "
+            f"{failed.error}); the figures are over the others"
+        )
     if len(ok) == 1:
-        warnings.append("one run: the intervals exclude the variation between processes")
+        warnings.append("one run: the figures have no interval (no variation between processes)")
     mains = [t for r in ok if (t := r.main_test) is not None]
+    if 0 < len(mains) < len(ok):
+        warnings.append(
+            f"{len(ok) - len(mains)} of {len(ok)} runs found no valid figure "
+            f"({'; '.join(_reasons(next(r for r in ok if r.main_test is None)))}); "
+            "the figures are over the others and the point is INVALID"
+        )
+    brackets = [r.max_qps_above / r.max_qps - 1 for r in ok if r.max_qps and r.max_qps_above]
     reasons = sorted({x for r in ok for x in _reasons(r)})
     valid = len(mains) == len(ok) and all(t.validity == "VALID" for t in mains)
     latency = {
@@ -112,7 +123,9 @@ def build_result(
         latency_s=latency,
         samples_per_s=figure([t.samples_per_s or 0.0 for t in mains]),
         max_qps=figure([r.max_qps or 0.0 for r in ok]) if point.spec.searches else None,
+        search_resolution=max(brackets) if brackets else None,
         overhead_s=stats.median(overheads) if overheads else None,
+        param_count=next((r.param_count for r in reports if r and r.param_count), None),
         warnings=tuple(warnings + [w for r in ok for w in r.warnings]),
     )
 

@@ -15,6 +15,7 @@ import queue
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,16 +91,26 @@ def figures_from_log(
     )
     if rate is not None and scenario == "single_stream":
         rate *= batch  # a query carries a batch: samples are its inputs
-    reasons = found.get("result_invalid_reason") or []
-    reasons = reasons if isinstance(reasons, list) else [reasons]
+    given = found.get("result_invalid_reason") or []
+    reasons = [str(r) for r in (given if isinstance(given, list) else [given]) if r]
     early = first("early_stopping_result")
+    # LoadGen writes no reason when only early stopping failed: say which check failed.
+    checks = (
+        ("result_perf_constraints_met", "the latency bound was not met"),
+        ("result_min_duration_met", "the minimum duration was not met"),
+        ("result_min_queries_met", "the minimum query count was not met"),
+        ("early_stopping_met", "early stopping could not accept the percentile"),
+    )
+    reasons += [why for key, why in checks if first(key) is False]
+    if first("early_stopping_met") is False and early:
+        reasons.append(" ".join(str(early).split()))
     mean = first("result_mean_latency_ns")
     count = first("result_query_count")
     return LoadGenTest(
         scenario=scenario,
         target_qps=target_qps,
         validity=str(first("result_validity") or "INVALID"),
-        invalid_reasons=tuple(str(r) for r in reasons if r),
+        invalid_reasons=tuple(dict.fromkeys(reasons)),
         latency_s=latency,
         mean_latency_s=float(mean) / 1e9 if mean is not None else None,
         samples_per_s=rate,
@@ -121,6 +132,10 @@ class Served:
     @property
     def param_count(self) -> int:
         return self.workloads[self.sizes[-1]].param_count
+
+    def settings(self) -> dict[str, Any]:
+        """The settings as applied (precision, layout, ...), as the workloads record them."""
+        return self.workloads[self.sizes[-1]].settings()
 
     def warm_up(self, timing: TimingConfig) -> float:
         """Warm every batch size up until stable; time each unloaded (a batch alone)."""
@@ -161,7 +176,9 @@ class LoadGen:
         self.log_dir = log_dir
         self.count = 0
 
-    def settings(self, scenario: str, duration_s: float) -> Any:
+    def settings(self, scenario: str, duration_s: float, queries: int = 1, rate: float = 0) -> Any:
+        """Settings of a test of `duration_s` and at least `queries` queries (at `rate`
+        queries per second, where LoadGen sets the pace)."""
         lg = self.lg
         ts = lg.TestSettings()
         ts.scenario = {
@@ -171,16 +188,19 @@ class LoadGen:
         }[scenario]
         ts.mode = lg.TestMode.PerformanceOnly
         ts.min_duration_ms = int(duration_s * 1e3)
-        # A cap far above the plan, so a misjudged rate ends as INVALID, not a time-out.
-        ts.max_duration_ms = int(duration_s * 1e3 * 10 + 60_000)
-        ts.min_query_count = 1
+        ts.min_query_count = queries
+        # A cap far above the plan (the duration, or the queries at the rate when they
+        # take longer), so a misjudged rate ends as INVALID, not as a time-out, and a low
+        # rate is never INVALID for want of time.
+        planned = max(duration_s, queries / rate if rate > 0 else 0.0)
+        ts.max_duration_ms = int((planned * 3 + 60) * 1e3)
         return ts
 
     def test(
-        self, settings: Any, batches: Batches | None, name: str
+        self, settings: Any, batches: Batches, name: str, keep: bool = True
     ) -> tuple[dict[str, Any], float]:
-        """Run one test, the model served by `batches` on this thread (None: a no-op
-        model answered inside LoadGen's callback); its detail log's entries, wall time."""
+        """Run one test, the model served by `batches` on this thread; its detail log's
+        entries and its wall time."""
         lg = self.lg
         self.count += 1
         out = self.log_dir / f"{self.count:02d}-{name}"
@@ -188,8 +208,8 @@ class LoadGen:
         log = lg.LogSettings()
         log.log_output.outdir = str(out)
         log.log_output.copy_summary_to_stdout = False
-        issue = batches.issue if batches is not None else self.complete
-        sut = lg.ConstructSUT(issue, lambda: None)
+        log.enable_trace = False  # its logger thread would compete with the model
+        sut = lg.ConstructSUT(batches.issue, lambda: None)
         qsl = lg.ConstructQSL(_QSL_SAMPLES, _QSL_SAMPLES, lambda s: None, lambda s: None)
         failed: list[BaseException] = []
 
@@ -199,24 +219,27 @@ class LoadGen:
             except BaseException as exc:
                 failed.append(exc)
             finally:
-                if batches is not None:
-                    batches.stop()
+                batches.stop()
 
         start = time.perf_counter()
         driver = threading.Thread(target=drive, name="fwbench-loadgen", daemon=True)
         driver.start()
         try:
-            if batches is not None:
-                batches.serve()
+            batches.serve()
         finally:
-            driver.join()
+            # serve() answers every query it took, so LoadGen finishes; the join's limit
+            # only guards against a LoadGen that does not.
+            driver.join(timeout=settings.max_duration_ms / 1e3 + 60)
             wall = time.perf_counter() - start
-            lg.DestroyQSL(qsl)
-            lg.DestroySUT(sut)
+            if not driver.is_alive():
+                lg.DestroyQSL(qsl)
+                lg.DestroySUT(sut)
+        if driver.is_alive():
+            raise RuntimeError(f"LoadGen's test {name} did not finish")
         if failed:
             raise failed[0]
         found = read_detail_log(out / "mlperf_log_detail.txt")
-        if batches is None:
+        if not keep:
             shutil.rmtree(out, ignore_errors=True)
         else:
             for path in out.iterdir():
@@ -229,22 +252,24 @@ class LoadGen:
         lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in samples])
 
     def overhead(self) -> float | None:
-        """p50 latency of a model that does nothing, under SingleStream."""
-        ts = self.settings("single_stream", 0.3)
+        """p50 latency of a model that does nothing, served the way a real one is (the
+        callback, the queue, the main thread's answer): what the harness adds."""
+        ts = self.settings("single_stream", 0.3, queries=2000)
         ts.single_stream_expected_latency_ns = 20_000
-        ts.min_query_count = 2000
-        found, _ = self.test(ts, None, "noop")
+        found, _ = self.test(ts, Batches(lambda n: None, self.complete, 1, 0.0), "noop", False)
         value = found.get("result_50.00_percentile_latency_ns")
         return float(value) / 1e9 if value is not None else None
 
     def single_stream(self, served: Served, spec: ServeSpec) -> LoadGenTest:
         b = served.sizes[-1]
-        ts = self.settings("single_stream", spec.duration_s)
+        ts = self.settings("single_stream", spec.duration_s, queries=max(64, min_queries(0.9)))
         # LoadGen schedules duration / expected latency queries; a test that finished them
         # early would be INVALID (min duration): expect half the unloaded latency.
         ts.single_stream_expected_latency_ns = max(1, int(served.latency_s[b] * 0.5e9))
-        ts.min_query_count = max(64, min_queries(0.9))
-        batches = Batches(served, self.complete, 1, 0.0, inputs_per_sample=b)
+        ts.max_duration_ms = max(
+            ts.max_duration_ms, int(ts.min_query_count * served.latency_s[b] * 3e3)
+        )
+        batches = Batches(served.run, self.complete, 1, 0.0, inputs_per_sample=b)
         found, wall = self.test(ts, batches, "single_stream")
         return figures_from_log(found, "single_stream", None, wall, b)
 
@@ -253,72 +278,83 @@ class LoadGen:
         ts = self.settings("offline", spec.duration_s)
         # Likewise: twice the unloaded capacity, so the samples outlast the duration.
         ts.offline_expected_qps = 2 * served.capacity
-        found, wall = self.test(ts, Batches(served, self.complete, b, 0.0), "offline")
+        found, wall = self.test(ts, Batches(served.run, self.complete, b, 0.0), "offline")
         return figures_from_log(found, "offline", None, wall, b)
 
     def server(self, served: Served, spec: ServeSpec, qps: float) -> LoadGenTest:
-        ts = self.settings("server", spec.duration_s)
+        # Enough queries for early stopping to accept the percentile at all.
+        queries = min_queries(spec.bound_percentile)
+        ts = self.settings("server", spec.duration_s, queries=queries, rate=qps)
         ts.server_target_qps = qps
         ts.server_target_latency_ns = int(spec.bound_s * 1e9)
         ts.server_target_latency_percentile = spec.bound_percentile
-        # Enough queries for early stopping to accept the percentile at all.
-        ts.min_query_count = min_queries(spec.bound_percentile)
-        batches = Batches(served, self.complete, served.sizes[-1], spec.wait_s)
+        batches = Batches(served.run, self.complete, served.sizes[-1], spec.wait_s)
         found, wall = self.test(ts, batches, f"server-{qps:.4g}qps")
         return figures_from_log(found, "server", qps, wall, served.sizes[-1])
 
 
 class Batches:
-    """A dynamic batcher on the calling thread: LoadGen's callback queues samples; `serve`
-    runs up to `max_batch` of them at once, as soon as the batch is full or the first has
-    waited `max_wait_s`, until `stop`. A sample is `inputs_per_sample` inputs."""
+    """A dynamic batcher on the calling thread. LoadGen's callback queues each query's
+    samples with their arrival time; `serve` runs up to `max_batch` samples at once, as
+    soon as the batch is full or its oldest sample has waited `max_wait_s`, until
+    `stop`. A sample is `inputs_per_sample` inputs; `run(n)` runs n inputs.
+
+    Every sample taken is answered, even when the model fails (the first error is raised
+    once LoadGen has all its answers), so a failure never leaves LoadGen waiting."""
 
     def __init__(
         self,
-        served: Served,
+        run: Callable[[int], None],
         complete: Complete,
         max_batch: int,
         max_wait_s: float,
         inputs_per_sample: int = 1,
     ) -> None:
-        self.served, self.complete = served, complete
+        self.run, self.complete = run, complete
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
         self.inputs_per_sample = inputs_per_sample
-        self.queue: queue.Queue[Any] = queue.Queue()
+        self.queue: queue.Queue[tuple[float, list[Any]] | None] = queue.Queue()
 
     def issue(self, samples: Sequence[Any]) -> None:
-        for sample in samples:
-            self.queue.put(sample)
+        # One item per query: an Offline query's samples arrive together, never split.
+        self.queue.put((time.perf_counter(), list(samples)))
 
     def stop(self) -> None:
         self.queue.put(None)
 
     def serve(self) -> None:
         error: BaseException | None = None
-        while True:
-            first = self.queue.get()
-            if first is None:
-                break
-            batch = [first]
-            deadline = time.perf_counter() + self.max_wait_s
-            done = False
-            while len(batch) < self.max_batch:
+        waiting: deque[tuple[float, Any]] = deque()
+        stopped = False
+        while not (stopped and not waiting):
+            if not waiting:
+                item = self.queue.get()
+                if item is None:
+                    break
+                waiting.extend((item[0], sample) for sample in item[1])
+            # Fill the batch until it is full or its oldest sample has waited enough.
+            while len(waiting) < self.max_batch and not stopped:
+                left = waiting[0][0] + self.max_wait_s - time.perf_counter()
                 try:
-                    item = self.queue.get(timeout=max(0.0, deadline - time.perf_counter()))
+                    item = (
+                        self.queue.get(timeout=max(0.0, left))
+                        if left > 0
+                        else self.queue.get_nowait()
+                    )
                 except queue.Empty:
                     break
                 if item is None:
-                    done = True
-                    break
-                batch.append(item)
-            if error is None:
-                try:
-                    self.served.run(len(batch) * self.inputs_per_sample)
-                except Exception as exc:  # LoadGen still needs its answers to finish
-                    error = exc
-            self.complete(batch)
-            if done:
-                break
+                    stopped = True
+                else:
+                    waiting.extend((item[0], sample) for sample in item[1])
+            batch = [waiting.popleft()[1] for _ in range(min(self.max_batch, len(waiting)))]
+            try:
+                if error is None:
+                    self.run(len(batch) * self.inputs_per_sample)
+            except BaseException as exc:  # answered below all the same
+                error = exc
+            finally:
+                self.complete(batch)
         if error is not None:
             raise error
 
@@ -367,4 +403,14 @@ def run_scenario(lg: LoadGen, served: Served, spec: ServeSpec) -> dict[str, Any]
             f"{spec.bound_s * 1e3:g} ms; the lowest, {lowest.target_qps:.4g} qps: {reasons}",
         }
     best = max(valid, key=lambda i: probes[i].target_qps or 0.0)
-    return {"tests": probes, "main": best, "max_qps": probes[best].target_qps}
+    rate = probes[best].target_qps or 0.0
+    above = [t.target_qps for t in probes if t.target_qps and t.target_qps > rate]
+    found: dict[str, Any] = {"tests": probes, "main": best, "max_qps": rate}
+    if above:
+        found["max_qps_above"] = min(above)
+    else:
+        found["warnings"] = [
+            f"every rate tried met the bound, up to {rate:.4g} qps (1.1x the unloaded "
+            "capacity): the highest rate may lie above it"
+        ]
+    return found

@@ -46,14 +46,16 @@ class ServingRun(BaseModel):
     error: str | None = None
     build_s: float | None = None
     warmup_s: float | None = None
-    # p50 latency of a no-op model under LoadGen's SingleStream: what LoadGen and the
-    # Python callbacks add to every latency.
+    # p50 latency of a no-op model served like the real one under LoadGen's
+    # SingleStream (callback, queue, the main thread's answer): what the harness adds.
     overhead_s: float | None = None
     tests: tuple[LoadGenTest, ...] = ()
     # The test the run's figures come from: the only one, or the fastest valid probe of
     # a server search.
     main: int | None = None
     max_qps: float | None = None  # server search: the highest rate that met the bound
+    # ... and the lowest rate above it that did not: the search's bracket.
+    max_qps_above: float | None = None
     # Why the run has no valid figure (a bound below the unloaded latency, no rate met it).
     invalid_reason: str | None = None
     warnings: tuple[str, ...] = ()
@@ -93,6 +95,10 @@ class ServingResult(BaseModel):
     samples_per_s: Figure | None = None
     max_qps: Figure | None = None
     overhead_s: float | None = None  # median over runs
+    # The rate search's resolution: the widest bracket (above / max_qps - 1) of any run.
+    # Rates closer than this are not told apart.
+    search_resolution: float | None = None
+    param_count: int | None = None
     runs: tuple[ServingRun, ...] = ()
     log_dir: str | None = None  # LoadGen's logs of each run, beside the database
     warnings: tuple[str, ...] = ()

@@ -34,6 +34,13 @@ DEFAULT_BOUND_MS = 100.0
 DEFAULT_PERCENTILE = 0.99
 DEFAULT_MAX_WAIT_MS = 2.0
 DEFAULT_SEARCH_STEPS = 6
+_DEFAULTS: dict[str, float] = {
+    "latency_bound_ms": DEFAULT_BOUND_MS,
+    "percentile": DEFAULT_PERCENTILE,
+    "max_wait_ms": DEFAULT_MAX_WAIT_MS,
+    "search_steps": DEFAULT_SEARCH_STEPS,
+}
+LOADGEN_PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.97, 0.99, 0.999)
 # LoadGen's early stopping decides at 99% confidence.
 _EARLY_STOPPING_CONFIDENCE = 0.99
 
@@ -46,7 +53,8 @@ class ServeSpec(BaseModel):
     # latency percentile stays under the bound (MLPerf's Server result).
     target_qps: float | None = Field(None, gt=0, allow_inf_nan=False)
     latency_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
-    percentile: float | None = Field(None, gt=0, lt=1)
+    # One of the percentiles LoadGen reports (0.5, 0.9, 0.95, 0.97, 0.99, 0.999).
+    percentile: float | None = None
     max_wait_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
     search_steps: int | None = Field(None, ge=1, le=20)
     # Each LoadGen test lasts at least this long (and at least its query count).
@@ -54,11 +62,24 @@ class ServeSpec(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _lower(cls, data: Any) -> Any:
+    def _normalise(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("scenario"), str):
             name = data["scenario"].lower().replace("-", "_")
             data = {**data, "scenario": {"singlestream": "single_stream"}.get(name, name)}
+        if isinstance(data, dict):
+            # An explicit default names the same point as an omitted one (its identity,
+            # --resume), as for cases.
+            data = {k: v for k, v in data.items() if not (k in _DEFAULTS and v == _DEFAULTS[k])}
         return data
+
+    @model_validator(mode="after")
+    def _percentile(self) -> ServeSpec:
+        if self.percentile is not None and self.percentile not in LOADGEN_PERCENTILES:
+            raise ValueError(
+                f"percentile: LoadGen reports {', '.join(f'{p:g}' for p in LOADGEN_PERCENTILES)}; "
+                f"got {self.percentile:g}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _server_settings(self) -> ServeSpec:

@@ -309,6 +309,8 @@ class ResultStore:
 
 
 def _serving_row(r: ServingResult) -> dict[str, Any]:
+    server = r.spec.scenario == "server" or None  # the server's settings, else NULL
+
     def p(name: str) -> float | None:
         found = r.latency(name)
         return found.value if found else None
@@ -322,9 +324,15 @@ def _serving_row(r: ServingResult) -> dict[str, Any]:
         "model": r.case.model,
         "mode": r.case.mode,
         "batch_size": r.case.batch_size,
+        "device": r.case.device,
+        "threads": r.case.threads,
+        "precision": r.case.precision or "fp32",
         "scenario": r.spec.scenario,
         "target_qps": r.spec.target_qps,
-        "latency_bound_ms": r.spec.bound_s * 1e3 if r.spec.scenario == "server" else None,
+        "latency_bound_ms": server and r.spec.bound_s * 1e3,
+        "percentile": server and r.spec.bound_percentile,
+        "max_wait_ms": server and r.spec.wait_s * 1e3,
+        "duration_s": r.spec.duration_s,
         "status": r.status,
         "validity": r.validity,
         "p50_s": p("50.00"),
