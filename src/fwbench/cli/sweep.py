@@ -20,6 +20,7 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError
+from fwbench.launch.local import DEFAULT_SPREAD
 from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import check_output
 from fwbench.report.write import check_report_path, report_format, write_report
@@ -61,13 +62,14 @@ def command(
         ),
     ] = False,
     spread: Annotated[
-        int,
+        int | None,
         typer.Option(
             help="Let this many consecutive workloads take turns run by run, so a case's "
-            "runs are minutes apart and its interval includes the machine's drift "
-            "(1: one workload at a time). See docs/decisions.md."
+            "runs are a minute or more apart and its interval includes the machine's "
+            "drift (1: one workload at a time). See docs/decisions.md. "
+            f"[default: {DEFAULT_SPREAD}]"
         ),
-    ] = 1,
+    ] = None,
     executor: Annotated[
         str, typer.Option(help="Where the cases run: local (this machine) or ray (a Ray cluster).")
     ] = "local",
@@ -99,7 +101,7 @@ def command(
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:
         check_output(db, "--db")
-    runner = executor_named(executor, address, spread)
+    runner = executor_named(executor, address, DEFAULT_SPREAD if spread is None else spread)
     if dry_run:
         for spec in sweep.serve or [None]:
             for case in sweep.cases:
@@ -123,7 +125,7 @@ def command(
     if sweep.serve:
         unsupported = {
             "--require-idle": require_idle, "--retry-failed": retry_failed,
-            "--spread": spread != 1, "--executor": executor != "local",
+            "--spread": spread is not None, "--executor": executor != "local",
         }  # fmt: skip
         for flag, given in unsupported.items():
             if given:

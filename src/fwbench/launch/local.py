@@ -665,6 +665,12 @@ def _check_compiles(state: _Case, report: CaseReport) -> None:
         )
 
 
+# Workloads that take turns in a sweep unless --spread says otherwise. One at a time
+# already meets the coverage target in sweeps (85% of pairs; 4 taking turns: 92%,
+# docs/decisions.md) and stores each workload as soon as it is done.
+DEFAULT_SPREAD = 1
+
+
 class LocalExecutor:
     """This machine: one group at a time, so no two cases share the hardware. Fork
     servers live as long as the executor runs, so each framework is imported once.
@@ -723,12 +729,15 @@ def _take_turns(
     servers: ForkServers,
 ) -> Iterator[GroupDone]:
     """Round r of every group of the window, then round r + 1; each group handed back as
-    soon as its last round is done."""
+    soon as its last round is done (so a group of one run each is stored at once)."""
     pending = list(window)
     while pending:
-        for _, group in pending:
+        still = []
+        for index, group in pending:
             if group.active:
                 group.round(timeout_s, on_status, servers)
-        for index, group in [p for p in pending if not p[1].active]:
-            yield GroupDone(index, group.outcomes())
-        pending = [p for p in pending if p[1].active]
+            if group.active:
+                still.append((index, group))
+            else:
+                yield GroupDone(index, group.outcomes())
+        pending = still

@@ -410,7 +410,7 @@ def run_scenario(lg: LoadGen, served: Served, spec: ServeSpec) -> dict[str, Any]
         found["max_qps_above"] = min(above)
     else:
         found["warnings"] = [
-            f"every rate tried met the bound, up to {rate:.4g} qps (1.1x the unloaded "
-            "capacity): the highest rate may lie above it"
+            f"every rate tried met the bound, the highest {rate:.4g} qps (the search stops "
+            "at 1.1x the unloaded capacity): the highest rate may lie above it"
         ]
     return found
