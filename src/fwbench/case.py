@@ -174,6 +174,13 @@ class Case(BaseModel):
         except ValidationError as exc:
             raise SpecError(validation_message(exc)) from None
 
+    @classmethod
+    def stored(cls, fields: dict[str, Any]) -> Case:
+        """A case as a results file or export stored it, not re-validated: it stays
+        readable when its model's plugin is not loaded (cases are validated where they
+        are made, in Case.build). Fields it did not have take their defaults."""
+        return cls.model_construct(**{f: fields[f] for f in cls.model_fields if f in fields})
+
     def key(self) -> str:
         """Stable identity of the case: the same fields give the same key on any machine.
 

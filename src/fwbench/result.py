@@ -259,7 +259,7 @@ class Result(BaseModel):
                 f"(1 to {SCHEMA_VERSION}); a newer fwbench wrote it?"
             )
         # Fields a record of its version did not have take the defaults they had then.
-        case = Case.model_construct(**{f: record[f] for f in Case.model_fields if f in record})
+        case = Case.stored(record)
         measurement = None
         if record.get("step_time_s"):
             fields = {f: record[f] for f in Measurement.model_fields if f in record}

@@ -10,6 +10,15 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from fwbench.case import Case
@@ -230,3 +239,15 @@ def describe_result(r: Result) -> str:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
     return "\n".join(lines)
+
+
+def progress_bar(eta: bool = True) -> Progress:
+    """The progress bar of long commands (sweeps, serving), on stderr's console."""
+    columns = [
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]  # fmt: skip
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    # A redraw costs CPU that the worker being measured would otherwise have.
+    return Progress(*columns, console=console, transient=False, refresh_per_second=2)

@@ -7,19 +7,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.case import Case
-from fwbench.cli.common import console
+from fwbench.cli.common import console, progress_bar
 from fwbench.environment import host_environment
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
@@ -33,19 +23,7 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
         skipped = len({c.key() for c in cases} & done_keys(store, options))
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
-        progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=False,
-            # A redraw costs CPU that the worker being measured would otherwise have.
-            refresh_per_second=2,
-        )
+        progress = progress_bar()
         # Only --json output may go to stdout; Ray's driver prints its errors ("a worker
         # died ...") there from a thread of its own.
         with progress, contextlib.redirect_stdout(sys.stderr):

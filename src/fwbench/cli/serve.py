@@ -11,14 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S
@@ -37,6 +29,7 @@ from fwbench.cli.common import (
     cases_per_framework,
     console,
     print_json,
+    progress_bar,
 )
 from fwbench.environment import host_environment
 from fwbench.errors import SpecError, positive_seconds
@@ -92,15 +85,7 @@ def execute_serving(
                 )
             points = todo
         run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host_environment())
-        progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            refresh_per_second=2,
-        )
+        progress = progress_bar(eta=False)
         with progress, contextlib.redirect_stdout(sys.stderr):
             task = progress.add_task("preparing", total=len(points))
 

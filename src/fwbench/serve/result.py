@@ -111,9 +111,7 @@ class ServingResult(BaseModel):
         # Read back from JSON: the case as stored, not re-validated (its model's plugin
         # may not be loaded here), as Result.from_record reads one.
         if isinstance(data, dict) and isinstance(data.get("case"), dict):
-            found = data["case"]
-            case = Case.model_construct(**{f: found[f] for f in Case.model_fields if f in found})
-            data = {**data, "case": case}
+            data = {**data, "case": Case.stored(data["case"])}
         return data
 
     def latency(self, percentile: str) -> Figure | None:

@@ -412,7 +412,7 @@ def _from_row(row: dict[str, Any]) -> Result:
         result_id=row["result_id"],
         run_id=row["run_id"],
         recorded_at=row["recorded_at"],
-        case=Case.model_construct(**{f: row[f] for f in _CASE_FIELDS}),
+        case=Case.stored(row),
         status=row["status"],
         error=row["error"],
         measurement=measurement,
