@@ -128,9 +128,7 @@ def serve(request: CaseRequest, rank: int, world: int, send: Send, commands: Any
         settings |= workload.counters()
         info["communication"], found = _communication(adapter, workload, request, rank)
     except Exception as exc:
-        traceback.print_exc()
-        found = failure(adapter, exc, case.device)
-        settings["error_traceback"] = found.pop("traceback")
+        found = failure(adapter, exc, case.device, settings)
         report(**found, param_count=param_count)
         return
     finally:

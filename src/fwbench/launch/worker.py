@@ -71,9 +71,13 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {informative_line(str(exc))}"[:500]
 
 
-def failure(adapter: Adapter, exc: BaseException, device: str) -> dict[str, Any]:
+def failure(
+    adapter: Adapter, exc: BaseException, device: str, settings: dict[str, Any]
+) -> dict[str, Any]:
     """A case's failure as its report says it: status (oom, unsupported by this hardware,
-    or error), the informative line, and the end of the traceback."""
+    or error) and the informative line. The traceback goes to the worker's log and its
+    end to `settings["error_traceback"]`."""
+    traceback.print_exception(exc)
     status = "oom" if adapter.is_oom(exc) else "error"
     error = one_line(exc)
     if status == "error" and adapter.is_unsupported(exc):
@@ -81,7 +85,8 @@ def failure(adapter: Adapter, exc: BaseException, device: str) -> dict[str, Any]
         if device == "cpu":
             error += f" (this CPU: {cpu_features_text()})"
     trace = "".join(traceback.format_exception(exc)).splitlines()
-    return {"status": status, "error": error[:700], "traceback": "\n".join(trace[-40:])}
+    settings["error_traceback"] = "\n".join(trace[-40:])
+    return {"status": status, "error": error[:700]}
 
 
 def _thread_env() -> dict[str, str]:
@@ -154,9 +159,7 @@ def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
         flops = _flops(adapter, workload) if request.count_flops else None
         breakdown = _profile(adapter, workload, request) if request.profile_steps else None
     except Exception as exc:
-        traceback.print_exc()
-        found = failure(adapter, exc, case.device)
-        settings["error_traceback"] = found.pop("traceback")
+        found = failure(adapter, exc, case.device, settings)
         report(**found, param_count=param_count)
         return
     report(
@@ -272,9 +275,7 @@ def run_serve(request: ServeRequest) -> ServeReport:
         overhead = lg.overhead()
         run = loadgen.run_scenario(lg, served, spec)
     except Exception as exc:
-        traceback.print_exc()
-        found = failure(adapter, exc, case.device)
-        settings["error_traceback"] = found.pop("traceback")
+        found = failure(adapter, exc, case.device, settings)
         return report(**found, param_count=param_count)
     run |= {"build_s": build_s, "warmup_s": warmup_s, "overhead_s": overhead}
     run["tests"] = [t.model_dump() for t in run.get("tests", [])]
