@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fwbench.launch.local import worker_env
+from fwbench.launch.process import worker_env
 
 HAND_WRITTEN = {
     "torch": """

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from fwbench.launch.local import worker_label
+from fwbench.launch.process import worker_label
 from tests.conftest import FAST_TIMING_YAML, fwbench
 
 

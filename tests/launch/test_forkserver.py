@@ -14,7 +14,7 @@ import psutil
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.local import WorkerProcess, classify_exit, worker_env
+from fwbench.launch.process import WorkerProcess, classify_exit, worker_env
 from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.timing import TimingConfig
 from fwbench.store.db import ResultStore
@@ -42,11 +42,13 @@ def test_a_forked_worker_measures_a_case_and_a_crash_is_classified(
         assert worker.launcher == "fork-server"
         assert psutil.Process(worker.pid).ppid() == server.proc.pid
         worker.send(CaseRequest(case=_tiny(), timing=FAST_TIMING, count_flops=False))
-        ready = worker.receive()
-        assert ready["event"] == "ready", ready
-        # PyTorch was imported by the server, not by this worker: it is ready in well
+        built = worker.receive()
+        assert built["event"] == "built", built
+        # PyTorch was imported by the server, not by this worker: it is built in well
         # under the 2-3 s an import takes on this machine.
         assert time.monotonic() - started < 2.0
+        worker.send({"op": "steady"})
+        assert worker.receive()["event"] == "steady"
         worker.send({"op": "block", "warm": 1, "steps": 3})
         assert worker.receive()["event"] == "block"
         worker.send({"op": "finish"})

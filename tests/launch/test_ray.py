@@ -21,7 +21,7 @@ import pytest
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.errors import ExecutorError
-from fwbench.launch.local import worker_label
+from fwbench.launch.process import worker_label
 from fwbench.launch.ray import HOST_RESOURCE, RayExecutor
 from fwbench.store.db import ResultStore
 from fwbench.sweep import load_file

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from fwbench import sweep as sweeps
 from fwbench.cli.app import main
 from fwbench.errors import SpecError, positive_seconds
-from fwbench.launch.local import classify_exit, oom_kills
+from fwbench.launch.process import classify_exit, oom_kills
 from fwbench.outputs import write_atomically
 from fwbench.report import html, markdown
 from fwbench.report.write import report_format, write_report
@@ -121,7 +121,7 @@ def test_2_only_definitive_parameter_counts_are_cached() -> None:
 
 
 def test_3_workers_do_not_import_from_the_working_directory() -> None:
-    from fwbench.launch.local import worker_env
+    from fwbench.launch.process import worker_env
 
     assert worker_env(1, "cpu")["PYTHONSAFEPATH"] == "1"
 

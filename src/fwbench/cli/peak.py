@@ -23,7 +23,7 @@ from fwbench.cli.common import (
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.launch import local, outcome
+from fwbench.launch import outcome, process
 from fwbench.launch.protocol import PeakRequest
 from fwbench.measure.timing import TimingConfig
 from fwbench.store.db import ResultStore
@@ -70,7 +70,7 @@ def command(
                     n=size,
                     timing=timing,
                 )
-                report = local.run_peak(request, timeout_s=600)
+                report = process.run_peak(request, timeout_s=600)
             if isinstance(report, outcome.WorkerFailure):
                 rows.append({"framework": name, "dtype": "*", "error": report.error})
                 continue

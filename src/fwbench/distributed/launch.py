@@ -1,17 +1,18 @@
-"""Run one data-parallel case: start its ranks, drive them in lockstep, collect the result.
+"""The ranks of one data-parallel case, held by the measurement driver as one worker.
 
 Every rank must take exactly the same number of steps, or a collective waits forever.
-So the launcher makes every timing decision (first step, warmup, block size, when to
-stop) and sends each command to all ranks at once; a sample is the slowest rank's
-time for the block (a step is done when every replica is). The ranks talk JSON lines
-over a TCP socket to the launcher (torchrun owns the ranks' stdin and stdout), one
-connection per rank, each opened with a hello naming its rank.
+So the ranks make no timing decision: the driver (fwbench.launch.local), which decides
+first step, warmup, block size and when to stop for every case, sends each command to
+all ranks at once through `RankGroup`, which answers with one reply for them all; a
+block's time is the slowest rank's (a step is done when every replica is). The ranks
+talk JSON lines over a TCP socket (torchrun owns their stdin and stdout), one connection
+per rank, each opened with a hello naming its rank.
 
 Processes: DDP ranks are started by torchrun (`python -m torch.distributed.run`, one
 process per replica, gloo on CPU, nccl on GPUs); MultiWorkerMirroredStrategy workers
 are started directly, one per replica, each with its TF_CONFIG on localhost ports;
 DataParallel and MirroredStrategy run in one process. A time-out, or any rank dying,
-ends the case: every process of it is killed and the failure is the case's result.
+ends the run: every process of it is killed and the failure is the run's.
 """
 
 from __future__ import annotations
@@ -27,20 +28,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic import BaseModel
 
 from fwbench.distributed.strategies import get_strategy
-from fwbench.launch.local import classify_exit, worker_env
-from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
+from fwbench.launch.outcome import WorkerFailure
+from fwbench.launch.process import WorkerGone, classify_exit, worker_env
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.measure import energy
-from fwbench.measure.nvml import NvmlMemorySampler
-from fwbench.measure.timing import calibrate, finish, steady
 
 LAUNCHER_ENV = "FWBENCH_LAUNCHER"  # host:port the ranks connect back to
 _LOG_TAIL_LINES = 40
@@ -49,12 +47,16 @@ _LOG_TAIL_LINES = 40
 _GRACE_S = 3.0
 
 
-class CaseEnded(Exception):
-    """The case is over before its measurement finished; the outcome says why."""
+# What every rank answers to each command of the protocol (fwbench.launch.protocol).
+_ANSWERS = {"case": "built", "block": "block", "overhead": "overhead", "steady": "steady"}
 
-    def __init__(self, outcome: CaseOutcome) -> None:
-        super().__init__(outcome.failure.error if outcome.failure else "rank reported")
-        self.outcome = outcome
+
+class _Reported(Exception):
+    """A rank sent its final report where another answer was expected."""
+
+    def __init__(self, report: CaseReport) -> None:
+        super().__init__(report.error)
+        self.report = report
 
 
 def free_port() -> int:
@@ -100,15 +102,17 @@ class _Rank:
         return message
 
 
-class _Job:
-    """The processes and rank connections of one case."""
+class RankGroup:
+    """The processes and rank connections of one run of a data-parallel case, answering
+    the driver as one worker (fwbench.launch.process.Worker): a command goes to every
+    rank, and `receive` gathers one answer from each and returns them as one."""
 
     def __init__(self, request: CaseRequest, deadline: float, timeout_s: float) -> None:
-        self.request = request
         self.case = request.case
         strategy = get_strategy(str(self.case.strategy))
         assert strategy is not None  # the case was validated
         self.strategy = strategy
+        self.launcher = "torchrun" if strategy.launch == "torchrun" else "spawn"
         self.nproc = self.strategy.process_count(self.case.replicas)
         self.deadline = deadline
         self.timeout_s = timeout_s
@@ -117,10 +121,64 @@ class _Job:
         self.processes: list[_Process] = []
         self.ranks: list[_Rank] = []
         self.selector = selectors.DefaultSelector()
+        self.expect: str | None = None
+        self.finished = False  # every rank sent its final report: let them exit cleanly
+
+    # the driver's side -------------------------------------------------------
+
+    def send(self, message: BaseModel | dict[str, Any]) -> None:
+        if isinstance(message, BaseModel):  # the request: start the ranks first
+            if not self.processes:
+                self._start()
+            kind, text = str(getattr(message, "kind", "case")), message.model_dump_json()
+        else:
+            kind, text = str(message["op"]), json.dumps(message)
+        self.expect = _ANSWERS.get(kind, "report")
+        for rank in self.ranks:
+            try:
+                rank.send(text)
+            except OSError:
+                raise WorkerGone(self._lost(rank)) from None
+
+    def receive(self) -> dict[str, Any]:
+        try:
+            replies = self._gather()
+        except _Reported as reported:
+            crashed = self._first_crash(_GRACE_S) if reported.report.status == "error" else None
+            if crashed is not None:  # its peers died first: their crash is the cause
+                raise WorkerGone(crashed) from None
+            return {"event": "report", "report": reported.report.model_dump()}
+        event = self.expect
+        if event == "report":
+            self.finished = True
+            reports = [CaseReport.model_validate(m["report"]) for m in replies]
+            return {"event": "report", "report": _combine(reports).model_dump()}
+        if event in ("block", "overhead"):
+            return {"event": event, "seconds": max(float(m["seconds"]) for m in replies)}
+        return replies[0]
+
+    def cpu_seconds(self) -> float:
+        """CPU time of every process of the run (launchers and ranks) so far."""
+        procs: dict[int, psutil.Process] = {}
+        for rank in self.ranks:
+            if rank.proc is not None:
+                procs[rank.proc.pid] = rank.proc
+        for proc in self.processes:
+            with contextlib.suppress(psutil.Error):
+                procs.setdefault(proc.popen.pid, psutil.Process(proc.popen.pid))
+        total = 0.0
+        for process in procs.values():
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def close(self) -> None:
+        self._close(wait_s=30.0 if self.finished else 0.0)
 
     # starting ---------------------------------------------------------------
 
-    def start(self) -> None:
+    def _start(self) -> None:
         label = f"case: {self.case.label()}"
         env = worker_env(self.case.threads, self.case.device)
         env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
@@ -202,11 +260,11 @@ class _Job:
     # talking ----------------------------------------------------------------
 
     def _select(self) -> list[tuple[selectors.SelectorKey, int]]:
-        """Wait for input; fail the case when the deadline passes or a process dies."""
+        """Wait for input; end the run when the deadline passes or a process dies."""
         while True:
             remaining = self.deadline - time.monotonic()
             if remaining <= 0:
-                raise CaseEnded(self._timeout())
+                raise WorkerGone(self._timeout())
             events = self.selector.select(timeout=min(remaining, 1.0))
             if events:
                 return events
@@ -214,23 +272,18 @@ class _Job:
             # nothing more; a clean exit only follows a rank's final report.
             failed = [p for p in self.processes if p.popen.poll() not in (None, 0)]
             if failed:
-                raise CaseEnded(self._crashed(failed[0]))
+                raise WorkerGone(self._crashed(failed[0]))
 
-    def broadcast(self, message: dict[str, Any] | str) -> None:
-        for rank in self.ranks:
-            try:
-                rank.send(message)
-            except OSError:
-                raise CaseEnded(self._lost(rank)) from None
-
-    def gather(self, event: str) -> list[dict[str, Any]]:
-        """One reply from every rank; a rank's final report or its end ends the case."""
+    def _gather(self) -> list[dict[str, Any]]:
+        """One reply from every rank; a rank's final report out of turn raises
+        _Reported, a rank's end WorkerGone."""
         replies: dict[int, dict[str, Any]] = {}
         while len(replies) < len(self.ranks):
             for rank in self.ranks:
                 message = rank.line() if rank.rank not in replies else None
                 if message is not None:
-                    self._check(rank, message, event)
+                    if message["event"] != self.expect:
+                        raise _Reported(CaseReport.model_validate(message["report"]))
                     replies[rank.rank] = message
             if len(replies) == len(self.ranks):
                 break
@@ -243,24 +296,13 @@ class _Job:
                     if rank.rank in replies:  # answered, then left: its final report
                         self.selector.unregister(rank.sock)
                         continue
-                    raise CaseEnded(self._lost(rank))
+                    raise WorkerGone(self._lost(rank))
                 rank.buffer += data
         return [replies[r.rank] for r in self.ranks]
 
-    def _check(self, rank: _Rank, message: dict[str, Any], event: str) -> None:
-        if message["event"] == event:
-            return
-        report = CaseReport.model_validate(message["report"])
-        if report.status == "error":
-            # Its peers may have died first: their crash is the cause, this the symptom.
-            crashed = self._first_crash(_GRACE_S)
-            if crashed is not None:
-                raise CaseEnded(crashed)
-        raise CaseEnded(CaseOutcome(report))
-
     # failures ---------------------------------------------------------------
 
-    def _first_crash(self, wait_s: float) -> CaseOutcome | None:
+    def _first_crash(self, wait_s: float) -> WorkerFailure | None:
         end = time.monotonic() + wait_s
         while time.monotonic() < end:
             for proc in self.processes:
@@ -270,7 +312,7 @@ class _Job:
             time.sleep(0.1)
         return None
 
-    def _lost(self, rank: _Rank) -> CaseOutcome:
+    def _lost(self, rank: _Rank) -> WorkerFailure:
         """Rank `rank` closed its connection without a report: find how its process ended."""
         for _ in range(150):  # up to 15 s for torchrun to notice and exit
             dead = [p for p in self.processes if p.popen.poll() is not None]
@@ -278,26 +320,24 @@ class _Job:
                 dead.sort(key=lambda p: p.popen.returncode == 0)  # a failure explains most
                 return self._crashed(dead[0])
             time.sleep(0.1)
-        failure = WorkerFailure(
+        return WorkerFailure(
             "error", f"rank {rank.rank} closed its connection without a result", self.log_tail()
         )
-        return CaseOutcome(None, failure)
 
-    def _crashed(self, proc: _Process) -> CaseOutcome:
+    def _crashed(self, proc: _Process) -> WorkerFailure:
         code = proc.popen.returncode
         failure = classify_exit(code if code is not None else -1, self.log_tail())
         # torchrun exits with 1 when a rank dies; say which launcher saw it.
         error = failure.error.replace("worker", f"{proc.log.stem}", 1)
-        return CaseOutcome(None, WorkerFailure(failure.status, error, failure.log_tail))
+        return WorkerFailure(failure.status, error, failure.log_tail)
 
-    def _timeout(self) -> CaseOutcome:
-        self.kill()
-        failure = WorkerFailure(
+    def _timeout(self) -> WorkerFailure:
+        self._kill()
+        return WorkerFailure(
             "timeout",
             f"no result after {self.timeout_s:g} s; all {self.nproc} rank(s) stopped",
             self.log_tail(),
         )
-        return CaseOutcome(None, failure)
 
     def log_tail(self) -> str:
         parts = []
@@ -312,7 +352,7 @@ class _Job:
 
     # ending -----------------------------------------------------------------
 
-    def kill(self) -> None:
+    def _kill(self) -> None:
         for rank in self.ranks:  # torchrun's children run in sessions of their own
             if rank.proc is not None:
                 with contextlib.suppress(psutil.Error):
@@ -323,95 +363,18 @@ class _Job:
                     os.killpg(proc.popen.pid, signal.SIGKILL)
             proc.popen.wait()
 
-    def close(self, wait_s: float = 0.0) -> None:
+    def _close(self, wait_s: float) -> None:
         end = time.monotonic() + wait_s
         for proc in self.processes:  # a clean exit first: ranks tear down their groups
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=max(0.0, end - time.monotonic()))
-        self.kill()
+        self._kill()
         for rank in self.ranks:
             with contextlib.suppress(OSError):
                 rank.sock.close()
         self.selector.close()
         self.server.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def run_distributed(
-    request: CaseRequest, timeout_s: float, on_phase: Callable[[str], None] | None = None
-) -> CaseOutcome:
-    """Run one data-parallel case to its outcome; never raises for what happens to it."""
-    case = request.case
-    job = _Job(request, time.monotonic() + timeout_s, timeout_s)
-    clean = False
-    try:
-        if on_phase:
-            on_phase(f"starting {job.nproc} rank(s) of {case.label()}")
-        job.start()
-        job.broadcast(request.model_dump_json())
-        job.gather("built")
-        counters, reasons = energy.counters_for(case.device)
-        meter = energy.EnergyAccumulator(counters)
-
-        def blocks(steps: int) -> float:
-            job.broadcast({"op": "block", "steps": steps})
-            return max(float(m["seconds"]) for m in job.gather("block"))
-
-        def overhead() -> float:
-            job.broadcast({"op": "overhead"})
-            return max(float(m["seconds"]) for m in job.gather("overhead"))
-
-        if on_phase:
-            on_phase(f"warming up {case.label()}")
-        prepared = calibrate(blocks, overhead, request.timing)
-        job.broadcast({"op": "steady"})
-        job.gather("steady")
-        k = prepared.steps_per_block
-
-        def block() -> float:
-            started = meter.start()
-            wall = time.perf_counter()
-            seconds = blocks(k)
-            meter.stop(started, time.perf_counter() - wall, k)
-            return seconds
-
-        config = request.timing.for_run()
-        if counters:
-            config = config.model_copy(
-                update={"min_time_s": max(config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
-            )
-        if on_phase:
-            on_phase(f"measuring {case.label()}")
-        with NvmlMemorySampler(case.device) as nvml:
-            (run,) = steady([block], [k], config)
-        if isinstance(run.error, CaseEnded):
-            return run.error.outcome
-        if run.error is not None:
-            raise run.error
-        job.broadcast({"op": "finish"})
-        reports = [CaseReport.model_validate(m["report"]) for m in job.gather("report")]
-        clean = True
-    except CaseEnded as ended:
-        return ended.outcome
-    except Exception as exc:
-        # A garbled or broken channel is this case's failure, never the sweep's.
-        failure = WorkerFailure("error", f"launcher lost the ranks: {exc}"[:500], job.log_tail())
-        return CaseOutcome(None, failure)
-    finally:
-        job.close(wait_s=30.0 if clean else 0.0)
-    report = _combine(reports)
-    if nvml.peak_bytes is not None and report.memory is not None:
-        report.memory["device"] = dict(report.memory.get("device") or {}) | {
-            "nvml_used_peak_bytes": nvml.peak_bytes
-        }
-    if report.status != "ok":
-        return CaseOutcome(report)
-    timing = finish(prepared, run, request.timing)
-    summary = energy.summarise(meter, reasons, case.global_batch_size)
-    strategy = get_strategy(str(case.strategy))
-    launcher = "torchrun" if strategy is not None and strategy.launch == "torchrun" else "spawn"
-    measured = MeasuredRun(timing, report.build_s or 0.0, launcher)
-    return CaseOutcome(report, None, (measured,), summary)
 
 
 def _combine(reports: list[CaseReport]) -> CaseReport:

@@ -2,11 +2,10 @@
 
 Run as `python -m fwbench.distributed.worker LABEL`, by torchrun or by the launcher,
 with FWBENCH_LAUNCHER=host:port to connect back to and RANK / WORLD_SIZE (torchrun's
-variables; the launcher sets them for TensorFlow workers too). The rank answers:
-the CaseRequest with `built` (or a final `report`), then `block` (n synced steps),
-`overhead` (the sync's cost), `steady` (start the memory window) and `finish` (the
-final `report`, after profiling a few steps for communication time). Every rank runs
-every command, so collectives always have all their peers.
+variables; the launcher sets them for TensorFlow workers too). A rank speaks the case
+worker's protocol (fwbench.launch.protocol) through the same loop
+(fwbench.launch.worker.serve_case), over a socket since torchrun owns its stdin and
+stdout; every rank runs every command, so collectives always have all their peers.
 """
 
 from __future__ import annotations
@@ -16,9 +15,7 @@ import json
 import os
 import socket
 import sys
-import time
 import traceback
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from fwbench.distributed import comm
@@ -29,22 +26,11 @@ from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
-from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.launch.worker import (
-    _die_with_parent,
-    _thread_env,
-    failure,
-    memory_report,
-    one_line,
-)
-from fwbench.measure.memory import HostMemoryTracker
-from fwbench.measure.timing import run_block, sync_overhead
-from fwbench.models.registry import get_model
+from fwbench.launch.protocol import CaseRequest
+from fwbench.launch.worker import Role, _die_with_parent, one_line, serve_case
 
 # Steps profiled after the measurement to read communication time (never timed).
 COMM_PROFILE_STEPS = 3
-
-Send = Callable[[dict[str, Any]], None]
 
 
 class _Module(Protocol):
@@ -61,86 +47,51 @@ def _module(framework: str) -> _Module:
     return module
 
 
-def serve(request: CaseRequest, rank: int, world: int, send: Send, commands: Any) -> None:
-    case = request.case
-    strategy = get_strategy(str(case.strategy))
-    assert strategy is not None  # the case was validated
-    adapter = get_framework(case.framework).load_adapter()
-    settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
-    settings |= get_model(case.model).training()
-    environment = adapter.environment(case.device)
-    info: dict[str, Any] = {
-        "strategy": strategy.name,
-        "strategy_label": strategy.label,
-        "world_size": case.replicas,
-        "replicas": case.replicas,
-        "processes": world,
-        "per_replica_batch_size": case.batch_size,
-        "global_batch_size": case.global_batch_size,
-        "batch_semantics": strategy.batch_semantics,
-        "threads_per_process": case.threads,
-        "timed_rank": "slowest rank per block",
-    }
+class Rank(Role):
+    """A rank of a data-parallel case: builds its replica through the framework's
+    data-parallel module, and after the timed blocks profiles communication (every rank
+    profiles: its peers' collectives need it stepping)."""
 
-    def report(**fields: Any) -> None:
-        msg = CaseReport(environment=environment, settings=settings, distributed=info, **fields)
-        send({"event": "report", "report": msg.model_dump()})
+    def __init__(self, request: CaseRequest, adapter: Adapter, rank: int, world: int) -> None:
+        super().__init__(request, adapter)
+        case = request.case
+        strategy = get_strategy(str(case.strategy))
+        assert strategy is not None  # the case was validated
+        self.rank, self.world = rank, world
+        self.module = _module(case.framework)
+        self._info: dict[str, Any] = {
+            "strategy": strategy.name,
+            "strategy_label": strategy.label,
+            "world_size": case.replicas,
+            "replicas": case.replicas,
+            "processes": world,
+            "per_replica_batch_size": case.batch_size,
+            "global_batch_size": case.global_batch_size,
+            "batch_semantics": strategy.batch_semantics,
+            "threads_per_process": case.threads,
+            "timed_rank": "slowest rank per block",
+        }
 
-    module = _module(case.framework)
-    reason = adapter.unavailable_reason(case.device) or module.unsupported_reason(case)
-    if reason:
-        report(status="unsupported", error=reason)
-        return
-    memory = HostMemoryTracker()
-    memory.mark_baseline()
-    param_count = None
-    workload: DistributedWorkload | None = None
-    try:
-        start = time.perf_counter()
-        workload = module.build(adapter, case, rank, world)
-        build_s = time.perf_counter() - start
-        param_count = workload.param_count
-        info |= workload.describe()
-        send({"event": "built"})
-        for line in commands:
-            message = json.loads(line)
-            op = message["op"]
-            if op == "block":
-                seconds = run_block(
-                    workload.step, workload.sync, message["steps"], time.perf_counter
-                )
-                send({"event": "block", "seconds": seconds})
-            elif op == "overhead":
-                send(
-                    {
-                        "event": "overhead",
-                        "seconds": sync_overhead(workload.sync, time.perf_counter),
-                    }
-                )
-            elif op == "steady":
-                # The steady state starts here: peaks from build and warmup are forgotten.
-                memory.start_window()
-                adapter.reset_device_memory(case.device)
-                send({"event": "steady"})
-            else:
-                break
-        memory_fields = memory_report(memory, adapter, case.device)
-        settings |= workload.counters()
-        info["communication"], found = _communication(adapter, workload, request, rank)
-    except Exception as exc:
-        found = failure(adapter, exc, case.device, settings)
-        report(**found, param_count=param_count)
-        return
-    finally:
-        if workload is not None:
-            workload.close()
-    report(
-        status="ok",
-        build_s=build_s,
-        param_count=param_count,
-        memory=memory_fields,
-        breakdown=found,
-    )
+    def unsupported_reason(self) -> str | None:
+        return self.module.unsupported_reason(self.request.case)
+
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def build(self) -> DistributedWorkload:
+        workload = self.module.build(self.adapter, self.request.case, self.rank, self.world)
+        self._info |= workload.describe()
+        return workload
+
+    def after(self, workload: Workload) -> dict[str, Any]:
+        self._info["communication"], found = _communication(
+            self.adapter, workload, self.request, self.rank
+        )
+        return {"breakdown": found}
+
+    def close(self, workload: Workload) -> None:
+        assert isinstance(workload, DistributedWorkload)
+        workload.close()
 
 
 def _communication(
@@ -183,7 +134,7 @@ def main() -> int:
 
     send({"event": "hello", "rank": rank, "pid": os.getpid()})
     request = CaseRequest.model_validate_json(commands.readline())
-    serve(request, rank, world, send, commands)
+    serve_case(request, send, commands, lambda req, adapter: Rank(req, adapter, rank, world))
     sock.close()
     return 0
 

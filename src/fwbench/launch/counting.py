@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from fwbench.launch import local, outcome
+from fwbench.launch import outcome, process
 from fwbench.launch.protocol import CountItem, CountRequest
 
 
@@ -26,7 +26,7 @@ class Count(NamedTuple):
 
 
 def count_params(framework: str, items: Sequence[CountItem], timeout_s: float) -> list[Count]:
-    report = local.run_count(CountRequest(framework=framework, items=tuple(items)), timeout_s)
+    report = process.run_count(CountRequest(framework=framework, items=tuple(items)), timeout_s)
     if not isinstance(report, outcome.WorkerFailure):
         flops = report.flops or [None] * len(report.counts)
         return [Count(*row) for row in zip(report.counts, report.errors, flops, strict=True)]

@@ -19,289 +19,32 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
-import os
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
-from pydantic import BaseModel
 
+from fwbench.distributed.launch import RankGroup
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
-from fwbench.launch.forkserver import ForkServer, ForkServerError, ForkServers
+from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
-from fwbench.launch.protocol import (
-    CaseReport,
-    CaseRequest,
-    CountReport,
-    CountRequest,
-    PeakReport,
-    PeakRequest,
+from fwbench.launch.process import (
+    Worker,
+    WorkerGone,
+    WorkerProcess,
+    WorkerReported,
+    worker_env,
 )
+from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import energy
 from fwbench.measure import runs as case_runs
 from fwbench.measure.nvml import NvmlMemorySampler
-from fwbench.measure.timing import Prepared, TimingConfig, finish, steady
-
-# Phrases frameworks print when they die of memory exhaustion instead of raising.
-_OOM_PHRASES = (
-    "out of memory",
-    "oom when allocating",
-    "can't allocate memory",
-    "resourceexhausted",
-)
-_LOG_TAIL_LINES = 40
-
-
-class WorkerGone(Exception):
-    def __init__(self, failure: WorkerFailure) -> None:
-        super().__init__(failure.error)
-        self.failure = failure
-
-
-class WorkerReported(Exception):
-    """The worker sent its final report where another message was expected."""
-
-    def __init__(self, report: dict[str, Any]) -> None:
-        super().__init__(report.get("error") or report.get("status"))
-        self.report = report
-
-
-def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    if threads is not None:
-        # OpenMP / MKL pools are created at import, before the adapter can set threads.
-        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-            env[var] = str(threads)
-    if device == "cpu":
-        # A CPU case must not initialise (or reserve memory on) a GPU.
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        # CUDA's own order (fastest first) may differ from NVML's (PCI bus): in PCI order
-        # an index names one device for the worker and for the NVML trackers alike.
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Like -P: the user's working directory is not on a worker's path, so a `torch.py`
-    # there cannot shadow the framework (torchrun's children get it this way).
-    env["PYTHONSAFEPATH"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class WorkerProcess:
-    """One worker: send JSON lines to it, receive JSON lines from it, before a deadline.
-
-    Forked by `server` when one is given (and it still works), else spawned; either way
-    in a process group of its own, with its stderr in a log kept for the result.
-    """
-
-    def __init__(
-        self,
-        label: str,
-        env: dict[str, str],
-        deadline: float,
-        timeout_s: float,
-        server: ForkServer | str | None = None,
-    ) -> None:
-        self.deadline = deadline
-        self.timeout_s = timeout_s  # as the user set it, for the message
-        self.oom_kills_at_start = oom_kills()
-        self._dir = Path(tempfile.mkdtemp(prefix="fwbench-"))
-        self.log_path = self._dir / "worker.log"
-        # A forked worker's command line is its server's: the label is kept beside its log
-        # (`worker_label` reads it back from the process).
-        (self._dir / "label").write_text(label)
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.server: ForkServer | None = None
-        why_not = server if isinstance(server, str) else None
-        if isinstance(server, ForkServer):
-            try:
-                forked = server.fork(label, self.log_path)
-            except ForkServerError as exc:
-                why_not = str(exc)
-            else:
-                self.server, self.pid = server, forked.pid
-                self.stdin, self.stdout = forked.stdin, forked.stdout
-                self.launcher = "fork-server"
-        if self.server is None:
-            with self.log_path.open("wb") as log:
-                self.proc = subprocess.Popen(
-                    # -P: a `torch.py` in the user's directory must not shadow the
-                    # framework. The label only shows in `ps`.
-                    [sys.executable, "-P", "-m", "fwbench.launch.worker", label],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=env,
-                    # Own process group: a time-out kills the worker and its children.
-                    start_new_session=True,
-                )
-            assert self.proc.stdin is not None and self.proc.stdout is not None
-            self.pid, self.stdin, self.stdout = self.proc.pid, self.proc.stdin, self.proc.stdout
-            self.launcher = f"spawn ({why_not})" if why_not else "spawn"
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.stdout, selectors.EVENT_READ)
-
-    def send(self, message: BaseModel | dict[str, Any]) -> None:
-        text = message.model_dump_json() if isinstance(message, BaseModel) else json.dumps(message)
-        try:
-            self.stdin.write(text.encode() + b"\n")
-            self.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise WorkerGone(self._failure()) from None
-
-    def receive(self) -> dict[str, Any]:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0 or not self._selector.select(timeout=remaining):
-            self.kill()
-            raise WorkerGone(
-                WorkerFailure(
-                    "timeout",
-                    f"no result after {self.timeout_s:g} s; worker stopped",
-                    self.log_tail(),
-                )
-            )
-        line = self.stdout.readline()
-        if not line:
-            raise WorkerGone(self._failure())
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-    def cpu_seconds(self) -> float:
-        """CPU time the worker has used so far (0 once it is gone)."""
-        try:
-            times = psutil.Process(self.pid).cpu_times()
-        except psutil.Error:
-            return 0.0
-        return float(times.user + times.system + times.children_user + times.children_system)
-
-    def returncode(self, wait_s: float) -> int | None:
-        if self.proc is not None:
-            try:
-                return self.proc.wait(timeout=wait_s)
-            except subprocess.TimeoutExpired:
-                return None
-        assert self.server is not None
-        return self.server.wait(self.pid, wait_s)
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        self.returncode(10.0)
-
-    def close(self) -> None:
-        # Ctrl-C in the CLI must not leave a worker running on the machine.
-        self.kill()
-        self._selector.close()
-        for stream in (self.stdin, self.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
-
-    def _failure(self) -> WorkerFailure:
-        code = self.returncode(10.0)
-        if code is None:
-            self.kill()
-            code = self.returncode(10.0)
-        now = oom_kills()
-        killed = (
-            None
-            if now is None or self.oom_kills_at_start is None
-            else now > self.oom_kills_at_start
-        )
-        return classify_exit(code if code is not None else -signal.SIGKILL, self.log_tail(), killed)
-
-
-def oom_kills(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """OOM kills so far in this process's cgroup (v2 memory.events), or None if unreadable.
-    Workers share the launcher's cgroup: a rise while one ran means the kernel killed it."""
-    try:
-        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
-        events = cgroup_root / line.split("::", 1)[1].lstrip("/") / "memory.events"
-        for row in events.read_text().splitlines():
-            key, _, value = row.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, IndexError, ValueError):
-        return None
-    return None
-
-
-def worker_label(pid: int) -> str | None:
-    """The case label of a running worker (forked or spawned), from the folder of the log
-    its stderr goes to; None for any other process."""
-    try:
-        log = Path(os.readlink(f"/proc/{pid}/fd/2"))
-        return (log.parent / "label").read_text() if log.name == "worker.log" else None
-    except OSError:
-        return None
-
-
-def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None) -> WorkerFailure:
-    """Why a worker ended without a report. A SIGKILL is the out-of-memory killer's only
-    when the cgroup's OOM-kill count says so (`oom_killed`); otherwise it is said as is."""
-    looks_oom = any(p in log_tail.lower() for p in _OOM_PHRASES)
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
-        if name == "SIGKILL" and oom_killed:
-            return WorkerFailure(
-                "oom", "worker killed by the kernel's out-of-memory killer", log_tail
-            )
-        if name == "SIGKILL":
-            cause = (
-                "not by the out-of-memory killer: the cgroup counted no OOM kill"
-                if oom_killed is False
-                else "cause unknown: the cgroup's OOM-kill count is not readable here"
-            )
-            return WorkerFailure(
-                "oom" if looks_oom else "error", f"worker killed by SIGKILL ({cause})", log_tail
-            )
-        what = f"worker crashed: killed by {name}"
-    else:
-        last = next((ln for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
-        what = f"worker exited with code {returncode} without a result: {last.strip()[:300]}"
-    return WorkerFailure("oom" if looks_oom else "error", what, log_tail)
-
-
-def _one_shot(
-    request: BaseModel, label: str, env: dict[str, str], timeout_s: float
-) -> dict[str, Any] | WorkerFailure:
-    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s)
-    try:
-        worker.send(request)
-        return worker.receive()["report"]  # type: ignore[no-any-return]
-    except WorkerGone as gone:
-        return gone.failure
-    finally:
-        worker.close()
-
-
-def run_count(request: CountRequest, timeout_s: float) -> CountReport | WorkerFailure:
-    out = _one_shot(request, f"count: {request.framework}", worker_env(None, "cpu"), timeout_s)
-    return out if isinstance(out, WorkerFailure) else CountReport.model_validate(out)
-
-
-def run_peak(request: PeakRequest, timeout_s: float) -> PeakReport | WorkerFailure:
-    env = worker_env(request.threads, request.device)
-    out = _one_shot(request, f"peak: {request.framework}", env, timeout_s)
-    return out if isinstance(out, WorkerFailure) else PeakReport.model_validate(out)
+from fwbench.measure.timing import Prepared, TimingConfig, calibrate, finish, steady
 
 
 class MachineBusy(Exception):
@@ -359,7 +102,9 @@ class _Case:
             report,
             None,
             tuple(self.runs),
-            energy.summarise(self.accumulator, self.energy_reasons, self.request.case.batch_size),
+            energy.summarise(
+                self.accumulator, self.energy_reasons, self.request.case.global_batch_size
+            ),
             stop,
             (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
         )
@@ -368,7 +113,7 @@ class _Case:
 class _Runner:
     """The launcher's side of one run in the steady state."""
 
-    def __init__(self, state: _Case, worker: WorkerProcess, prepared: Prepared) -> None:
+    def __init__(self, state: _Case, worker: Worker, prepared: Prepared) -> None:
         self.state = state
         self.worker = worker
         self.prepared = prepared
@@ -438,17 +183,12 @@ def run_group(
     """Measure a group of cases in rounds of runs (one case alone, or every variant of one
     workload in alternation); one outcome per request, in order.
 
-    Each run of a case gets `timeout_s`. Data-parallel cases (a strategy) run alone, their
-    ranks driven by fwbench.distributed.launch: interleaving would put two jobs' ranks on
-    the same cores.
+    Each run of a case gets `timeout_s`. Data-parallel cases (a strategy) are measured
+    one at a time, by the same driver: interleaving would put two jobs' ranks on the
+    same cores.
     """
-    if any(r.case.strategy for r in requests):
-        return [
-            _distributed(r, timeout_s, on_phase)
-            if r.case.strategy
-            else run_group([r], timeout_s, on_phase, servers)[0]
-            for r in requests
-        ]
+    if len(requests) > 1 and any(r.case.strategy for r in requests):
+        return [run_group([r], timeout_s, on_phase, servers)[0] for r in requests]
     owned = servers is None
     if servers is None:
         servers = ForkServers(Path(tempfile.mkdtemp(prefix="fwbench-servers-")))
@@ -461,33 +201,6 @@ def run_group(
             shutil.rmtree(servers.directory, ignore_errors=True)
             servers.close()
     return group.outcomes()
-
-
-def _distributed(
-    request: CaseRequest, timeout_s: float, on_phase: Callable[[str], None] | None
-) -> CaseOutcome:
-    """A data-parallel case: its runs one after another, each a fresh set of ranks."""
-    from fwbench.distributed.launch import run_distributed
-
-    state = _Case.of(request)
-    first: CaseOutcome | None = None
-    while state.active:
-        found = run_distributed(request, timeout_s, on_phase)
-        if not found.runs:
-            _end(state, found.failure, found.report)
-            break
-        first = first or found
-        run = found.runs[0]
-        state.runs.append(run)
-        state.report = state.report or found.report
-        state.stop = case_runs.stop_reason(state.figures(), request.timing)
-    if state.ended is not None or first is None:
-        return state.outcome()
-    outcome = state.outcome()
-    # Energy: the first run's (each set of ranks reads its own counters).
-    return CaseOutcome(
-        outcome.report, None, outcome.runs, first.energy, outcome.stop_reason, outcome.warnings
-    )
 
 
 def _end(state: _Case, failure: WorkerFailure | None, report: CaseReport | None = None) -> None:
@@ -514,32 +227,27 @@ def _round(
 ) -> None:
     deadline = time.monotonic() + timeout_s * len(order)
     runners: list[_Runner] = []
-    workers: list[WorkerProcess] = []
+    workers: list[Worker] = []
     try:
         for state in order:
             case = state.request.case
             if on_phase:
                 on_phase(f"run {round_index + 1}: building and warming up {case.label()}")
-            env = worker_env(case.threads, case.device)
-            # CUDA does not survive a fork once any import has touched the driver: GPU
-            # workers are spawned.
-            server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
             request = state.request
             if round_index > 0:  # FLOPs and profiles are taken once, in the first run
                 request = request.model_copy(update={"count_flops": False, "profile_steps": 0})
-            worker = WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
+            worker = _start(request, round_index, deadline, timeout_s, servers)
             workers.append(worker)
             try:
                 worker.send(request)
-                message = worker.receive()
+                prepared = _prepare(worker, request.timing)
             except WorkerGone as gone:
                 _end(state, gone.failure)
                 continue
-            if message["event"] == "report":
-                report = CaseReport.model_validate(message["report"])
-                _end(state, None, report)
+            except WorkerReported as reported:
+                _end(state, None, CaseReport.model_validate(reported.report))
                 continue
-            runners.append(_Runner(state, worker, Prepared(**message["prepared"])))
+            runners.append(_Runner(state, worker, prepared))
         if runners:
             if on_phase:
                 on_phase(
@@ -550,6 +258,50 @@ def _round(
     finally:
         for worker in workers:
             worker.close()
+
+
+def _start(
+    request: CaseRequest,
+    round_index: int,
+    deadline: float,
+    timeout_s: float,
+    servers: ForkServers,
+) -> Worker:
+    """A fresh worker for one run: the ranks of a data-parallel case, else one process
+    forked from the framework's fork server (spawned on a GPU: CUDA does not survive a
+    fork once any import has touched the driver)."""
+    case = request.case
+    if case.strategy:
+        return RankGroup(request, deadline, timeout_s)
+    env = worker_env(case.threads, case.device)
+    server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
+    return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
+
+
+def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
+    """First step, warmup and block size, decided here for any worker (for the ranks of
+    a data-parallel case every rank must take the same steps), then the steady state."""
+
+    def answer(event: str) -> float:
+        message = worker.receive()
+        if message["event"] != event:
+            raise WorkerReported(message.get("report", {}))
+        return float(message.get("seconds", 0.0))
+
+    answer("built")
+
+    def blocks(steps: int) -> float:
+        worker.send({"op": "block", "warm": 0, "steps": steps})
+        return answer("block")
+
+    def overhead() -> float:
+        worker.send({"op": "overhead"})
+        return answer("overhead")
+
+    prepared = calibrate(blocks, overhead, config)
+    worker.send({"op": "steady"})
+    answer("steady")
+    return prepared
 
 
 def _busy_cpu_seconds() -> float:

@@ -1,8 +1,7 @@
 """What a group of cases hands back, wherever it ran: the executors' contract types.
 
-The local driver (fwbench.launch.local), the data-parallel launcher
-(fwbench.distributed.launch) and the Ray executor all produce these; fwbench.api turns
-them into Results.
+The measurement driver (fwbench.launch.local, for single-process and data-parallel
+cases alike) and the Ray executor produce these; fwbench.api turns them into Results.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
 """Messages between the launcher and a worker, as JSON lines.
 
-The launcher writes a request as the first line of the worker's stdin. A count or peak
-request is answered by one `report` line. A case request is answered by `ready` once the
-worker has built the model and warmed up (or by a `report` if that failed); then each
-`{"op": "block", "warm": n, "steps": k}` is answered by a `block` line with the
-duration of k timed steps (after n untimed ones, when blocks alternate with another
-process), and
-`{"op": "finish"}` by the final `report`. The worker writes its lines to its original
-stdout; everything the frameworks print goes to the log instead.
+The launcher writes a request as the first line of the worker's stdin. A count, peak or
+serve request is answered by one `report` line. A case request is answered by `built`
+once the worker has built the workload (or by a `report` if that failed); then the
+driver makes every timing decision (fwbench.launch.local), so the worker only answers:
+`{"op": "block", "warm": n, "steps": k}` with a `block` line holding the seconds of k
+timed steps closed by one sync (after n untimed ones, when blocks alternate with another
+process); `{"op": "overhead"}` with the cost of a sync in `seconds`; `{"op": "steady"}`
+with `steady` once the steady state's memory window has begun; `{"op": "finish"}` with
+the final `report`. The worker writes its lines to its original stdout; everything the
+frameworks print goes to the log instead. Each rank of a data-parallel case speaks the
+same protocol over a socket (fwbench.distributed.launch gathers the ranks' answers).
 """
 
 from __future__ import annotations
@@ -85,7 +88,6 @@ class CaseReport(BaseModel):
     status: Status
     error: str | None = None
     build_s: float | None = None
-    prepared: dict[str, Any] | None = None
     param_count: int | None = None
     memory: dict[str, Any] | None = None
     flops: dict[str, Any] | None = None

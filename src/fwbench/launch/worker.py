@@ -7,14 +7,13 @@ here; what kills the process (a segfault, a time-out) the launcher records.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -38,7 +37,7 @@ from fwbench.launch.protocol import (
     ServeRequest,
 )
 from fwbench.measure.memory import HostMemoryTracker
-from fwbench.measure.timing import measure, prepare, run_block
+from fwbench.measure.timing import measure, run_block, sync_overhead
 from fwbench.models.registry import get_model
 
 Send = Callable[[dict[str, Any]], None]
@@ -106,71 +105,116 @@ def memory_report(memory: HostMemoryTracker, adapter: Adapter, device: str) -> d
     }
 
 
-def serve_case(request: CaseRequest, send: Send, commands: TextIO) -> None:
+class Role:
+    """What one kind of case worker does around the shared measurement loop
+    (`serve_case`). This one is a single process: it builds the case's workload, and
+    after the timed blocks counts FLOPs and profiles when asked. A rank of a data-parallel
+    case is the other kind (fwbench.distributed.worker.Rank)."""
+
+    def __init__(self, request: CaseRequest, adapter: Adapter) -> None:
+        self.request = request
+        self.adapter = adapter
+
+    def unsupported_reason(self) -> str | None:
+        return None
+
+    def info(self) -> dict[str, Any] | None:
+        """Facts the report carries as `distributed` (None for a single process)."""
+        return None
+
+    def build(self) -> Workload:
+        return self.adapter.build(self.request.case)
+
+    def after(self, workload: Workload) -> dict[str, Any]:
+        """Report fields from work done after the timed blocks (never timed itself)."""
+        request = self.request
+        return {
+            "flops": _flops(self.adapter, workload) if request.count_flops else None,
+            "breakdown": _profile(self.adapter, workload, request)
+            if request.profile_steps
+            else None,
+        }
+
+    def close(self, workload: Workload) -> None:
+        return None
+
+
+RoleOf = Callable[[CaseRequest, Adapter], Role]
+
+
+def serve_case(
+    request: CaseRequest, send: Send, commands: Iterable[str], role_of: RoleOf = Role
+) -> None:
+    """Build the case, then answer the driver's commands until `finish` (protocol.py):
+    every timing decision is the driver's, so one loop serves a single process and each
+    rank of a data-parallel case alike."""
     case = request.case
     adapter = get_framework(case.framework).load_adapter()
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     settings |= get_model(case.model).training()
     environment = adapter.environment(case.device)
+    role = role_of(request, adapter)
 
     def report(**fields: Any) -> None:
-        msg = CaseReport(environment=environment, settings=settings, **fields)
+        msg = CaseReport(
+            environment=environment, settings=settings, distributed=role.info(), **fields
+        )
         send({"event": "report", "report": msg.model_dump()})
 
-    reason = adapter.unavailable_reason(case.device)
+    reason = adapter.unavailable_reason(case.device) or role.unsupported_reason()
     if reason:
         report(status="unsupported", error=reason)
         return
     memory = HostMemoryTracker()
     memory.mark_baseline()
     param_count = None
+    workload: Workload | None = None
     try:
         start = time.perf_counter()
-        workload = adapter.build(case)
+        workload = role.build()
         build_s = time.perf_counter() - start
         param_count = workload.param_count
         settings |= workload.settings()
-        prepared = prepare(workload.step, workload.sync, request.timing)
-        compiles_before = workload.compile_count()
-        # The steady state starts here: peaks from build and warmup are forgotten.
-        memory.start_window()
-        adapter.reset_device_memory(case.device)
-        send({"event": "ready", "prepared": dataclasses.asdict(prepared)})
-        k = prepared.steps_per_block
+        send({"event": "built"})
+        compiles_before = None
         for line in commands:
             message = json.loads(line)
-            if message["op"] != "block":
+            op = message["op"]
+            if op == "block":
+                if message.get("warm"):
+                    # Another process ran since our last block: caches and pools are cold,
+                    # and a first step after a switch is 8-15% slower. It is not timed.
+                    run_block(workload.step, workload.sync, int(message["warm"]), time.perf_counter)
+                seconds = run_block(
+                    workload.step, workload.sync, int(message["steps"]), time.perf_counter
+                )
+                send({"event": "block", "seconds": seconds})
+            elif op == "overhead":
+                seconds = sync_overhead(workload.sync, time.perf_counter)
+                send({"event": "overhead", "seconds": seconds})
+            elif op == "steady":
+                # The steady state starts here: peaks from build and warmup are forgotten.
+                compiles_before = workload.compile_count()
+                memory.start_window()
+                adapter.reset_device_memory(case.device)
+                send({"event": "steady"})
+            else:
                 break
-            if message.get("warm"):
-                # Another process ran since our last block: caches and pools are cold, and
-                # a first step after a switch is 8-15% slower. It is not timed.
-                run_block(workload.step, workload.sync, int(message["warm"]), time.perf_counter)
-            # The launcher lengthens blocks when they alternate with another process.
-            steps = int(message.get("steps") or k)
-            seconds = run_block(workload.step, workload.sync, steps, time.perf_counter)
-            send({"event": "block", "seconds": seconds})
         if compiles_before is not None:
             # A difference is a (re)compilation inside the timed blocks: flagged by the
-            # launcher (fwbench.api), never silently averaged in.
+            # driver, never silently averaged in.
             settings["compiles_after_warmup"] = compiles_before
             settings["compiles_after_timing"] = workload.compile_count()
         memory_fields = memory_report(memory, adapter, case.device)
         settings |= workload.counters()
-        flops = _flops(adapter, workload) if request.count_flops else None
-        breakdown = _profile(adapter, workload, request) if request.profile_steps else None
+        found = role.after(workload)
     except Exception as exc:
-        found = failure(adapter, exc, case.device, settings)
-        report(**found, param_count=param_count)
+        report(**failure(adapter, exc, case.device, settings), param_count=param_count)
         return
-    report(
-        status="ok",
-        build_s=build_s,
-        prepared=dataclasses.asdict(prepared),
-        param_count=param_count,
-        memory=memory_fields,
-        flops=flops,
-        breakdown=breakdown,
-    )
+    finally:
+        if workload is not None:
+            role.close(workload)
+    report(status="ok", build_s=build_s, param_count=param_count, memory=memory_fields, **found)
 
 
 def _flops(adapter: Adapter, workload: Workload) -> dict[str, Any]:

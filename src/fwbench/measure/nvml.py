@@ -6,7 +6,7 @@ NVML sees the whole device.
 
 NVML numbers devices in PCI bus order; CUDA numbers them fastest first unless
 `CUDA_DEVICE_ORDER=PCI_BUS_ID`, which the launcher sets for every GPU worker
-(`fwbench.launch.local.worker_env`), so an index in `CUDA_VISIBLE_DEVICES` names the same
+(`fwbench.launch.process.worker_env`), so an index in `CUDA_VISIBLE_DEVICES` names the same
 device in both. Entries may also be UUIDs (`GPU-...`, as Ray and Slurm often set them),
 or prefixes of one, as CUDA accepts.
 """

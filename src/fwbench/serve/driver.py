@@ -20,7 +20,7 @@ from typing import Any
 
 from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.local import WorkerGone, WorkerProcess, worker_env
+from fwbench.launch.process import WorkerGone, WorkerProcess, worker_env
 from fwbench.launch.protocol import ServeReport, ServeRequest
 from fwbench.measure import stats
 from fwbench.measure.timing import TimingConfig

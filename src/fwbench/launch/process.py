@@ -1,0 +1,296 @@
+"""Worker processes on this machine: start one (forked from a fork server, or spawned),
+talk JSON lines to it before a deadline, and say why it ended when it left no report.
+
+The measurement driver (fwbench.launch.local) and the serving driver (fwbench.serve.driver)
+hold their workers through this; one-shot requests (parameter and FLOP counts, peak
+throughput) run here whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import psutil
+from pydantic import BaseModel
+
+from fwbench.launch.forkserver import ForkServer, ForkServerError
+from fwbench.launch.outcome import WorkerFailure
+from fwbench.launch.protocol import CountReport, CountRequest, PeakReport, PeakRequest
+
+# Phrases frameworks print when they die of memory exhaustion instead of raising.
+_OOM_PHRASES = (
+    "out of memory",
+    "oom when allocating",
+    "can't allocate memory",
+    "resourceexhausted",
+)
+_LOG_TAIL_LINES = 40
+
+
+class WorkerGone(Exception):
+    def __init__(self, failure: WorkerFailure) -> None:
+        super().__init__(failure.error)
+        self.failure = failure
+
+
+class WorkerReported(Exception):
+    """The worker sent its final report where another message was expected."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        super().__init__(report.get("error") or report.get("status"))
+        self.report = report
+
+
+class Worker(Protocol):
+    """What the measurement driver holds of a case's run: one worker process, or the
+    ranks of a data-parallel case answering as one (fwbench.distributed.launch)."""
+
+    launcher: str  # how it was started, recorded with the run
+
+    def send(self, message: BaseModel | dict[str, Any]) -> None: ...
+
+    def receive(self) -> dict[str, Any]:
+        """The next message; raises WorkerGone when the worker ended without one."""
+        ...
+
+    def cpu_seconds(self) -> float: ...
+
+    def close(self) -> None: ...
+
+
+def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if threads is not None:
+        # OpenMP / MKL pools are created at import, before the adapter can set threads.
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env[var] = str(threads)
+    if device == "cpu":
+        # A CPU case must not initialise (or reserve memory on) a GPU.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        # CUDA's own order (fastest first) may differ from NVML's (PCI bus): in PCI order
+        # an index names one device for the worker and for the NVML trackers alike.
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Like -P: the user's working directory is not on a worker's path, so a `torch.py`
+    # there cannot shadow the framework (torchrun's children get it this way).
+    env["PYTHONSAFEPATH"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class WorkerProcess:
+    """One worker: send JSON lines to it, receive JSON lines from it, before a deadline.
+
+    Forked by `server` when one is given (and it still works), else spawned; either way
+    in a process group of its own, with its stderr in a log kept for the result.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        env: dict[str, str],
+        deadline: float,
+        timeout_s: float,
+        server: ForkServer | str | None = None,
+    ) -> None:
+        self.deadline = deadline
+        self.timeout_s = timeout_s  # as the user set it, for the message
+        self.oom_kills_at_start = oom_kills()
+        self._dir = Path(tempfile.mkdtemp(prefix="fwbench-"))
+        self.log_path = self._dir / "worker.log"
+        # A forked worker's command line is its server's: the label is kept beside its log
+        # (`worker_label` reads it back from the process).
+        (self._dir / "label").write_text(label)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.server: ForkServer | None = None
+        why_not = server if isinstance(server, str) else None
+        if isinstance(server, ForkServer):
+            try:
+                forked = server.fork(label, self.log_path)
+            except ForkServerError as exc:
+                why_not = str(exc)
+            else:
+                self.server, self.pid = server, forked.pid
+                self.stdin, self.stdout = forked.stdin, forked.stdout
+                self.launcher = "fork-server"
+        if self.server is None:
+            with self.log_path.open("wb") as log:
+                self.proc = subprocess.Popen(
+                    # -P: a `torch.py` in the user's directory must not shadow the
+                    # framework. The label only shows in `ps`.
+                    [sys.executable, "-P", "-m", "fwbench.launch.worker", label],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env=env,
+                    # Own process group: a time-out kills the worker and its children.
+                    start_new_session=True,
+                )
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.pid, self.stdin, self.stdout = self.proc.pid, self.proc.stdin, self.proc.stdout
+            self.launcher = f"spawn ({why_not})" if why_not else "spawn"
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.stdout, selectors.EVENT_READ)
+
+    def send(self, message: BaseModel | dict[str, Any]) -> None:
+        text = message.model_dump_json() if isinstance(message, BaseModel) else json.dumps(message)
+        try:
+            self.stdin.write(text.encode() + b"\n")
+            self.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerGone(self._failure()) from None
+
+    def receive(self) -> dict[str, Any]:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0 or not self._selector.select(timeout=remaining):
+            self.kill()
+            raise WorkerGone(
+                WorkerFailure(
+                    "timeout",
+                    f"no result after {self.timeout_s:g} s; worker stopped",
+                    self.log_tail(),
+                )
+            )
+        line = self.stdout.readline()
+        if not line:
+            raise WorkerGone(self._failure())
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+    def cpu_seconds(self) -> float:
+        """CPU time the worker has used so far (0 once it is gone)."""
+        try:
+            times = psutil.Process(self.pid).cpu_times()
+        except psutil.Error:
+            return 0.0
+        return float(times.user + times.system + times.children_user + times.children_system)
+
+    def returncode(self, wait_s: float) -> int | None:
+        if self.proc is not None:
+            try:
+                return self.proc.wait(timeout=wait_s)
+            except subprocess.TimeoutExpired:
+                return None
+        assert self.server is not None
+        return self.server.wait(self.pid, wait_s)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.returncode(10.0)
+
+    def close(self) -> None:
+        # Ctrl-C in the CLI must not leave a worker running on the machine.
+        self.kill()
+        self._selector.close()
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-_LOG_TAIL_LINES:])
+
+    def _failure(self) -> WorkerFailure:
+        code = self.returncode(10.0)
+        if code is None:
+            self.kill()
+            code = self.returncode(10.0)
+        now = oom_kills()
+        killed = (
+            None
+            if now is None or self.oom_kills_at_start is None
+            else now > self.oom_kills_at_start
+        )
+        return classify_exit(code if code is not None else -signal.SIGKILL, self.log_tail(), killed)
+
+
+def oom_kills(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """OOM kills so far in this process's cgroup (v2 memory.events), or None if unreadable.
+    Workers share the launcher's cgroup: a rise while one ran means the kernel killed it."""
+    try:
+        line = Path("/proc/self/cgroup").read_text().splitlines()[0]
+        events = cgroup_root / line.split("::", 1)[1].lstrip("/") / "memory.events"
+        for row in events.read_text().splitlines():
+            key, _, value = row.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, IndexError, ValueError):
+        return None
+    return None
+
+
+def worker_label(pid: int) -> str | None:
+    """The case label of a running worker (forked or spawned), from the folder of the log
+    its stderr goes to; None for any other process."""
+    try:
+        log = Path(os.readlink(f"/proc/{pid}/fd/2"))
+        return (log.parent / "label").read_text() if log.name == "worker.log" else None
+    except OSError:
+        return None
+
+
+def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None) -> WorkerFailure:
+    """Why a worker ended without a report. A SIGKILL is the out-of-memory killer's only
+    when the cgroup's OOM-kill count says so (`oom_killed`); otherwise it is said as is."""
+    looks_oom = any(p in log_tail.lower() for p in _OOM_PHRASES)
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        if name == "SIGKILL" and oom_killed:
+            return WorkerFailure(
+                "oom", "worker killed by the kernel's out-of-memory killer", log_tail
+            )
+        if name == "SIGKILL":
+            cause = (
+                "not by the out-of-memory killer: the cgroup counted no OOM kill"
+                if oom_killed is False
+                else "cause unknown: the cgroup's OOM-kill count is not readable here"
+            )
+            return WorkerFailure(
+                "oom" if looks_oom else "error", f"worker killed by SIGKILL ({cause})", log_tail
+            )
+        what = f"worker crashed: killed by {name}"
+    else:
+        last = next((ln for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
+        what = f"worker exited with code {returncode} without a result: {last.strip()[:300]}"
+    return WorkerFailure("oom" if looks_oom else "error", what, log_tail)
+
+
+def _one_shot(
+    request: BaseModel, label: str, env: dict[str, str], timeout_s: float
+) -> dict[str, Any] | WorkerFailure:
+    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s)
+    try:
+        worker.send(request)
+        return worker.receive()["report"]  # type: ignore[no-any-return]
+    except WorkerGone as gone:
+        return gone.failure
+    finally:
+        worker.close()
+
+
+def run_count(request: CountRequest, timeout_s: float) -> CountReport | WorkerFailure:
+    out = _one_shot(request, f"count: {request.framework}", worker_env(None, "cpu"), timeout_s)
+    return out if isinstance(out, WorkerFailure) else CountReport.model_validate(out)
+
+
+def run_peak(request: PeakRequest, timeout_s: float) -> PeakReport | WorkerFailure:
+    env = worker_env(request.threads, request.device)
+    out = _one_shot(request, f"peak: {request.framework}", env, timeout_s)
+    return out if isinstance(out, WorkerFailure) else PeakReport.model_validate(out)
