@@ -141,12 +141,74 @@ def test_power_without_a_counter_is_not_measured_here() -> None:
     assert evaluate_claim(claim, watts).outcome == "agrees"
 
 
+SCALES = next(c for c in load_study("asu").claims if c.kind == "scales_near_linearly")
+
+
+def ddp(medians: list[float], world_size: int, status: str = "ok", **case: Any) -> Result:
+    """A DDP training result on a 2-core host (one thread per process unless given)."""
+    fields = {"threads": 1, "device": "cpu", **case}
+    r = measured(
+        medians, status, framework="torch", task="train", strategy="ddp",
+        world_size=world_size, **fields,
+    )  # fmt: skip
+    return r.model_copy(update={"environment": {"host": {"cpu_physical_cores": 2}}})
+
+
+BASE = [0.100, 0.103, 0.097]  # seconds per step at 1 replica, a 3% process offset
+
+
+def test_the_scaling_claim_takes_each_of_the_four_outcomes() -> None:
+    assert SCALES.where == {"strategy": "ddp", "task": "train"} and SCALES.threshold == 0.90
+    assert "at least 90%" in SCALES.published
+    agrees = evaluate_claim(SCALES, [ddp(BASE, 1), ddp([0.101, 0.104, 0.098], 2)])
+    assert agrees.outcome == "agrees" and agrees.reason == ""
+    assert agrees.here.startswith("1 of 1 at least 90% efficient, 0 below, 0 inconclusive; ")
+    assert "torch/eager/ddp resnet18 b32/replica 224px c1000 cpu, 2 vs 1 replica" in agrees.here
+    # 0.71 (0.67-0.76): below the threshold; the CPU replicas share the host, and say so.
+    slow = evaluate_claim(SCALES, [ddp(BASE, 1), ddp([0.140, 0.144, 0.136], 2)])
+    assert slow.outcome == "disagrees" and "efficiency 0.71 (0.6" in slow.here
+    assert slow.reason.startswith("on the CPU the 2 replicas are 2 process(es) x 1 thread(s)")
+    assert "2 physical cores" in slow.reason
+    # 0.93 with an interval straddling 0.90: a rerun could go either way.
+    unsure = evaluate_claim(SCALES, [ddp(BASE, 1), ddp([0.108, 0.111, 0.105], 2)])
+    assert unsure.outcome == "inconclusive" and "efficiency 0.93 (0.8" in unsure.here
+    alone = evaluate_claim(SCALES, [ddp(BASE, 1), ddp([], 2, "oom")])
+    assert alone.outcome == "not measured here" and alone.reason == (
+        "no pair of 1 and more replicas of strategy ddp, task train: nothing measured at "
+        "more than 1 (2 replicas ended oom)"
+    )
+    plain = evaluate_claim(SCALES, pair(BASE, BASE))
+    assert plain.reason == "no result matches strategy ddp, task train"
+
+
+def test_the_scaling_claim_pairs_like_the_scaling_table() -> None:
+    # On the CPU the threads per process must match (1 x 2 threads against 2 x 1 thread
+    # is the same two cores, not twice the resources), and the reason names the field.
+    split = evaluate_claim(SCALES, [ddp(BASE, 1, threads=2), ddp(BASE, 2, threads=1)])
+    assert split.outcome == "not measured here"
+    assert split.reason.endswith("1 and more replicas differ in threads 2 vs 1")
+    # 2 processes x 2 threads on 2 cores: oversubscribed, and the outcome says why.
+    crowded = [ddp(BASE, 1, threads=2), ddp([0.190, 0.196, 0.184], 2, threads=2)]
+    found = evaluate_claim(SCALES, crowded)
+    assert found.outcome == "disagrees"
+    assert found.reason == (
+        "the CPU is oversubscribed: 2 process(es) x 2 thread(s) on 2 physical cores, "
+        "so the 2 replicas share cores"
+    )
+    # On GPUs threads are the host's, split among DDP's processes by default: paired.
+    gpus = [ddp(BASE, 1, threads=8, device="cuda"), ddp(BASE, 2, threads=4, device="cuda")]
+    found = evaluate_claim(SCALES, gpus)
+    assert found.outcome == "agrees" and "host threads 8 vs 4/process" in found.here
+    assert found.reason == ""
+
+
 def test_a_study_evaluates_every_claim_on_a_cpu_only_result_set() -> None:
     found = evaluate(load_study("asu"), pair([0.100, 0.103, 0.097], [0.080, 0.082, 0.078]))
     by_id = {f.claim.id: f for f in found}
     assert by_id["infer-cpu"].outcome == "agrees"
     assert by_id["train-pytorch"].outcome == "not measured here"
     assert by_id["ddp-beats-dp"].outcome == "not measured here"
+    assert by_id["ddp-scales"].outcome == "not measured here"
 
 
 @pytest.mark.parametrize("name", ["nope"])

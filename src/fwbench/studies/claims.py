@@ -7,7 +7,10 @@ and what it says:
   same              `a` and `b` are equivalent within `band` (default the verdicts' ±2%);
   falls_with_batch  inference time per sample falls as the batch grows (Figure 4's trend
                     test over run-level values);
-  flat_with_batch   average power does not change beyond `band` across batch sizes.
+  flat_with_batch   average power does not change beyond `band` across batch sizes;
+  scales_near_linearly
+                    the scaling efficiency of N replicas against 1 of the same strategy
+                    and workload (fwbench.report.scaling) is at least `threshold`.
 Pairs are judged with the verdicts every report uses (an interval over runs, three
 outcomes), so a claim "agrees" only where a rerun would agree too.
 
@@ -26,9 +29,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.compare import DEFAULT_BAND, compare
 from fwbench.report.figures import downward_trend
+from fwbench.report.scaling import efficiency
 from fwbench.result import Result
 
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
@@ -43,12 +48,13 @@ class Claim(BaseModel):
 
     id: str
     published: str
-    kind: Literal["faster", "same", "falls_with_batch", "flat_with_batch"]
+    kind: Literal["faster", "same", "falls_with_batch", "flat_with_batch", "scales_near_linearly"]
     where: dict[str, Any] = Field(default_factory=dict)
     axis: str | None = None
     a: Any = None
     b: Any = None
     band: float = Field(DEFAULT_BAND, gt=0, lt=1)
+    threshold: float = Field(0.90, gt=0, le=1)  # scales_near_linearly: least efficiency
 
     def matches(self, r: Result) -> bool:
         case = r.case.model_dump()
@@ -98,6 +104,8 @@ def evaluate_claim(claim: Claim, results: Sequence[Result]) -> Finding:
     matching = _latest([r for r in results if claim.matches(r)])
     if not matching:
         return Finding(claim, "not measured here", "-", f"no result matches {_where(claim)}")
+    if claim.kind == "scales_near_linearly":
+        return _scaling(claim, matching)
     measured = [r for r in matching if r.measurement is not None]
     if not measured:
         statuses = sorted({r.status for r in matching})
@@ -261,6 +269,132 @@ def _power(claim: Claim, results: list[Result]) -> Finding:
     outcome: Outcome = "disagrees" if varies else "agrees"
     shown = varies or flat
     return Finding(claim, outcome, "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else ""))
+
+
+def _scaling(claim: Claim, results: list[Result]) -> Finding:
+    """N replicas against 1 of the same strategy and workload: the efficiency t_1 / t_N
+    and its interval over runs (fwbench.report.scaling), against `threshold`."""
+    groups: dict[tuple[Any, ...], list[Result]] = {}
+    for r in results:
+        if r.case.strategy and r.measurement is not None:
+            case = r.case.model_dump(exclude={"world_size", "threads"})
+            groups.setdefault(tuple(sorted((k, str(v)) for k, v in case.items())), []).append(r)
+    pairs: list[tuple[Result, Result]] = []
+    for group in groups.values():
+        bases = [r for r in group if r.case.replicas == 1]
+        for scaled in group:
+            base = _baseline(scaled, bases) if scaled.case.replicas > 1 else None
+            if base is not None:
+                pairs.append((base, scaled))
+    if not pairs:
+        return Finding(claim, "not measured here", "-", _no_scaling_pair(claim, results))
+    agree: list[str] = []
+    disagree: list[str] = []
+    unsure: list[str] = []
+    reasons: dict[str, None] = {}  # ordered, without repeats
+    for base, scaled in pairs:
+        value, ci = efficiency(base, scaled)
+        interval = f"{ci[0]:.2f}-{ci[1]:.2f}" if ci else "no interval: one run each"
+        c = scaled.case
+        threads = (
+            f", host threads {base.case.threads} vs {c.threads}/process"
+            if base.case.threads != c.threads
+            else ""
+        )
+        text = (
+            f"{c.variant} {c.model} b{c.batch_size}/replica {c.shape} {c.device}, "
+            f"{c.replicas} vs 1 replica{threads}: efficiency {value:.2f} ({interval})"
+        )
+        if ci is not None and ci[0] >= claim.threshold:
+            agree.append(text)
+            continue
+        (disagree if ci is not None and ci[1] < claim.threshold else unsure).append(text)
+        if why := _shared_host(scaled):
+            reasons[why] = None
+    n = len(pairs)
+    outcome: Outcome = "disagrees" if disagree else "inconclusive" if unsure else "agrees"
+    shown = disagree or unsure or agree
+    here = (
+        f"{len(agree)} of {n} at least {claim.threshold:.0%} efficient, {len(disagree)} "
+        f"below, {len(unsure)} inconclusive; "
+        + "; ".join(shown[:3])
+        + ("; ..." if len(shown) > 3 else "")
+    )
+    return Finding(claim, outcome, here, "; ".join(reasons))
+
+
+def _baseline(scaled: Result, bases: list[Result]) -> Result | None:
+    """The 1-replica result to scale against: the same threads per process (as the
+    scaling table pairs them). On a GPU, threads are the host's and a per-process
+    strategy's default splits the cores among its processes, so another baseline of the
+    workload stands in (the one with the most threads: the whole host's)."""
+    for b in bases:
+        if b.case.threads == scaled.case.threads:
+            return b
+    if scaled.case.device == "cpu":
+        return None
+    return max(bases, key=lambda b: b.case.threads, default=None)
+
+
+def _shared_host(r: Result) -> str:
+    """Why CPU replicas cannot be expected to scale as devices do, as far as the result
+    shows: they are processes on one host, sharing it (and, oversubscribed, its cores)."""
+    c = r.case
+    if c.device != "cpu":
+        return ""
+    if r.distributed is not None:
+        processes = r.distributed.processes
+    else:
+        strategy = get_strategy(str(c.strategy))
+        processes = strategy.process_count(c.replicas) if strategy else c.replicas
+    host = r.environment.get("host")
+    cores = host.get("cpu_physical_cores") if isinstance(host, dict) else None
+    used = f"{processes} process(es) x {c.threads} thread(s)"
+    if isinstance(cores, int) and processes * c.threads > cores:
+        return (
+            f"the CPU is oversubscribed: {used} on {cores} physical cores, so the "
+            f"{c.replicas} replicas share cores"
+        )
+    on = f" with {cores} physical cores" if isinstance(cores, int) else ""
+    return (
+        f"on the CPU the {c.replicas} replicas are {used} on one host{on}: they share its "
+        "caches and memory bandwidth, and the all-reduce runs on the same cores"
+    )
+
+
+def _no_scaling_pair(claim: Claim, results: list[Result]) -> str:
+    """Why no 1-replica result pairs with a larger one: which side is missing (and how
+    its cases ended), or which fields differ between the two sides."""
+    head = f"no pair of 1 and more replicas of {_where(claim)}"
+    runs = [r for r in results if r.case.strategy]
+    one = [r.case.model_dump() for r in runs if r.measurement and r.case.replicas == 1]
+    more = [r.case.model_dump() for r in runs if r.measurement and r.case.replicas > 1]
+    if one and more:
+        # Threads must match on the CPU only (_baseline).
+        skip = {"world_size"} | ({"threads"} if all(c["device"] != "cpu" for c in more) else set())
+        differ = []
+        for field in (f for f in one[0] if f not in skip):
+            a, b = {str(c[field]) for c in one}, {str(c[field]) for c in more}
+            if not a & b:
+                differ.append(f"{field} {'/'.join(sorted(a))} vs {'/'.join(sorted(b))}")
+        return f"{head}: 1 and more replicas differ in " + (
+            ", ".join(differ) or "a combination of fields"
+        )
+    sides = ([] if one else ["1 replica"]) + ([] if more else ["more than 1"])
+    failed = sorted(
+        {
+            f"{_replicas(r.case.replicas)} ended {r.status}"
+            for r in runs
+            if r.measurement is None and (not one if r.case.replicas == 1 else not more)
+        }
+    )
+    return f"{head}: nothing measured at {' or '.join(sides)}" + (
+        f" ({', '.join(failed)})" if failed else ""
+    )
+
+
+def _replicas(n: int) -> str:
+    return f"{n} replica{'s' if n != 1 else ''}"
 
 
 def reproduction_table(
