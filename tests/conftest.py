@@ -36,6 +36,7 @@ FAST_TIMING_YAML = (
 def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, str]:
     """Register plugin modules in this process (dropped after the test) and in workers."""
     import fwbench.frameworks.registry as frameworks
+    import fwbench.measure.trackers as trackers
     import fwbench.models.registry as models
     import fwbench.plugins as plugins
 
@@ -44,6 +45,7 @@ def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, s
     monkeypatch.setattr(models, "_MODELS", dict(models._MODELS))
     monkeypatch.setattr(models, "_loaded", False)
     monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
+    monkeypatch.setattr(trackers, "_TRACKERS", dict(trackers._TRACKERS))
     monkeypatch.setattr(plugins, "_loaded", False)
     for module in modules:
         # A plugin imported by an earlier test would not register again: import it afresh.
@@ -65,6 +67,12 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def toy_framework_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Register the toy framework `numpy` (and its model toy_mlp) here and in workers."""
     return _with_plugins(monkeypatch, "fwbench_toy_framework")
+
+
+@pytest.fixture
+def toy_tracker_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the toy trackers (and the test models) here and in workers."""
+    return _with_plugins(monkeypatch, "fwbench_test_models", "fwbench_toy_tracker")
 
 
 def fwbench(

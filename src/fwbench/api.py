@@ -26,13 +26,13 @@ from fwbench.launch.executor import Executor
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun
 from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure import runs as case_runs
+from fwbench.measure import trackers
 from fwbench.measure.timing import Prepared, TimingConfig
 from fwbench.models.parity import Parity, compare
 from fwbench.result import (
     Blocks,
     Distributed,
     Measurement,
-    Memory,
     Result,
     Run,
     StepTime,
@@ -217,6 +217,9 @@ def result_from_outcome(
     parity = parity_for(case, counts, report.param_count)
     if parity.mismatch:
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
+    # The driver's trackers watched the steady state: without one, theirs say nothing.
+    tracked = report.tracked | (outcome.tracked if measurement else {})
+    fields, extra = trackers.record_fields(tracked)
     return Result(
         **common,
         status=report.status,
@@ -224,9 +227,10 @@ def result_from_outcome(
         measurement=measurement,
         param_count=report.param_count,
         parity=parity,
-        memory=Memory(**report.memory) if report.memory else None,
-        energy=outcome.energy if measurement else None,
-        work=_work(report.flops, step_s, peak) or _no_flops(case),
+        memory=fields.get("memory"),
+        energy=fields.get("energy"),
+        work=_work(fields.get("work"), step_s, peak) or _no_flops(case),
+        tracked=extra,
         breakdown=_breakdown(report.breakdown, step_s),
         distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
@@ -275,21 +279,22 @@ def _no_flops(case: Case) -> Work | None:
 
 
 def _work(
-    flops: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
+    counted: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
 ) -> Work | None:
-    if flops is None:
+    """The FLOP tracker's count, with what the step time and the host's peak make of it."""
+    if counted is None:
         return None
-    per_step = flops.get("per_step")
+    work = Work.model_validate(counted)
+    per_step = work.flops_per_step
     achieved = per_step / step_s if per_step and step_s else None
     flops_per_s, dtype = peak
-    return Work(
-        flops_per_step=per_step,
-        counter=flops.get("counter"),
-        error=flops.get("error"),
-        achieved_flops_per_s=achieved,
-        peak_flops_per_s=flops_per_s,
-        peak_dtype=dtype if flops_per_s else None,
-        share_of_peak=achieved / flops_per_s if achieved and flops_per_s else None,
+    return work.model_copy(
+        update=dict(
+            achieved_flops_per_s=achieved,
+            peak_flops_per_s=flops_per_s,
+            peak_dtype=dtype if flops_per_s else None,
+            share_of_peak=achieved / flops_per_s if achieved and flops_per_s else None,
+        )
     )
 
 

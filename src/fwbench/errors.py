@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 
@@ -31,3 +32,30 @@ def positive_seconds(value: Any, name: str) -> float:
     if not ok or not math.isfinite(value) or value <= 0:
         raise SpecError(f"{name}: must be a finite number of seconds above 0 (got {value!r})")
     return float(value)
+
+
+# Lines of a framework's error that say where, not what: TensorFlow's "Graph execution
+# error:" and node back-traces, Keras' "Exception encountered when calling ...", stack
+# frames. The informative line is the first one that is none of these.
+_NOISE = re.compile(
+    r"^(graph execution error|detected at node|defined at|exception encountered when"
+    r"|arguments received by|file \"|\[\[|•|traceback|during handling|the above exception)",
+    re.IGNORECASE,
+)
+_TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
+
+
+def informative_line(text: str) -> str:
+    """The line of an error message that says what went wrong (pure; tested)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    for line in lines:
+        if line.startswith((" ", "\t")) or _NOISE.match(line):
+            continue
+        cleaned = _TF_DECORATION.sub("", line).strip().rstrip(":").strip()
+        if cleaned and not _NOISE.match(cleaned):
+            return cleaned
+    return lines[0] if lines else ""
+
+
+def one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {informative_line(str(exc))}"[:500]

@@ -1,12 +1,13 @@
 """Loading user plugins: modules that register models or frameworks.
 
-A plugin is a module that calls `fwbench.models.registry.register(...)` or
-`fwbench.frameworks.registry.register_framework(...)` when imported. fwbench finds it
-through the `fwbench.models` or `fwbench.frameworks` entry-point groups of an installed
-package, or through the FWBENCH_PLUGINS environment variable (comma-separated module
-names on the Python path). Workers inherit the variable, so a plugin registered here is
-registered in every worker too. Both registries call `load()`; it imports each plugin
-once, whichever registry asks first.
+A plugin is a module that calls `fwbench.models.registry.register(...)`,
+`fwbench.frameworks.registry.register_framework(...)` or
+`fwbench.measure.trackers.register_tracker(...)` when imported. fwbench finds it
+through the `fwbench.models`, `fwbench.frameworks` or `fwbench.trackers` entry-point
+groups of an installed package, or through the FWBENCH_PLUGINS environment variable
+(comma-separated module names on the Python path). Workers inherit the variable, so a
+plugin registered here is registered in every worker too. The registries call
+`load()`; it imports each plugin once, whichever registry asks first.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlib.metadata import entry_points
 
 from fwbench.errors import SpecError
 
-GROUPS = ("fwbench.frameworks", "fwbench.models")
+GROUPS = ("fwbench.frameworks", "fwbench.models", "fwbench.trackers")
 ENV = "FWBENCH_PLUGINS"
 
 _loaded = False

@@ -21,6 +21,8 @@ so `Result.from_record` reads exported JSON of every earlier version):
      are every run's blocks. Results of version <= 6 read as one run.
   8  serving results (fwbench.serve.result.ServingResult): a record of their own, in
      a table of their own; the case record is unchanged.
+  9  tracked: results of trackers the record has no field of its own for (plugins'
+     trackers, fwbench.measure.trackers), by tracker name; {} before.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
@@ -178,6 +180,8 @@ class Result(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     timing_config: dict[str, Any] = Field(default_factory=dict)
+    # Trackers without a field above (fwbench.measure.trackers), validated by their model.
+    tracked: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> Result:
@@ -240,6 +244,7 @@ class Result(BaseModel):
             "environment": self.environment,
             "settings": self.settings,
             "timing_config": self.timing_config,
+            "tracked": self.tracked,
         }
         return record
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fwbench.environment import cpu_features, host_environment
-from fwbench.launch.worker import informative_line, one_line
+from fwbench.errors import informative_line, one_line
 
 KERAS_WRAPPED = """Exception encountered when calling Conv2D.call().
 

@@ -147,11 +147,11 @@ def test_peaks_are_per_precision_and_a_gpus_ignores_host_threads(tmp_path: Path)
 
 
 def test_work_shares_the_peak_of_its_own_precision() -> None:
-    work = _work({"per_step": 1e12, "counter": "c"}, 0.01, (200e12, "bf16"))
+    work = _work({"flops_per_step": 1e12, "counter": "c"}, 0.01, (200e12, "bf16"))
     assert work is not None
     assert work.peak_dtype == "bf16"
     assert work.share_of_peak == pytest.approx(0.5)
-    none = _work({"per_step": 1e12, "counter": "c"}, 0.01, (None, "bf16"))
+    none = _work({"flops_per_step": 1e12, "counter": "c"}, 0.01, (None, "bf16"))
     assert none is not None and none.peak_dtype is None and none.share_of_peak is None
 
 

@@ -384,7 +384,8 @@ def _combine(reports: list[CaseReport]) -> CaseReport:
     if failed is not None:
         return failed
     info = dict(first.distributed or {})
-    peaks = [r.memory["host_peak_bytes"] for r in reports if r.memory]
+    memory = [r.tracked.get("memory") for r in reports]
+    peaks = [m["host_peak_bytes"] for m in memory if m]
     if peaks:
         info["host_peak_bytes_per_rank"] = peaks
     comm = [(r.distributed or {}).get("communication") for r in reports]

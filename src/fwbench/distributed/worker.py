@@ -22,12 +22,13 @@ from fwbench.distributed import comm
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.distributed.launch import LAUNCHER_ENV
 from fwbench.distributed.strategies import get_strategy
+from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import CaseRequest
-from fwbench.launch.worker import Role, _die_with_parent, one_line, serve_case
+from fwbench.launch.worker import Role, _die_with_parent, serve_case
 
 # Steps profiled after the measurement to read communication time (never timed).
 COMM_PROFILE_STEPS = 3

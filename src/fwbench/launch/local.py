@@ -41,9 +41,8 @@ from fwbench.launch.process import (
     worker_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.measure import energy
 from fwbench.measure import runs as case_runs
-from fwbench.measure.nvml import NvmlMemorySampler
+from fwbench.measure import trackers
 from fwbench.measure.timing import Prepared, TimingConfig, calibrate, finish, steady
 
 
@@ -56,20 +55,16 @@ class _Case:
     """The launcher's state of one case of a group, across its runs."""
 
     request: CaseRequest
-    counters: list[energy.EnergyCounter]
-    energy_reasons: list[str]
-    accumulator: energy.EnergyAccumulator
+    tracking: dict[str, trackers.DriverTracker]  # the driver's trackers of this case
     runs: list[MeasuredRun] = field(default_factory=list)
     report: CaseReport | None = None
     ended: CaseOutcome | None = None  # a failure, or a report without a measurement
     stop: str | None = None
     warnings: list[str] = field(default_factory=list)
-    nvml_peak: int | None = None
 
     @classmethod
     def of(cls, request: CaseRequest) -> _Case:
-        counters, reasons = energy.counters_for(request.case.device)
-        return cls(request, counters, reasons, energy.EnergyAccumulator(counters))
+        return cls(request, trackers.driver_trackers(request.case))
 
     @property
     def active(self) -> bool:
@@ -91,20 +86,13 @@ class _Case:
         if self.ended is not None:
             return self.ended
         assert self.report is not None
-        report = self.report
-        if self.nvml_peak is not None and report.memory is not None:
-            device_memory = dict(report.memory.get("device") or {})
-            device_memory["nvml_used_peak_bytes"] = self.nvml_peak
-            report.memory["device"] = device_memory
         config = self.request.timing
         stop = self.stop or "failed"
         return CaseOutcome(
-            report,
+            self.report,
             None,
             tuple(self.runs),
-            energy.summarise(
-                self.accumulator, self.energy_reasons, self.request.case.global_batch_size
-            ),
+            {name: tracker.result() for name, tracker in self.tracking.items()},
             stop,
             (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
         )
@@ -124,14 +112,17 @@ class _Runner:
 
     def block(self) -> tuple[float, int]:
         steps = self.prepared.steps_per_block
-        started = self.state.accumulator.start()
+        tracking = self.state.tracking.values()
+        tokens = [tracker.before_block() for tracker in tracking]
         wall = time.perf_counter()
         self.worker.send({"op": "block", "warm": self.warm, "steps": steps})
         message = self.worker.receive()
         if message["event"] != "block":
             raise WorkerReported(message.get("report", {}))
         seconds = float(message["seconds"])
-        self.state.accumulator.stop(started, time.perf_counter() - wall, steps)
+        wall = time.perf_counter() - wall
+        for tracker, token in zip(tracking, tokens, strict=True):
+            tracker.after_block(token, wall, steps)
         if self.warm and 0 < seconds < self.min_block_s:
             # Warmup's estimate of a step was high: lengthen the blocks that follow.
             longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
@@ -347,24 +338,28 @@ def _wait_until_idle(config: TimingConfig, on_phase: Callable[[str], None] | Non
 def _measure(runners: list[_Runner]) -> None:
     config = max((r.state.request.timing for r in runners), key=lambda c: c.run_time_s)
     run_config = config.for_run()
-    if any(r.state.counters for r in runners):
-        # Energy counters need a long enough window to be read reliably.
-        run_config = run_config.model_copy(
-            update={"min_time_s": max(run_config.min_time_s, energy.MIN_ENERGY_WINDOW_S)}
-        )
+    tracking = [t for r in runners for t in r.state.tracking.values()]
+    # Some trackers need a long enough window (energy counters, to be read reliably).
+    window = max((t.min_window_s for t in tracking), default=0.0)
+    if window > run_config.min_time_s:
+        run_config = run_config.model_copy(update={"min_time_s": window})
     if len(runners) > 1:
         for runner in runners:
             runner.warm = 1
             runner.min_block_s = config.min_switch_block_s
             runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
-    devices = {r.state.request.case.device for r in runners}
     workers = [r.worker for r in runners]
     busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
     wall = time.perf_counter()
-    with NvmlMemorySampler("cuda" if "cuda" in devices else "cpu") as nvml:
+    for tracker in tracking:
+        tracker.start()
+    try:
         found = steady(
             [r.block for r in runners], [r.prepared.steps_per_block for r in runners], run_config
         )
+    finally:
+        for tracker in tracking:
+            tracker.stop()
     elapsed = time.perf_counter() - wall
     own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
     other = max(0.0, ((_busy_cpu_seconds() - busy) - (own2 - own)) / elapsed) if elapsed else None
@@ -385,8 +380,6 @@ def _measure(runners: list[_Runner]) -> None:
         if report.status != "ok":
             _end(state, None, report)
             continue
-        if nvml.peak_bytes is not None:
-            state.nvml_peak = max(state.nvml_peak or 0, nvml.peak_bytes)
         timing = finish(runner.prepared, run, state.request.timing)
         launcher = runner.worker.launcher
         state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))

@@ -6,11 +6,10 @@ cases alike) and the Ray executor produce these; fwbench.api turns them into Res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from fwbench.launch.protocol import CaseReport
-from fwbench.measure.energy import Energy
 from fwbench.measure.timing import Timing
 
 
@@ -33,9 +32,6 @@ class MeasuredRun:
     other_cpu_cores: float | None = None  # other processes' CPU during its blocks
 
 
-NO_ENERGY = Energy(status="unavailable", reason="the case has no steady-state measurement")
-
-
 @dataclass(frozen=True)
 class CaseOutcome:
     """Everything the launcher learned about one case, over all its runs."""
@@ -43,6 +39,7 @@ class CaseOutcome:
     report: CaseReport | None  # the first run's report; None when no worker reported
     failure: WorkerFailure | None = None
     runs: tuple[MeasuredRun, ...] = ()
-    energy: Energy = NO_ENERGY
+    # The driver trackers' results by tracker name (fwbench.measure.trackers).
+    tracked: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None  # why no more runs were added
     warnings: tuple[str, ...] = ()

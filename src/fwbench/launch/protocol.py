@@ -89,8 +89,8 @@ class CaseReport(BaseModel):
     error: str | None = None
     build_s: float | None = None
     param_count: int | None = None
-    memory: dict[str, Any] | None = None
-    flops: dict[str, Any] | None = None
+    # The worker trackers' results by tracker name (fwbench.measure.trackers).
+    tracked: dict[str, Any] = {}
     breakdown: dict[str, Any] | None = None
     # Data-parallel cases: strategy, replicas, batches, backend, communication time.
     distributed: dict[str, Any] | None = None

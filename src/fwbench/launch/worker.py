@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -21,6 +20,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from fwbench.case import Case
 from fwbench.environment import cpu_features_text
+from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks.base import Adapter, Workload
@@ -36,38 +36,11 @@ from fwbench.launch.protocol import (
     ServeReport,
     ServeRequest,
 )
-from fwbench.measure.memory import HostMemoryTracker
+from fwbench.measure import trackers
 from fwbench.measure.timing import measure, run_block, sync_overhead
 from fwbench.models.registry import get_model
 
 Send = Callable[[dict[str, Any]], None]
-
-
-# Lines of a framework's error that say where, not what: TensorFlow's "Graph execution
-# error:" and node back-traces, Keras' "Exception encountered when calling ...", stack
-# frames. The informative line is the first one that is none of these.
-_NOISE = re.compile(
-    r"^(graph execution error|detected at node|defined at|exception encountered when"
-    r"|arguments received by|file \"|\[\[|•|traceback|during handling|the above exception)",
-    re.IGNORECASE,
-)
-_TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
-
-
-def informative_line(text: str) -> str:
-    """The line of an error message that says what went wrong (pure; tested)."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    for line in lines:
-        if line.startswith((" ", "\t")) or _NOISE.match(line):
-            continue
-        cleaned = _TF_DECORATION.sub("", line).strip().rstrip(":").strip()
-        if cleaned and not _NOISE.match(cleaned):
-            return cleaned
-    return lines[0] if lines else ""
-
-
-def one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {informative_line(str(exc))}"[:500]
 
 
 def failure(
@@ -93,22 +66,10 @@ def _thread_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
-def memory_report(memory: HostMemoryTracker, adapter: Adapter, device: str) -> dict[str, Any]:
-    """The steady-state memory a case report carries: host RSS and the device allocator."""
-    host = memory.result()
-    return {
-        "host_baseline_bytes": host.baseline_rss_bytes,
-        "host_peak_bytes": host.peak_rss_bytes,
-        "host_framework_bytes": host.framework_bytes,
-        "host_method": host.method,
-        "device": adapter.device_memory(device),
-    }
-
-
 class Role:
     """What one kind of case worker does around the shared measurement loop
     (`serve_case`). This one is a single process: it builds the case's workload, and
-    after the timed blocks counts FLOPs and profiles when asked. A rank of a data-parallel
+    after the timed blocks profiles when asked. A rank of a data-parallel
     case is the other kind (fwbench.distributed.worker.Rank)."""
 
     def __init__(self, request: CaseRequest, adapter: Adapter) -> None:
@@ -126,14 +87,12 @@ class Role:
         return self.adapter.build(self.request.case)
 
     def after(self, workload: Workload) -> dict[str, Any]:
-        """Report fields from work done after the timed blocks (never timed itself)."""
+        """Report fields from work done after the timed blocks and the trackers (never
+        timed itself): a profile when `fwbench explain` asked for one."""
         request = self.request
-        return {
-            "flops": _flops(self.adapter, workload) if request.count_flops else None,
-            "breakdown": _profile(self.adapter, workload, request)
-            if request.profile_steps
-            else None,
-        }
+        if not request.profile_steps:
+            return {}
+        return {"breakdown": _profile(self.adapter, workload, request)}
 
     def close(self, workload: Workload) -> None:
         return None
@@ -165,8 +124,9 @@ def serve_case(
     if reason:
         report(status="unsupported", error=reason)
         return
-    memory = HostMemoryTracker()
-    memory.mark_baseline()
+    tracking = trackers.worker_trackers(adapter, request)
+    for tracker in tracking.values():
+        tracker.baseline()
     param_count = None
     workload: Workload | None = None
     try:
@@ -177,6 +137,7 @@ def serve_case(
         settings |= workload.settings()
         send({"event": "built"})
         compiles_before = None
+        steady = False
         for line in commands:
             message = json.loads(line)
             op = message["op"]
@@ -185,18 +146,21 @@ def serve_case(
                     # Another process ran since our last block: caches and pools are cold,
                     # and a first step after a switch is 8-15% slower. It is not timed.
                     run_block(workload.step, workload.sync, int(message["warm"]), time.perf_counter)
-                seconds = run_block(
-                    workload.step, workload.sync, int(message["steps"]), time.perf_counter
-                )
+                steps = int(message["steps"])
+                seconds = run_block(workload.step, workload.sync, steps, time.perf_counter)
                 send({"event": "block", "seconds": seconds})
+                if steady:  # warmup's blocks are not the trackers' business
+                    for tracker in tracking.values():
+                        tracker.block(seconds, steps)
             elif op == "overhead":
                 seconds = sync_overhead(workload.sync, time.perf_counter)
                 send({"event": "overhead", "seconds": seconds})
             elif op == "steady":
-                # The steady state starts here: peaks from build and warmup are forgotten.
+                # The steady state starts here: what build and warmup did is forgotten.
+                steady = True
                 compiles_before = workload.compile_count()
-                memory.start_window()
-                adapter.reset_device_memory(case.device)
+                for tracker in tracking.values():
+                    tracker.start()
                 send({"event": "steady"})
             else:
                 break
@@ -205,7 +169,7 @@ def serve_case(
             # driver, never silently averaged in.
             settings["compiles_after_warmup"] = compiles_before
             settings["compiles_after_timing"] = workload.compile_count()
-        memory_fields = memory_report(memory, adapter, case.device)
+        tracked = {name: tracker.stop(workload) for name, tracker in tracking.items()}
         settings |= workload.counters()
         found = role.after(workload)
     except Exception as exc:
@@ -214,16 +178,7 @@ def serve_case(
     finally:
         if workload is not None:
             role.close(workload)
-    report(status="ok", build_s=build_s, param_count=param_count, memory=memory_fields, **found)
-
-
-def _flops(adapter: Adapter, workload: Workload) -> dict[str, Any]:
-    try:
-        flops, counter = adapter.count_flops(workload)
-    except Exception as exc:  # a counter that cannot read a model must not lose the timing
-        traceback.print_exc()
-        return {"per_step": None, "counter": None, "error": one_line(exc)}
-    return {"per_step": flops, "counter": counter}
+    report(status="ok", build_s=build_s, param_count=param_count, tracked=tracked, **found)
 
 
 def _profile(adapter: Adapter, workload: Workload, request: CaseRequest) -> dict[str, Any]:

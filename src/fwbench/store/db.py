@@ -44,7 +44,7 @@ _MEASUREMENT_FIELDS = (
     "stop_reason",
     "sync_overhead_s",
 )
-_JSON_FIELDS = ("environment", "settings", "timing_config")
+_JSON_FIELDS = ("environment", "settings", "timing_config", "tracked")
 _MODEL_FIELDS: dict[str, type[BaseModel]] = {
     "memory": Memory,
     "energy": Energy,

@@ -20,6 +20,7 @@ are in one place: fwbench.result. The tables of each version:
      (n_runs 1, no runs list): their intervals are within one process.
   8  new table serving: one row per serving point (`fwbench serve`, a sweep with a
      `serve` key), its whole record as JSON and flat columns for SQL users.
+  9  results gain tracked (JSON): results of trackers without a column of their own.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -198,6 +199,10 @@ def _to_v8(con: Any) -> None:
     )
 
 
+def _to_v9(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN tracked VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -207,4 +212,5 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     5: _to_v6,
     6: _to_v7,
     7: _to_v8,
+    8: _to_v9,
 }
