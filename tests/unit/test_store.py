@@ -197,3 +197,28 @@ def test_exports_of_every_earlier_schema_read_as_their_migrated_databases(
         imported = read_records(DATA / f"results-schema{v}.json")
         assert migrated and all(r.schema_version == v for r in imported)
         assert [r.to_record() for r in imported] == [r.to_record() for r in migrated], v
+
+
+def test_the_table_its_exports_and_the_record_follow_one_declared_column_map(
+    tmp_path: Path,
+) -> None:
+    from fwbench.store import columns
+
+    db = tmp_path / "r.duckdb"
+    ok = result("torch", "eager", 0.1, 0.001)
+    with ResultStore(db) as store:
+        store.add(ok)
+        table = [(name, sql) for name, sql, *_ in store.con.execute("DESCRIBE results").fetchall()]
+    # The migrations made exactly the declared columns, in the declared order.
+    assert table == [(c.name, c.sql) for c in columns.RESULT_COLUMNS]
+    # Every column is a key of the JSON record, a part of one, or a flat copy for SQL;
+    # every key of the record is stored.
+    record = ok.to_record()
+    parts = {c.part_of for c in columns.RESULT_COLUMNS if c.part_of}
+    for c in columns.RESULT_COLUMNS:
+        assert (c.name in record) != bool(c.part_of or c.derived), c.name
+    assert set(record) <= set(columns.names()) | parts
+    with ResultStore(db, read_only=True) as store:
+        export(store, "csv", tmp_path / "r.csv")
+    header = (tmp_path / "r.csv").read_text().splitlines()[0].split(",")
+    assert header == columns.names()

@@ -11,47 +11,21 @@ from types import TracebackType
 from typing import Any
 
 import duckdb
-from pydantic import BaseModel
 
 from fwbench.case import Case
 from fwbench.errors import StoreError
-from fwbench.explain.breakdown import Breakdown
-from fwbench.measure.energy import Energy
-from fwbench.models.parity import Parity
 from fwbench.result import (
     SCHEMA_VERSION,
-    Distributed,
     Measurement,
-    Memory,
     Result,
     Run,
     StepTime,
-    Work,
 )
 from fwbench.serve.result import ServingResult
+from fwbench.store import columns
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
-
-_CASE_FIELDS = tuple(Case.model_fields)
-_MEASUREMENT_FIELDS = (
-    "steps_per_block",
-    "build_s",
-    "first_step_s",
-    "warmup_steps",
-    "warmup_s",
-    "warmup_stop",
-    "stop_reason",
-    "sync_overhead_s",
-)
-_JSON_FIELDS = ("environment", "settings", "timing_config", "tracked")
-_MODEL_FIELDS: dict[str, type[BaseModel]] = {
-    "memory": Memory,
-    "energy": Energy,
-    "work": Work,
-    "breakdown": Breakdown,
-    "distributed": Distributed,
-}
 
 
 class ResultStore:
@@ -183,7 +157,7 @@ class ResultStore:
 
     def add(self, result: Result) -> None:
         """Store one result atomically: a killed sweep loses at most the case in flight."""
-        row = _to_row(result)
+        row = columns.row(result)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         self._transaction([(f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))])
@@ -205,7 +179,7 @@ class ResultStore:
                         [r.run_id, r.recorded_at, command, host],
                     )
                 )
-            row = _to_row(r)
+            row = columns.row(r)
             cols, marks = ", ".join(row), ", ".join("?" for _ in row)
             statements.append(
                 (f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))
@@ -351,49 +325,6 @@ def _open_error(path: Path, exc: duckdb.Error) -> str:
     return f"cannot open results file {path}: {text}"
 
 
-def _to_row(r: Result) -> dict[str, Any]:
-    m = r.measurement
-    row: dict[str, Any] = {
-        "result_id": r.result_id,
-        "run_id": r.run_id,
-        "case_key": r.case_key,
-        "recorded_at": r.recorded_at,
-        "schema_version": r.schema_version,
-        **{f: getattr(r.case, f) for f in _CASE_FIELDS},
-        "status": r.status,
-        "error": r.error,
-        "median_s": m.step_time_s.median if m else None,
-        "ci_low_s": m.step_time_s.ci_low if m else None,
-        "ci_high_s": m.step_time_s.ci_high if m else None,
-        "throughput": r.throughput,
-        "samples": list(m.samples) if m else [],
-        "runs": json.dumps([run.model_dump() for run in m.runs]) if m else None,
-        "n_runs": len(m.run_medians) if m else None,
-        "ci_method": m.ci_method if m else None,
-        **{f: getattr(m, f) if m else None for f in _MEASUREMENT_FIELDS},
-        "param_count": r.param_count,
-        "parity": r.parity.model_dump_json() if r.parity else None,
-        "different_work": r.different_work,
-        "warnings": list(r.warnings),
-        "host_peak_bytes": r.memory.host_peak_bytes if r.memory else None,
-        "device_peak_bytes": _device_peak(r.memory),
-        "joules_per_sample": r.energy.joules_per_sample if r.energy else None,
-        "flops_per_step": r.work.flops_per_step if r.work else None,
-        "achieved_flops": r.work.achieved_flops_per_s if r.work else None,
-        "global_batch_size": r.case.global_batch_size,
-        "comm_s": r.communication_s,
-    }
-    row |= {f: json.dumps(getattr(r, f)) for f in _JSON_FIELDS}
-    row |= {f: getattr(r, f).model_dump_json() if getattr(r, f) else None for f in _MODEL_FIELDS}
-    return row
-
-
-def _device_peak(memory: Memory | None) -> int | None:
-    if memory is None or not memory.device:
-        return None
-    return memory.device.get("allocated_peak_bytes")
-
-
 def _from_row(row: dict[str, Any]) -> Result:
     measurement = None
     if row["median_s"] is not None:
@@ -405,7 +336,7 @@ def _from_row(row: dict[str, Any]) -> Result:
             samples=tuple(row["samples"]),
             runs=runs,
             **({"ci_method": row["ci_method"]} if row.get("ci_method") else {}),
-            **{f: row[f] for f in _MEASUREMENT_FIELDS},
+            **{c.name: row[c.name] for c in columns.of_kind("measured") if c.name != "ci_method"},
         )
     return Result(
         schema_version=row["schema_version"],
@@ -417,8 +348,10 @@ def _from_row(row: dict[str, Any]) -> Result:
         error=row["error"],
         measurement=measurement,
         param_count=row["param_count"],
-        parity=Parity.model_validate_json(row["parity"]) if row["parity"] else None,
         warnings=tuple(row["warnings"] or ()),
-        **{f: json.loads(row[f]) if row[f] else {} for f in _JSON_FIELDS},
-        **{f: m.model_validate_json(row[f]) if row[f] else None for f, m in _MODEL_FIELDS.items()},
+        **{c.name: json.loads(row[c.name]) if row[c.name] else {} for c in columns.of_kind("json")},
+        **{
+            c.name: c.model.model_validate_json(row[c.name]) if row[c.name] and c.model else None
+            for c in columns.of_kind("model")
+        },
     )

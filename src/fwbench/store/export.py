@@ -1,4 +1,8 @@
-"""Export stored results to CSV, Parquet or JSON, written atomically."""
+"""Export stored results to CSV, Parquet or JSON, written atomically.
+
+CSV and Parquet are the results table's declared columns (fwbench.store.columns), with
+typed parts as JSON text; JSON is every result's record (`Result.to_record`), which
+`fwbench import` reads back through the same migrations as a database."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from pathlib import Path
 
 from fwbench.errors import StoreError
 from fwbench.outputs import write_atomically
+from fwbench.store import columns
 from fwbench.store.db import ResultStore
 
 FORMATS: tuple[str, ...] = ("csv", "parquet", "json")
@@ -27,8 +32,11 @@ def export(store: ResultStore, fmt: str, out: Path) -> int:
             return
         option = "FORMAT PARQUET" if fmt == "parquet" else "FORMAT CSV, HEADER"
         escaped = str(tmp).replace("'", "''")
+        # The declared columns, in their order (fwbench.store.columns), not whatever the
+        # table holds.
+        selected = ", ".join(columns.names())
         store.con.execute(
-            f"COPY (SELECT * FROM results ORDER BY recorded_at) TO '{escaped}' ({option})"
+            f"COPY (SELECT {selected} FROM results ORDER BY recorded_at) TO '{escaped}' ({option})"
         )
         row = store.con.execute("SELECT count(*) FROM results").fetchone()
         rows = int(row[0]) if row else 0
