@@ -115,3 +115,16 @@ def test_inconclusive_verdicts_come_with_what_to_do() -> None:
     advice = inconclusive_advice(unsure)
     assert advice is not None and advice.startswith("1 of 1 verdicts are inconclusive")
     assert "as few as 3 runs a side" in advice and "--require-idle" in advice
+
+
+def test_a_wide_interval_shows_its_ends_not_a_percentage_past_100() -> None:
+    from fwbench.report.summary import cell
+
+    assert cell(result("torch", "eager", 0.010, 0.0001), None, short=True) == "10.00 ±1.0%"
+    wide = result("torch", "eager", 0.010, 0.0001)
+    assert wide.measurement is not None
+    lopsided = wide.measurement.model_copy(
+        update={"step_time_s": StepTime(median=0.010, ci_low=0.004, ci_high=0.060)}
+    )
+    text = cell(wide.model_copy(update={"measurement": lopsided}), 1.5, short=True)
+    assert text == "10.00 (4-60) x1.50"

@@ -32,6 +32,7 @@ from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
+from fwbench.report import summary
 from fwbench.result import Result
 
 
@@ -143,12 +144,9 @@ def command(
 
 
 def _ms(r: Result | None) -> str:
-    if r is None:
-        return "-"
-    if r.measurement is None:
+    if r is not None and r.measurement is None:
         return r.status
-    st = r.measurement.step_time_s
-    return f"{st.median * 1e3:.2f} ±{(st.ci_high - st.ci_low) / 2 / st.median:.1%}"
+    return summary.cell(r, None, short=True)
 
 
 def _table(outcome: tune.TuneOutcome) -> Table:

@@ -128,16 +128,25 @@ def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
     )
 
 
+# Beyond this relative half-width, the short form shows the interval's ends.
+WIDE = 0.25
+
+
 def cell(result: Result | None, relative: float | None, short: bool = False) -> str:
-    """`12.34 ms (12.10-12.60) x1.08`; short: `12.34 ±1.2% x1.08`."""
+    """`12.34 ms (12.10-12.60) x1.08`; short: `12.34 ±1.2% x1.08` (or, for an interval
+    wider than ±25%, `12.34 (8.1-19) x1.08`)."""
     if result is None:
         return "-"
     if result.measurement is None:
         return result.status.upper()
     st = result.measurement.step_time_s
-    if short:
-        half = (st.ci_high - st.ci_low) / 2 / st.median
+    half = (st.ci_high - st.ci_low) / 2 / st.median
+    if short and half <= WIDE:
         text = f"{st.median * 1e3:.2f} ±{half:.1%}"
+    elif short:
+        # An interval over few runs is multiplicative and lopsided when wide: "±250%"
+        # would say the time could be negative. Its ends say what it is.
+        text = f"{st.median * 1e3:.2f} ({st.ci_low * 1e3:.3g}-{st.ci_high * 1e3:.3g})"
     else:
         text = f"{st.median * 1e3:.2f} ms ({st.ci_low * 1e3:.2f}-{st.ci_high * 1e3:.2f})"
     if relative is not None:
