@@ -75,6 +75,12 @@ def toy_tracker_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return _with_plugins(monkeypatch, "fwbench_test_models", "fwbench_toy_tracker")
 
 
+@pytest.fixture
+def broken_tracker_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register trackers that raise (and the test models) here and in workers."""
+    return _with_plugins(monkeypatch, "fwbench_test_models", "fwbench_broken_tracker")
+
+
 def fwbench(
     *args: str, env: dict[str, str] | None = None, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:

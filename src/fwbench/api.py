@@ -219,7 +219,8 @@ def result_from_outcome(
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
     # The driver's trackers watched the steady state: without one, theirs say nothing.
     tracked = report.tracked | (outcome.tracked if measurement else {})
-    fields, extra = trackers.record_fields(tracked)
+    fields, extra, problems = trackers.record_fields(tracked)
+    warnings = (*warnings, *problems)
     return Result(
         **common,
         status=report.status,
@@ -273,9 +274,16 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
 
 
 def _no_flops(case: Case) -> Work | None:
-    """Why a framework that cannot count FLOPs has none (said, not silently missing)."""
+    """Why a case has no FLOP count (said, not silently missing)."""
     can = FRAMEWORKS[case.framework].counts_flops
-    return None if can.available else Work(error=f"not counted for {case.framework}: {can.reason}")
+    if not can.available:
+        return Work(error=f"not counted for {case.framework}: {can.reason}")
+    if case.strategy:
+        return Work(
+            error="not counted for data-parallel cases (a step runs collectives on every "
+            "rank); the same case without a strategy counts one replica's step"
+        )
+    return None
 
 
 def _work(

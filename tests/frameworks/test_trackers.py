@@ -54,6 +54,27 @@ def test_a_plugin_tracker_is_one_module_and_its_result_is_stored(
     assert json.loads(out.read_text())[0]["tracked"] == record["tracked"]
 
 
+def test_a_failing_tracker_costs_its_figure_not_the_case(
+    tmp_path: Path, broken_tracker_env: dict[str, str]
+) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: torch\nmodel: tiny_cnn\ntask: infer\nbatch_size: 2\nthreads: 1\n" + TIMING
+    )
+    proc = fwbench(
+        "sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json", env=broken_tracker_env
+    )
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "ok", record["error"]
+    assert len(record["runs"]) == 2
+    warnings = " ".join(record["warnings"])
+    assert "tracker 'broken-worker' failed in stop: RuntimeError: worker-side" in warnings
+    assert "tracker 'broken-driver' failed in after_block: RuntimeError: driver-side" in warnings
+    assert record["tracked"] == {}
+    assert record["memory"]["host_peak_bytes"] > 0  # the other trackers kept theirs
+
+
 def test_results_of_several_trackers_merge_into_the_field_they_fill() -> None:
     memory = {
         "host_baseline_bytes": 1,
@@ -62,16 +83,16 @@ def test_results_of_several_trackers_merge_into_the_field_they_fill() -> None:
         "host_method": "test",
         "device": {"torch_max_allocated_bytes": 5},
     }
-    fields, extra = trackers.record_fields(
+    fields, extra, problems = trackers.record_fields(
         {"memory": memory, "nvml": {"device": {"nvml_used_peak_bytes": 7}}, "gone": {"x": 1}}
     )
     assert fields["memory"]["device"] == {
         "torch_max_allocated_bytes": 5,
         "nvml_used_peak_bytes": 7,
     }
-    assert extra == {}  # a tracker not registered here is not recorded
+    assert extra == {} and problems == []  # a tracker not registered here is not recorded
     # A tracker that only extends a field adds nothing where no tracker filled it.
-    fields, _ = trackers.record_fields({"nvml": {"device": {"nvml_used_peak_bytes": 7}}})
+    fields, _, _ = trackers.record_fields({"nvml": {"device": {"nvml_used_peak_bytes": 7}}})
     assert "memory" not in fields
 
 

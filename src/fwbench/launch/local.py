@@ -4,15 +4,19 @@ A case is measured in several runs, each a fresh worker process (METHODOLOGY rul
 and 16): global framework state never leaks from one run or case into the next, a crash
 or a hang takes only its own case down, and the spread between runs is measured rather
 than hidden. Runs are made in rounds: in each round every case of the group gets one
-run, the workers build and warm up in turn, then the launcher asks them for one timed
+run; the workers build in turn and this driver warms each up (it makes every timing
+decision: first step, warmup, block size, when to stop), then asks them for one timed
 block each, in alternation (each block after a switch begins with one untimed step, so
 a cold cache is not timed: rule 17), so a noisy machine's drift hits all variants
 alike. The order of the cases alternates from round to round (ABBA). Rounds go on until
 every case's interval over its runs is precise enough or its budget ends
-(fwbench.measure.runs).
+(fwbench.measure.runs). Trackers (fwbench.measure.trackers) run on both sides.
 
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
-has imported the framework once; GPU cases and a refused server spawn them instead.
+has imported the framework once; GPU cases and a refused server spawn them instead. The
+ranks of a data-parallel case (torchrun, or one process per TensorFlow worker) answer
+as one worker (fwbench.distributed.launch.RankGroup) and go through the same driver,
+one case at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 import psutil
 
 from fwbench.distributed.launch import RankGroup
+from fwbench.errors import one_line
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
@@ -43,7 +48,7 @@ from fwbench.launch.process import (
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import runs as case_runs
 from fwbench.measure import trackers
-from fwbench.measure.timing import Prepared, TimingConfig, calibrate, finish, steady
+from fwbench.measure.timing import Prepared, Steady, TimingConfig, calibrate, finish, steady
 
 
 class MachineBusy(Exception):
@@ -55,7 +60,7 @@ class _Case:
     """The launcher's state of one case of a group, across its runs."""
 
     request: CaseRequest
-    tracking: dict[str, trackers.DriverTracker]  # the driver's trackers of this case
+    tracking: dict[str, trackers.Guarded] = field(default_factory=dict)  # driver trackers
     runs: list[MeasuredRun] = field(default_factory=list)
     report: CaseReport | None = None
     ended: CaseOutcome | None = None  # a failure, or a report without a measurement
@@ -64,7 +69,9 @@ class _Case:
 
     @classmethod
     def of(cls, request: CaseRequest) -> _Case:
-        return cls(request, trackers.driver_trackers(request.case))
+        state = cls(request)
+        state.tracking = trackers.driver_trackers(request.case, state.warnings.append)
+        return state
 
     @property
     def active(self) -> bool:
@@ -92,7 +99,7 @@ class _Case:
             self.report,
             None,
             tuple(self.runs),
-            {name: tracker.result() for name, tracker in self.tracking.items()},
+            {name: tracker("result") for name, tracker in self.tracking.items()},
             stop,
             (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
         )
@@ -113,7 +120,7 @@ class _Runner:
     def block(self) -> tuple[float, int]:
         steps = self.prepared.steps_per_block
         tracking = self.state.tracking.values()
-        tokens = [tracker.before_block() for tracker in tracking]
+        tokens = [tracker("before_block") for tracker in tracking]
         wall = time.perf_counter()
         self.worker.send({"op": "block", "warm": self.warm, "steps": steps})
         message = self.worker.receive()
@@ -122,7 +129,7 @@ class _Runner:
         seconds = float(message["seconds"])
         wall = time.perf_counter() - wall
         for tracker, token in zip(tracking, tokens, strict=True):
-            tracker.after_block(token, wall, steps)
+            tracker("after_block", token, wall, steps)
         if self.warm and 0 < seconds < self.min_block_s:
             # Warmup's estimate of a step was high: lengthen the blocks that follow.
             longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
@@ -225,9 +232,15 @@ def _round(
             if on_phase:
                 on_phase(f"run {round_index + 1}: building and warming up {case.label()}")
             request = state.request
-            if round_index > 0:  # FLOPs and profiles are taken once, in the first run
-                request = request.model_copy(update={"count_flops": False, "profile_steps": 0})
-            worker = _start(request, round_index, deadline, timeout_s, servers)
+            if round_index > 0:  # FLOPs, profiles and traces are taken once, in the first run
+                request = request.model_copy(
+                    update={"count_flops": False, "profile_steps": 0, "trace_path": None}
+                )
+            try:
+                worker = _start(request, round_index, deadline, timeout_s, servers)
+            except Exception as exc:
+                _end(state, WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", ""))
+                continue
             workers.append(worker)
             try:
                 worker.send(request)
@@ -237,6 +250,9 @@ def _round(
                 continue
             except WorkerReported as reported:
                 _end(state, None, CaseReport.model_validate(reported.report))
+                continue
+            except Exception as exc:
+                _end(state, _broken(worker, exc))
                 continue
             runners.append(_Runner(state, worker, prepared))
         if runners:
@@ -305,7 +321,7 @@ def _own_cpu_seconds() -> float:
     return float(times.user + times.system)
 
 
-def _other_load(workers: Sequence[WorkerProcess], seconds: float) -> float:
+def _other_load(workers: Sequence[Worker], seconds: float) -> float:
     """Cores' worth of CPU used by processes other than fwbench's over `seconds`."""
     busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
     time.sleep(seconds)
@@ -352,41 +368,57 @@ def _measure(runners: list[_Runner]) -> None:
     busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
     wall = time.perf_counter()
     for tracker in tracking:
-        tracker.start()
+        tracker("start")
     try:
         found = steady(
             [r.block for r in runners], [r.prepared.steps_per_block for r in runners], run_config
         )
     finally:
         for tracker in tracking:
-            tracker.stop()
+            tracker("stop")
     elapsed = time.perf_counter() - wall
     own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
     other = max(0.0, ((_busy_cpu_seconds() - busy) - (own2 - own)) / elapsed) if elapsed else None
     for runner, run in zip(runners, found, strict=True):
-        state = runner.state
-        try:
-            if isinstance(run.error, WorkerReported):
-                _end(state, None, CaseReport.model_validate(run.error.report))
-                continue
-            if run.error is not None:
-                raise run.error
-            runner.worker.send({"op": "finish"})
-            message = runner.worker.receive()
-        except WorkerGone as gone:
-            _end(state, gone.failure)
-            continue
-        report = CaseReport.model_validate(message["report"])
-        if report.status != "ok":
-            _end(state, None, report)
-            continue
-        timing = finish(runner.prepared, run, state.request.timing)
-        launcher = runner.worker.launcher
-        state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))
-        if state.report is None:
-            state.report = report
-        else:
-            _check_compiles(state, report)
+        kept = _finish(runner, run, other)
+        for tracker in runner.state.tracking.values():
+            tracker("end_run", kept)
+
+
+def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
+    """End one run: its final report, and the run kept if it was measured."""
+    state = runner.state
+    try:
+        if isinstance(run.error, WorkerReported):
+            _end(state, None, CaseReport.model_validate(run.error.report))
+            return False
+        if run.error is not None:
+            raise run.error
+        runner.worker.send({"op": "finish"})
+        report = CaseReport.model_validate(runner.worker.receive()["report"])
+    except WorkerGone as gone:
+        _end(state, gone.failure)
+        return False
+    except Exception as exc:
+        _end(state, _broken(runner.worker, exc))
+        return False
+    if report.status != "ok":
+        _end(state, None, report)
+        return False
+    timing = finish(runner.prepared, run, state.request.timing)
+    launcher = runner.worker.launcher
+    state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))
+    if state.report is None:
+        state.report = report
+    else:
+        _check_compiles(state, report)
+    return True
+
+
+def _broken(worker: Worker, exc: BaseException) -> WorkerFailure:
+    """The driver could not talk to a worker (a garbled message, a reset connection):
+    the run's failure, never the sweep's."""
+    return WorkerFailure("error", f"driver lost the worker: {one_line(exc)}", worker.log_tail())
 
 
 def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:

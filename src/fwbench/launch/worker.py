@@ -124,9 +124,11 @@ def serve_case(
     if reason:
         report(status="unsupported", error=reason)
         return
-    tracking = trackers.worker_trackers(adapter, request)
+    tracking = trackers.worker_trackers(
+        adapter, request, settings.setdefault("warnings", []).append
+    )
     for tracker in tracking.values():
-        tracker.baseline()
+        tracker("baseline")
     param_count = None
     workload: Workload | None = None
     try:
@@ -151,7 +153,7 @@ def serve_case(
                 send({"event": "block", "seconds": seconds})
                 if steady:  # warmup's blocks are not the trackers' business
                     for tracker in tracking.values():
-                        tracker.block(seconds, steps)
+                        tracker("block", seconds, steps)
             elif op == "overhead":
                 seconds = sync_overhead(workload.sync, time.perf_counter)
                 send({"event": "overhead", "seconds": seconds})
@@ -160,7 +162,7 @@ def serve_case(
                 steady = True
                 compiles_before = workload.compile_count()
                 for tracker in tracking.values():
-                    tracker.start()
+                    tracker("start")
                 send({"event": "steady"})
             else:
                 break
@@ -169,7 +171,7 @@ def serve_case(
             # driver, never silently averaged in.
             settings["compiles_after_warmup"] = compiles_before
             settings["compiles_after_timing"] = workload.compile_count()
-        tracked = {name: tracker.stop(workload) for name, tracker in tracking.items()}
+        tracked = {name: tracker("stop", workload) for name, tracker in tracking.items()}
         settings |= workload.counters()
         found = role.after(workload)
     except Exception as exc:

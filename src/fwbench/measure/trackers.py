@@ -9,9 +9,14 @@ A tracker is one class plus one `register_tracker` call, and runs on one side:
   report. The first run's result is the case's.
 - a **driver** tracker lives in the measurement driver for one case across all its runs
   (fwbench.launch.local): `start()` / `stop()` around each run's steady state,
-  `before_block()` / `after_block(...)` around each of the case's timed blocks, and
-  `result()` over every run. `min_window_s` makes a run's steady state last at least
-  that long (energy counters need a window).
+  `before_block()` / `after_block(...)` around each of the case's timed blocks,
+  `end_run(kept)` once the run's report says whether it counts, and `result()` over
+  every run. `min_window_s` makes a run's steady state last at least that long (energy
+  counters need a window).
+
+A tracker that raises loses its own figure, never the run: the loops hold trackers
+through `Guarded`, which stops one at its first exception and says so in the result's
+warnings.
 
 Each registration names the record field its result fills: a field `Result` declares
 (`memory`, `energy`, `work`), merged with what other trackers put there and validated
@@ -27,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from fwbench.errors import SpecError, one_line
 from fwbench.measure import energy
@@ -87,6 +92,9 @@ class DriverTracker:
     def stop(self) -> None:
         """The run's steady state is over."""
 
+    def end_run(self, kept: bool) -> None:
+        """The run ended: kept (its report was ok and its timing is the case's) or not."""
+
     def result(self) -> Any:
         """Over all the case's runs: the result, or None for nothing to record."""
         return None
@@ -131,46 +139,93 @@ def tracker(name: str) -> TrackerInfo | None:
     return _TRACKERS.get(name)
 
 
-def worker_trackers(adapter: Adapter, request: CaseRequest) -> dict[str, WorkerTracker]:
-    found: dict[str, WorkerTracker] = {}
+class Guarded:
+    """A tracker whose failure costs its own figure only: its first exception stops it
+    (later hooks are skipped, its result is None) and is said through `on_error`."""
+
+    def __init__(self, name: str, tracker: Any, on_error: Callable[[str], None]) -> None:
+        self.name = name
+        self.tracker = tracker
+        self.on_error = on_error
+        self.failed = False
+
+    @property
+    def min_window_s(self) -> float:
+        return 0.0 if self.failed else float(getattr(self.tracker, "min_window_s", 0.0))
+
+    def __call__(self, hook: str, *args: Any) -> Any:
+        if self.failed:
+            return None
+        try:
+            return getattr(self.tracker, hook)(*args)
+        except Exception as exc:
+            traceback.print_exc()
+            self.failed = True
+            self.on_error(
+                f"tracker {self.name!r} failed in {hook}: {one_line(exc)}; its figure is left out"
+            )
+            return None
+
+
+def worker_trackers(
+    adapter: Adapter, request: CaseRequest, on_error: Callable[[str], None]
+) -> dict[str, Guarded]:
+    found: dict[str, Guarded] = {}
     for info in trackers("worker"):
-        cls = info.make
-        if isinstance(cls, type) and issubclass(cls, WorkerTracker) and not cls.wanted(request):
+        try:
+            cls = info.make
+            wanted = getattr(cls, "wanted", None)
+            if wanted is not None and not wanted(request):
+                continue
+            made = cls(adapter, request)
+        except Exception as exc:
+            on_error(f"tracker {info.name!r} could not start: {one_line(exc)}")
             continue
-        made = cls(adapter, request)
-        assert isinstance(made, WorkerTracker)
-        found[info.name] = made
+        found[info.name] = Guarded(info.name, made, on_error)
     return found
 
 
-def driver_trackers(case: Case) -> dict[str, DriverTracker]:
-    found: dict[str, DriverTracker] = {}
+def driver_trackers(case: Case, on_error: Callable[[str], None]) -> dict[str, Guarded]:
+    found: dict[str, Guarded] = {}
     for info in trackers("driver"):
-        made = info.make(case)
-        assert isinstance(made, DriverTracker)
-        found[info.name] = made
+        try:
+            made = info.make(case)
+        except Exception as exc:
+            on_error(f"tracker {info.name!r} could not start: {one_line(exc)}")
+            continue
+        found[info.name] = Guarded(info.name, made, on_error)
     return found
 
 
-def record_fields(tracked: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def record_fields(
+    tracked: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """Tracker results (worker's, then driver's, by name) as the record's fields: a
-    declared field's value merged from every tracker that fills it, and the results of
-    trackers without one (for Result.tracked), each validated by its model."""
+    declared field's value merged from every tracker that fills it, the results of
+    trackers without one (for Result.tracked), each validated by its model, and what
+    could not be recorded."""
     fields: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    problems: list[str] = []
     for name, value in tracked.items():
         info = tracker(name)
         if info is None or value is None:
             continue
         if info.field is None:
             assert info.model is not None
-            extra[name] = info.model.model_validate(value).model_dump(mode="json")
+            try:
+                extra[name] = info.model.model_validate(value).model_dump(mode="json")
+            except ValidationError as exc:
+                problems.append(
+                    f"tracker {name!r}: its result does not fit its model, left out "
+                    f"({exc.error_count()} error(s), first: {exc.errors()[0]['msg']})"
+                )
         elif info.extends:
             if fields.get(info.field) is not None:
                 fields[info.field] = _merge(fields[info.field], value)
         else:
             fields[info.field] = _merge(fields.get(info.field) or {}, value)
-    return fields, extra
+    return fields, extra, problems
 
 
 def _merge(into: dict[str, Any], value: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +271,7 @@ class Flops(WorkerTracker):
     @classmethod
     def wanted(cls, request: CaseRequest) -> bool:
         # A data-parallel step runs collectives: counting it would cost every rank a step
-        # outside the protocol; its FLOPs are the single-process case's.
+        # outside the protocol. Not counted (the record says so: fwbench.api).
         return request.count_flops and not request.case.strategy
 
     def stop(self, workload: Workload) -> dict[str, Any]:
@@ -244,8 +299,19 @@ class Energy(DriverTracker):
         self.accumulator.stop(token, wall_s, steps)
 
     def result(self) -> dict[str, Any]:
-        found = energy.summarise(self.accumulator, self.reasons, self.case.global_batch_size)
-        return found.model_dump()
+        case = self.case
+        if case.device == "cuda" and case.replicas > 1:
+            # NVML's counter reads the first visible GPU only: per sample of its replica.
+            found = energy.summarise(self.accumulator, self.reasons, case.batch_size)
+            if found.source:
+                found = found.model_copy(
+                    update={
+                        "source": f"{found.source}, first of {case.replicas} GPUs only "
+                        "(per sample of its replica's batch; average power of that GPU)"
+                    }
+                )
+            return found.model_dump()
+        return energy.summarise(self.accumulator, self.reasons, case.global_batch_size).model_dump()
 
 
 class NvmlPeak(DriverTracker):
@@ -256,6 +322,7 @@ class NvmlPeak(DriverTracker):
     def __init__(self, case: Case) -> None:
         super().__init__(case)
         self.peak: int | None = None
+        self.pending: int | None = None
         self.sampler: NvmlMemorySampler | None = None
 
     def start(self) -> None:
@@ -265,9 +332,14 @@ class NvmlPeak(DriverTracker):
     def stop(self) -> None:
         if self.sampler is not None:
             self.sampler.__exit__(None, None, None)
-            if self.sampler.peak_bytes is not None:
-                self.peak = max(self.peak or 0, self.sampler.peak_bytes)
+            self.pending = self.sampler.peak_bytes
             self.sampler = None
+
+    def end_run(self, kept: bool) -> None:
+        # A failed run's peak (one that ran out of memory, say) is not the case's.
+        if kept and self.pending is not None:
+            self.peak = max(self.peak or 0, self.pending)
+        self.pending = None
 
     def result(self) -> dict[str, Any] | None:
         return None if self.peak is None else {"device": {"nvml_used_peak_bytes": self.peak}}
