@@ -49,7 +49,7 @@ def test_ddp_and_multiworker_on_two_cpu_workers(tmp_path: Path) -> None:
     assert "## Data-parallel scaling" in text and "scaling.png" in text
 
 
-def test_gpu_only_strategies_are_recorded_unsupported_with_their_reason(tmp_path: Path) -> None:
+def test_dp_is_refused_on_the_cpu_and_mirrored_runs_on_logical_cpus(tmp_path: Path) -> None:
     tiny = {"model": "resnet18", "world_size": 2, "threads": 1, "input_size": 32, "batch_size": 2}
     cases = [
         Case.build(framework="torch", strategy="dp", **tiny),
@@ -59,10 +59,19 @@ def test_gpu_only_strategies_are_recorded_unsupported_with_their_reason(tmp_path
         run_id = store.start_run("test", {})
         results = list(run_cases(cases, store, run_id, RunOptions(timing=FAST_TIMING)))
     dp, mirrored = results
-    assert all(r.status == "unsupported" for r in results)
+    assert dp.status == "unsupported"
     assert dp.error is not None and "DataParallel needs 2 CUDA device" in dp.error
-    assert mirrored.error is not None and "MirroredStrategy" in mirrored.error
     assert dp.case.global_batch_size == 4 and dp.measurement is None
+    # MirroredStrategy splits the CPU into logical devices, one per replica, and says so.
+    assert mirrored.status == "ok", mirrored.error
+    assert mirrored.distributed is not None and mirrored.distributed.replicas == 2
+    info = mirrored.distributed.model_dump()
+    assert info["devices"] == [
+        "/job:localhost/replica:0/task:0/device:CPU:0",
+        "/job:localhost/replica:0/task:0/device:CPU:1",
+    ]
+    assert "share the process's threads and cores" in info["logical_devices"]
+    assert mirrored.case.global_batch_size == 4
 
 
 def test_a_hanging_rank_times_out_and_every_rank_is_stopped(

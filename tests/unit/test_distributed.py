@@ -78,7 +78,7 @@ def test_impossible_combinations_are_one_line_errors(
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_gpu_only_strategies_are_valid_cases_on_the_cpu() -> None:
+def test_strategies_for_gpus_are_valid_cases_on_the_cpu() -> None:
     # Recorded as unsupported where they cannot run, so one sweep file works anywhere.
     assert ddp(strategy="dp", world_size=2, device="cpu").strategy == "dp"
     tf = Case.build(framework="tensorflow", model="resnet18", mode="graph", strategy="mirrored")

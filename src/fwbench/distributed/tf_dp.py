@@ -1,6 +1,13 @@
 """TensorFlow data parallelism: MultiWorkerMirroredStrategy (one process per replica,
-TF_CONFIG on localhost) and MirroredStrategy (one process, one replica per GPU).
-Imports TensorFlow: loaded only inside a rank process.
+TF_CONFIG on localhost) and MirroredStrategy (one process, one replica per GPU; on a CPU,
+one replica per logical CPU device). Imports TensorFlow: loaded only inside a rank process.
+
+MirroredStrategy on a CPU: the one physical CPU is split into `replicas` logical devices
+(`tf.config.set_logical_device_configuration`, before TensorFlow's runtime starts), and
+the strategy replicates over them. The logical devices share the process's thread pools
+and cores: the replicas run side by side on the same cores, so this measures the
+strategy's machinery (replication, all-reduce, per-replica feeding), not added compute.
+The record says so (`describe`).
 
 tf.distribute thinks in global batches: a dataset is batched globally and split. Here
 each replica gets its own per-replica batch, made on its device with
@@ -80,18 +87,26 @@ class StrategyWorkload(DistributedWorkload):
                 "backend": f"collective ops, {impl} (CommunicationOptions)",
                 "launcher": "one process per worker, TF_CONFIG on localhost",
             }
-        return {"backend": "MirroredStrategy default cross-device ops (NCCL all-reduce)"}
+        # The strategy picks its cross-device ops by device: recorded as picked.
+        ops = getattr(self.strategy.extended, "_cross_device_ops", None)  # private: may go
+        picked = type(ops).__name__ if ops is not None else "not readable in this TensorFlow"
+        found: dict[str, Any] = {
+            "backend": f"MirroredStrategy default cross-device ops ({picked})",
+            "devices": list(self.strategy.extended.worker_devices),
+        }
+        if not self.on_gpu:
+            found["logical_devices"] = (
+                f"{self.replicas} logical CPU device(s) split from one CPU "
+                "(tf.config.set_logical_device_configuration): the replicas share the "
+                "process's threads and cores"
+            )
+        return found
 
 
 def unsupported_reason(case: Case) -> str | None:
-    if case.strategy != "mirrored":
-        return None
+    if case.strategy != "mirrored" or case.device != "cuda":
+        return None  # on the CPU: logical devices (logical_cpus)
     n = case.replicas
-    if case.device != "cuda":
-        return (
-            f"MirroredStrategy here replicates over GPUs ({n} needed, one per replica); "
-            "this case runs on the CPU"
-        )
     found = len(tf.config.list_physical_devices("GPU"))
     if found < n:
         return f"MirroredStrategy needs {n} GPUs (one per replica); this machine has {found}"
@@ -107,6 +122,24 @@ def build(adapter: Adapter, case: Case, rank: int, world: int) -> DistributedWor
         )
         # Reads TF_CONFIG, which the launcher set for this worker.
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    else:
+    elif case.device == "cuda":
         strategy = tf.distribute.MirroredStrategy([f"/gpu:{i}" for i in range(case.replicas)])
+    else:
+        strategy = tf.distribute.MirroredStrategy(logical_cpus(case.replicas))
     return StrategyWorkload(adapter, case, strategy)
+
+
+def logical_cpus(n: int) -> list[str]:
+    """Split this process's CPU into `n` logical devices; their names. Only before
+    TensorFlow's runtime starts (no op run yet), which is where a rank builds."""
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)]
+        )
+    except RuntimeError as exc:
+        raise RuntimeError(
+            f"cannot split the CPU into {n} logical devices: TensorFlow's runtime had "
+            f"already started ({exc})"
+        ) from exc
+    return [d.name for d in tf.config.list_logical_devices("CPU")]

@@ -218,7 +218,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
                 "mirrored",
                 "MirroredStrategy",
                 "one",
-                ("cuda",),
+                ("cpu", "cuda"),  # on a CPU over logical devices (distributed/tf_dp.py)
                 ("graph",),
                 "global batch (tf.distribute), fed as per-replica values; loss / replicas",
             ),
