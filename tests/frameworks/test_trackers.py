@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,18 +21,24 @@ TIMING = (
 )
 
 
-def test_a_plugin_tracker_is_one_module_and_its_result_is_stored(
-    tmp_path: Path, toy_tracker_env: dict[str, str]
-) -> None:
+def _measured(tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One tiny PyTorch case of two runs, measured through the CLI: its record."""
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "framework: torch\nmodel: tiny_cnn\ntask: infer\nbatch_size: 2\nthreads: 1\n" + TIMING
     )
-    db = tmp_path / "r.duckdb"
-    proc = fwbench("sweep", str(spec), "--db", str(db), "--json", env=toy_tracker_env)
+    proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     (record,) = json.loads(proc.stdout)
     assert record["status"] == "ok", record["error"]
+    return record
+
+
+def test_a_plugin_tracker_is_one_module_and_its_result_is_stored(
+    tmp_path: Path, toy_tracker_env: dict[str, str]
+) -> None:
+    record = _measured(tmp_path, toy_tracker_env)
+    db = tmp_path / "r.duckdb"
     runs = record["runs"]
     assert len(runs) == 2
     worker = record["tracked"]["toy-worker-blocks"]
@@ -57,16 +64,7 @@ def test_a_plugin_tracker_is_one_module_and_its_result_is_stored(
 def test_a_failing_tracker_costs_its_figure_not_the_case(
     tmp_path: Path, broken_tracker_env: dict[str, str]
 ) -> None:
-    spec = tmp_path / "s.yaml"
-    spec.write_text(
-        "framework: torch\nmodel: tiny_cnn\ntask: infer\nbatch_size: 2\nthreads: 1\n" + TIMING
-    )
-    proc = fwbench(
-        "sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json", env=broken_tracker_env
-    )
-    assert proc.returncode == 0, proc.stderr
-    (record,) = json.loads(proc.stdout)
-    assert record["status"] == "ok", record["error"]
+    record = _measured(tmp_path, broken_tracker_env)
     assert len(record["runs"]) == 2
     warnings = " ".join(record["warnings"])
     assert "tracker 'broken-worker' failed in stop: RuntimeError: worker-side" in warnings

@@ -1,10 +1,11 @@
 """The ranks of one data-parallel case, held by the measurement driver as one worker.
 
 Every rank must take exactly the same number of steps, or a collective waits forever.
-So the ranks make no timing decision: the driver (fwbench.launch.local), which decides
-first step, warmup, block size and when to stop for every case, sends each command to
-all ranks at once through `RankGroup`, which answers with one reply for them all; a
-block's time is the slowest rank's (a step is done when every replica is). The ranks
+So the ranks make no timing decision: `RankGroup` answers the driver's `calibrate`
+itself, running the warmup rules (`timing.calibrate`) over blocks it sends to every
+rank, and passes each of the driver's other commands to all ranks at once, answering
+with one reply for them all; a block's time is the slowest rank's (a step is done when
+every replica is). The ranks
 talk JSON lines over a TCP socket (torchrun owns their stdin and stdout), one connection
 per rank, each opened with a hello naming its rank.
 
@@ -18,6 +19,7 @@ ends the run: every process of it is killed and the failure is the run's.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import selectors
@@ -37,8 +39,9 @@ from pydantic import BaseModel
 
 from fwbench.distributed.strategies import get_strategy
 from fwbench.launch.outcome import WorkerFailure
-from fwbench.launch.process import WorkerGone, classify_exit, worker_env
+from fwbench.launch.process import WorkerGone, WorkerReported, classify_exit, worker_env
 from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.measure.timing import TimingConfig, calibrate
 
 LAUNCHER_ENV = "FWBENCH_LAUNCHER"  # host:port the ranks connect back to
 _LOG_TAIL_LINES = 40
@@ -122,6 +125,7 @@ class RankGroup:
         self.ranks: list[_Rank] = []
         self.selector = selectors.DefaultSelector()
         self.expect: str | None = None
+        self.calibrating: TimingConfig | None = None  # a calibrate command to answer
         self.finished = False  # every rank sent its final report: let them exit cleanly
 
     # the driver's side -------------------------------------------------------
@@ -133,6 +137,11 @@ class RankGroup:
             kind, text = str(getattr(message, "kind", "case")), message.model_dump_json()
         else:
             kind, text = str(message["op"]), json.dumps(message)
+            if kind == "calibrate":
+                # Ranks cannot calibrate on their own (their step counts must agree): the
+                # rules run here, over blocks sent to all of them, when the answer is read.
+                self.calibrating = TimingConfig.model_validate(message["timing"])
+                return
         self.expect = _ANSWERS.get(kind, "report")
         for rank in self.ranks:
             try:
@@ -141,6 +150,9 @@ class RankGroup:
                 raise WorkerGone(self._lost(rank)) from None
 
     def receive(self) -> dict[str, Any]:
+        if self.calibrating is not None:
+            config, self.calibrating = self.calibrating, None
+            return self._calibrate(config)
         try:
             replies = self._gather()
         except _Reported as reported:
@@ -156,6 +168,27 @@ class RankGroup:
         if event in ("block", "overhead"):
             return {"event": event, "seconds": max(float(m["seconds"]) for m in replies)}
         return replies[0]
+
+    def _calibrate(self, config: TimingConfig) -> dict[str, Any]:
+        """`timing.calibrate` over the ranks in lockstep: the answer a single process
+        gives to `calibrate`, or a rank's out-of-turn report."""
+
+        def answer(message: dict[str, Any]) -> float:
+            self.send(message)
+            found = self.receive()
+            if found["event"] == "report":
+                raise WorkerReported(found["report"])
+            return float(found["seconds"])
+
+        try:
+            prepared = calibrate(
+                lambda steps: answer({"op": "block", "warm": 0, "steps": steps}),
+                lambda: answer({"op": "overhead"}),
+                config,
+            )
+        except WorkerReported as reported:
+            return {"event": "report", "report": reported.report}
+        return {"event": "calibrated", "prepared": dataclasses.asdict(prepared)}
 
     def cpu_seconds(self) -> float:
         """CPU time of every process of the run (launchers and ranks) so far."""

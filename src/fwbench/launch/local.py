@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -48,7 +49,7 @@ from fwbench.launch.process import (
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import runs as case_runs
 from fwbench.measure import trackers
-from fwbench.measure.timing import Prepared, Steady, TimingConfig, calibrate, finish, steady
+from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
 
 
 class MachineBusy(Exception):
@@ -286,26 +287,19 @@ def _start(
 
 
 def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
-    """First step, warmup and block size, decided here for any worker (for the ranks of
-    a data-parallel case every rank must take the same steps), then the steady state."""
+    """First step, warmup and block size (`timing.calibrate` under the case's rules),
+    then the steady state. A single process calibrates itself, its warmup steps back to
+    back; a RankGroup drives its ranks through the same rules in lockstep."""
 
-    def answer(event: str) -> float:
+    def answer(event: str) -> dict[str, Any]:
         message = worker.receive()
         if message["event"] != event:
             raise WorkerReported(message.get("report", {}))
-        return float(message.get("seconds", 0.0))
+        return message
 
     answer("built")
-
-    def blocks(steps: int) -> float:
-        worker.send({"op": "block", "warm": 0, "steps": steps})
-        return answer("block")
-
-    def overhead() -> float:
-        worker.send({"op": "overhead"})
-        return answer("overhead")
-
-    prepared = calibrate(blocks, overhead, config)
+    worker.send({"op": "calibrate", "timing": config.model_dump()})
+    prepared = Prepared(**answer("calibrated")["prepared"])
     worker.send({"op": "steady"})
     answer("steady")
     return prepared

@@ -3,14 +3,17 @@
 The launcher writes a request as the first line of the worker's stdin. A count, peak or
 serve request is answered by one `report` line. A case request is answered by `built`
 once the worker has built the workload (or by a `report` if that failed); then the
-driver makes every timing decision (fwbench.launch.local), so the worker only answers:
+driver (fwbench.launch.local) decides what follows, and the worker answers:
+`{"op": "calibrate", "timing": {...}}` with `calibrated` and the `prepared` first step,
+warmup and block size (`timing.calibrate` under those rules, steps back to back);
 `{"op": "block", "warm": n, "steps": k}` with a `block` line holding the seconds of k
 timed steps closed by one sync (after n untimed ones, when blocks alternate with another
 process); `{"op": "overhead"}` with the cost of a sync in `seconds`; `{"op": "steady"}`
-with `steady` once the steady state's memory window has begun; `{"op": "finish"}` with
+with `steady` once the steady state's trackers have started; `{"op": "finish"}` with
 the final `report`. The worker writes its lines to its original stdout; everything the
 frameworks print goes to the log instead. Each rank of a data-parallel case speaks the
-same protocol over a socket (fwbench.distributed.launch gathers the ranks' answers).
+same protocol over a socket, but `calibrate`, which their RankGroup
+(fwbench.distributed.launch) answers itself over their blocks, in lockstep.
 """
 
 from __future__ import annotations

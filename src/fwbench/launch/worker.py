@@ -7,6 +7,7 @@ here; what kills the process (a segfault, a time-out) the launcher records.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -37,7 +38,7 @@ from fwbench.launch.protocol import (
     ServeRequest,
 )
 from fwbench.measure import trackers
-from fwbench.measure.timing import measure, run_block, sync_overhead
+from fwbench.measure.timing import TimingConfig, measure, prepare, run_block, sync_overhead
 from fwbench.models.registry import get_model
 
 Send = Callable[[dict[str, Any]], None]
@@ -154,6 +155,13 @@ def serve_case(
                 if steady:  # warmup's blocks are not the trackers' business
                     for tracker in tracking.values():
                         tracker("block", seconds, steps)
+            elif op == "calibrate":
+                # Warmup steps back to back, as a user's loop runs them: no round trip to
+                # the driver between them (with spinning thread pools on every core, one
+                # costs milliseconds of scheduling).
+                config = TimingConfig.model_validate(message["timing"])
+                prepared = prepare(workload.step, workload.sync, config)
+                send({"event": "calibrated", "prepared": dataclasses.asdict(prepared)})
             elif op == "overhead":
                 seconds = sync_overhead(workload.sync, time.perf_counter)
                 send({"event": "overhead", "seconds": seconds})
