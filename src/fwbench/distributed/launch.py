@@ -5,9 +5,8 @@ So the ranks make no timing decision: `RankGroup` answers the driver's `calibrat
 itself, running the warmup rules (`timing.calibrate`) over blocks it sends to every
 rank, and passes each of the driver's other commands to all ranks at once, answering
 with one reply for them all; a block's time is the slowest rank's (a step is done when
-every replica is). The ranks
-talk JSON lines over a TCP socket (torchrun owns their stdin and stdout), one connection
-per rank, each opened with a hello naming its rank.
+every replica is). The ranks talk JSON lines over a TCP socket (torchrun owns their
+stdin and stdout), one connection per rank, each opened with a hello naming its rank.
 
 Processes: DDP ranks are started by torchrun (`python -m torch.distributed.run`, one
 process per replica, gloo on CPU, nccl on GPUs); MultiWorkerMirroredStrategy workers

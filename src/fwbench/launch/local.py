@@ -4,12 +4,12 @@ A case is measured in several runs, each a fresh worker process (METHODOLOGY rul
 and 16): global framework state never leaks from one run or case into the next, a crash
 or a hang takes only its own case down, and the spread between runs is measured rather
 than hidden. Runs are made in rounds: in each round every case of the group gets one
-run; the workers build in turn and this driver warms each up (it makes every timing
-decision: first step, warmup, block size, when to stop), then asks them for one timed
-block each, in alternation (each block after a switch begins with one untimed step, so
-a cold cache is not timed: rule 17), so a noisy machine's drift hits all variants
-alike. The order of the cases alternates from round to round (ABBA). Rounds go on until
-every case's interval over its runs is precise enough or its budget ends
+run; the workers build and warm up in turn under the rules this driver sends them
+(`calibrate`: first step, warmup, block size), then it asks them for one timed block
+each, in alternation (each block after a switch begins with one untimed step, so a cold
+cache is not timed: rule 17), so a noisy machine's drift hits all variants alike. The
+order of the cases alternates from round to round (ABBA). Rounds go on until every
+case's interval over its runs is precise enough or its budget ends
 (fwbench.measure.runs). Trackers (fwbench.measure.trackers) run on both sides.
 
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which

@@ -70,8 +70,8 @@ def _thread_env() -> dict[str, str]:
 class Role:
     """What one kind of case worker does around the shared measurement loop
     (`serve_case`). This one is a single process: it builds the case's workload, and
-    after the timed blocks profiles when asked. A rank of a data-parallel
-    case is the other kind (fwbench.distributed.worker.Rank)."""
+    after the timed blocks profiles when asked. A rank of a data-parallel case is the
+    other kind (fwbench.distributed.worker.Rank)."""
 
     def __init__(self, request: CaseRequest, adapter: Adapter) -> None:
         self.request = request
@@ -106,8 +106,8 @@ def serve_case(
     request: CaseRequest, send: Send, commands: Iterable[str], role_of: RoleOf = Role
 ) -> None:
     """Build the case, then answer the driver's commands until `finish` (protocol.py):
-    every timing decision is the driver's, so one loop serves a single process and each
-    rank of a data-parallel case alike."""
+    the timing rules come with `calibrate` and the driver decides when to stop, so one
+    loop serves a single process and each rank of a data-parallel case alike."""
     case = request.case
     adapter = get_framework(case.framework).load_adapter()
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}

@@ -170,26 +170,28 @@ class Guarded:
 def worker_trackers(
     adapter: Adapter, request: CaseRequest, on_error: Callable[[str], None]
 ) -> dict[str, Guarded]:
-    found: dict[str, Guarded] = {}
-    for info in trackers("worker"):
-        try:
-            cls = info.make
-            wanted = getattr(cls, "wanted", None)
-            if wanted is not None and not wanted(request):
-                continue
-            made = cls(adapter, request)
-        except Exception as exc:
-            on_error(f"tracker {info.name!r} could not start: {one_line(exc)}")
-            continue
-        found[info.name] = Guarded(info.name, made, on_error)
-    return found
+    """The worker trackers this request wants, made and guarded."""
+    return _made("worker", on_error, request, adapter, request)
 
 
 def driver_trackers(case: Case, on_error: Callable[[str], None]) -> dict[str, Guarded]:
+    """The driver trackers of one case, made and guarded."""
+    return _made("driver", on_error, None, case)
+
+
+def _made(
+    side: Literal["worker", "driver"],
+    on_error: Callable[[str], None],
+    request: CaseRequest | None,
+    *args: Any,
+) -> dict[str, Guarded]:
     found: dict[str, Guarded] = {}
-    for info in trackers("driver"):
+    for info in trackers(side):
         try:
-            made = info.make(case)
+            wanted = getattr(info.make, "wanted", None)
+            if request is not None and wanted is not None and not wanted(request):
+                continue
+            made = info.make(*args)
         except Exception as exc:
             on_error(f"tracker {info.name!r} could not start: {one_line(exc)}")
             continue
