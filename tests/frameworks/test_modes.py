@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from fwbench.api import RunOptions, run_cases
@@ -9,7 +10,7 @@ from fwbench.case import Case
 from fwbench.environment import cpu_features
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
-from tests.conftest import FAST_TIMING
+from tests.conftest import FAST_TIMING, fwbench
 
 
 def test_torchscript_and_xla_run_train_and_infer_with_their_start_up_apart(
@@ -105,23 +106,52 @@ def test_every_mode_precision_and_layout_valid_on_cpu_runs(
 
 
 def _unsupported_here(r: Result) -> bool:
-    """The one combination whose kernels depend on the CPU: TensorFlow's own kernels (not
-    XLA's) run fp16 convolutions in NCHW through oneDNN only where the CPU has
-    AVX512-FP16 (or AMX-FP16);
-    elsewhere the result must say `unsupported`, with TensorFlow's reason and the CPU's
-    features, never `error`."""
+    """TensorFlow's convolutions in NCHW (channels_first) depend on the machine: its own CPU
+    kernels take NHWC only, so NCHW runs through oneDNN, which TensorFlow turns on by
+    default only on some CPUs, and in bf16 / fp16 only where the CPU has that type's
+    instructions (AVX512 or AMX). XLA compiles its own convolution: it runs everywhere.
+    Where the kernels are missing the result must say `unsupported`, with TensorFlow's
+    reason and what about this machine decides it, never `error`; where they exist it
+    must run. Whether oneDNN was on is what the run recorded (checked against
+    TF_ENABLE_ONEDNN_OPTS=0 in test_tensorflow_nchw_without_onednn_is_unsupported)."""
     c = r.case
-    if (c.framework, c.precision, c.layout) != ("tensorflow", "fp16", "channels_first"):
+    if c.framework != "tensorflow" or c.layout != "channels_first" or c.mode == "xla":
         return False
-    if c.mode == "xla":
-        return False  # XLA compiles its own convolution: it runs everywhere
-    if {"avx512_fp16", "amx_fp16"} & set(cpu_features()):
-        return False  # this CPU has the kernels: the case must run
-    assert r.status == "unsupported", (c.label(), r.status, r.error)
-    assert "only supports the NHWC tensor format on the CPU" in str(r.error)
-    assert "lacks avx512_fp16" in str(r.error)
+    onednn = r.environment["onednn_enabled"]
+    precision = c.precision or "fp32"
+    features = {f"avx512_{precision}", f"amx_{precision}"} & set(cpu_features())
+    if onednn and (precision == "fp32" or features):
+        return False  # this machine has the kernels: the case must run
+    assert r.status == "unsupported", (c.label(), r.status, r.error, onednn)
+    assert "NHWC" in str(r.error)  # "only supports NHWC", or "the NHWC tensor format"
+    if onednn:
+        # "(this CPU: has avx2; lacks avx512_bf16, avx512_fp16, ...)": varies by CPU.
+        assert f"avx512_{precision}" in str(r.error).partition("lacks ")[2]
+    else:
+        assert "oneDNN is off here" in str(r.error)
     assert "Conv2D" in r.settings["error_traceback"]
     return True
+
+
+def test_tensorflow_nchw_without_onednn_is_unsupported(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    """With oneDNN off (as TensorFlow leaves it on CPUs without AVX512-VNNI, AVX512-BF16,
+    AVX-VNNI or AMX), a channels_first convolution has no CPU kernel in any precision."""
+    proc = fwbench(
+        "run", "--framework", "tensorflow", "--mode", "eager", "--model", "tiny_cnn",
+        "--layout", "channels_first", "--task", "train", "--batch-size", "2",
+        "--num-classes", "10", "--threads", "2", "--max-time", "0.3", "--min-runs", "1",
+        "--max-runs", "1", "--db", str(tmp_path / "r.duckdb"), "--json",
+        env=plugin_env | {"TF_ENABLE_ONEDNN_OPTS": "0"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["environment"]["onednn_enabled"] is False
+    assert record["environment"]["onednn_opts_env"] == "0"
+    assert record["status"] == "unsupported", record["error"]
+    assert "only supports the NHWC tensor format on the CPU" in record["error"]
+    assert "oneDNN is off here: TF_ENABLE_ONEDNN_OPTS=1 turns it on" in record["error"]
 
 
 def test_invalid_combinations_are_refused_with_their_reason() -> None:

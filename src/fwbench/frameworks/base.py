@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from fwbench.case import Case
+from fwbench.environment import cpu_features_text
 from fwbench.explain.timeline import Event
 
 
@@ -79,6 +80,11 @@ class Adapter(ABC):
         """Whether `exc` says this hardware (or build) has no kernel for the case: such a
         case is recorded `unsupported` with the framework's reason, not as an error."""
         return False
+
+    def unsupported_context(self, device: str) -> str:
+        """What about this machine decides which kernels exist, appended to an
+        `unsupported` result's reason so a reader sees why here and not elsewhere."""
+        return f"this CPU: {cpu_features_text()}" if device == "cpu" else ""
 
     @abstractmethod
     def reset_device_memory(self, device: str) -> None:

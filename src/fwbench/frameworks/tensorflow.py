@@ -208,6 +208,7 @@ class TensorFlowAdapter(Adapter):
             "tf_cuda": build.get("cuda_version"),
             "tf_cudnn": build.get("cudnn_version"),
             "onednn_opts_env": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+            "onednn_enabled": onednn_enabled(),
         }
         if device == "cuda":
             gpus = tf.config.list_physical_devices("GPU")
@@ -321,4 +322,27 @@ class TensorFlowAdapter(Adapter):
     def is_unsupported(self, exc: BaseException) -> bool:
         # e.g. fp16 convolutions in NCHW on a CPU without AVX512-FP16: oneDNN does not
         # take them, and TensorFlow's own CPU kernels run NHWC only.
-        return isinstance(exc, tf.errors.UnimplementedError)
+        if isinstance(exc, tf.errors.UnimplementedError):
+            return True
+        # The same limit met by a gradient kernel in graph mode (bf16 on a CPU without
+        # AVX512-BF16), raised as an argument error.
+        return isinstance(exc, tf.errors.InvalidArgumentError) and "only supports NHWC" in str(exc)
+
+    def unsupported_context(self, device: str) -> str:
+        context = super().unsupported_context(device)
+        if device == "cpu" and onednn_enabled() is False:
+            # TensorFlow's own CPU kernels run NHWC convolutions only, in every precision;
+            # it turns oneDNN on by default only on CPUs with AVX512-VNNI, AVX512-BF16,
+            # AVX-VNNI or AMX, so channels_first runs on some CPUs and not on others.
+            context += "; TensorFlow's oneDNN is off here: TF_ENABLE_ONEDNN_OPTS=1 turns it on"
+        return context
+
+
+def onednn_enabled() -> bool | None:
+    """Whether TensorFlow runs its oneDNN kernels in this process (None where the build
+    does not say). It decides which layouts and precisions have CPU kernels."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:
+        return None
+    return bool(_pywrap_util_port.IsMklEnabled())

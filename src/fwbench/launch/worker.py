@@ -20,7 +20,6 @@ from typing import Any, TextIO
 from pydantic import BaseModel, TypeAdapter
 
 from fwbench.case import Case
-from fwbench.environment import cpu_features_text
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
@@ -55,8 +54,8 @@ def failure(
     error = one_line(exc)
     if status == "error" and adapter.is_unsupported(exc):
         status = "unsupported"
-        if device == "cpu":
-            error += f" (this CPU: {cpu_features_text()})"
+        if context := adapter.unsupported_context(device):
+            error += f" ({context})"
     trace = "".join(traceback.format_exception(exc)).splitlines()
     settings["error_traceback"] = "\n".join(trace[-40:])
     return {"status": status, "error": error[:700]}
