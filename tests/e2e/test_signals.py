@@ -24,7 +24,7 @@ def test_a_torch_py_in_the_working_directory_never_runs_in_a_worker(tmp_path: Pa
     proc = subprocess.run(
         [sys.executable, "-m", "fwbench", "run", "--framework", "torch", "--model", "resnet18",
          "--task", "infer", "--batch-size", "1", "--input-size", "32", "--num-classes", "10",
-         "--threads", "1", "--max-time", "0.2", "--min-runs", "1", "--no-flops",
+         "--threads", "1", "--max-time", "0.2", "--min-runs", "1", "--max-runs", "1", "--no-flops",
          "--db", str(tmp_path / "r.duckdb"), "--json"],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
     )  # fmt: skip

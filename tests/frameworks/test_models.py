@@ -26,7 +26,11 @@ PUBLISHED = {
 
 
 def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> None:
-    proc = fwbench("models", "--json", "--no-flops")
+    # Keras' other backends build these same Keras models (test_jax checks their counts
+    # per case); building every model in JAX takes a minute here, so it is left out.
+    proc = fwbench(
+        "models", "--json", "--no-flops", "--framework", "torch", "--framework", "tensorflow"
+    )
     assert proc.returncode == 0, proc.stderr
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert set(EXPECTED_TORCHVISION) <= set(rows)
@@ -41,11 +45,7 @@ def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> N
         assert row["errors"] == {}, (name, row["errors"])
         assert abs(row["params"]["torch"] / size - 1) <= 0.02, (name, row["params"])
         assert row["max_rel_diff"] <= 0.02, (name, row["params"])
-    # JAX (Keras 3 on its JAX backend) builds the Keras models: the same counts.
-    for name, row in rows.items():
-        if name in EXPECTED_TORCHVISION or name in PUBLISHED:
-            jax, torch = row["params"]["keras-jax"], row["params"]["torch"]
-            assert abs(jax / torch - 1) <= 0.02, (name, row["params"])
+    assert all(set(row["params"]) == {"torch", "tensorflow"} for row in rows.values())
     assert rows["bert_base"]["input_kind"] == "tokens"
     assert rows["deepspeech2"]["dims"] == {"seq_len": 200, "freq_bins": 161, "num_classes": 29}
     # Written to match torchvision layer for layer.
@@ -63,3 +63,10 @@ def test_models_counts_inference_flops_per_framework() -> None:
     lstm = 2 * 35 * 2 * 4 * 650 * 1300 + 35 * 2 * 650 * 10_000
     assert rows["lstm_lm"]["infer_flops"] == {"torch": lstm, "tensorflow": lstm}
     assert rows["resnet18"]["flops_rel_diff"] == 0
+
+
+def test_models_refuses_an_unknown_framework_in_one_line() -> None:
+    proc = fwbench("models", "--framework", "caffe", "--no-flops")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown framework 'caffe'; valid choices: torch," in lines[0]

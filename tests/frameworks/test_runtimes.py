@@ -25,7 +25,7 @@ def test_resnet18_runs_beside_torch_with_the_same_work(tmp_path: Path) -> None:
     frameworks = [a for fw in ("torch", *RUNTIMES) for a in ("--framework", fw)]
     proc = fwbench(
         "run", *frameworks, "--model", "resnet18", "--task", "infer", *TINY,
-        "--max-time", "0.3", "--min-runs", "1", "--db", str(db), "--json",
+        "--max-time", "0.3", "--min-runs", "1", "--max-runs", "1", "--db", str(db), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     records = {r["framework"]: r for r in json.loads(proc.stdout)}
@@ -60,7 +60,7 @@ def test_openvino_bf16_is_run_or_recorded_unsupported(tmp_path: Path) -> None:
     """Whether this CPU has bf16 kernels decides which; never a silent fp32 run."""
     proc = fwbench(
         "run", "--framework", "openvino", "--model", "resnet18", "--task", "infer", *TINY,
-        "--precision", "bf16", "--max-time", "0.3", "--min-runs", "1",
+        "--precision", "bf16", "--max-time", "0.3", "--min-runs", "1", "--max-runs", "1",
         "--db", str(tmp_path / "r.duckdb"), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

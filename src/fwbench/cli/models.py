@@ -7,9 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from fwbench.cli import choices
 from fwbench.cli.common import JsonOption, console, out, print_json
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.frameworks.registry import FRAMEWORKS, get_framework
 from fwbench.launch import counting
 from fwbench.launch.protocol import CountItem
 from fwbench.models.parity import compare
@@ -25,6 +26,13 @@ def command(
     ] = True,
     input_size: Annotated[
         int | None, typer.Option(help="Count image models at this side. [default: each model's]")
+    ] = None,
+    framework: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=choices.frameworks_help("repeat. [default: every installed framework]"),
+            autocompletion=choices.complete_framework,
+        ),
     ] = None,
     json: JsonOption = False,
 ) -> None:
@@ -44,7 +52,7 @@ def command(
     items = tuple(
         CountItem(model=s.name, dims=d, flops=flops) for s, d in zip(specs, dims, strict=True)
     )
-    installed = [fw for fw, info in FRAMEWORKS.items() if info.installed()]
+    installed = _frameworks(framework)
     what = "parameters and FLOPs" if flops else "parameters"
     with console.status(f"building {len(items)} models in {', '.join(installed)} to count {what}"):
         found = counting.count_in_each({fw: items for fw in installed}, timeout_s=1800)
@@ -55,7 +63,8 @@ def command(
         errors: dict[str, str] = {}
         for fw in FRAMEWORKS:
             if fw not in found:
-                errors[fw] = "not installed"
+                if not framework:  # left out by request is not an error
+                    errors[fw] = "not installed"
                 continue
             n, err, f, _ = found[fw][i]
             if err:
@@ -88,15 +97,29 @@ def command(
     if json:
         print_json(rows)
         return
-    _print(rows, flops)
+    _print(rows, flops, installed)
 
 
-def _print(rows: list[dict[str, Any]], flops: bool) -> None:
+def _frameworks(named: list[str] | None) -> list[str]:
+    """The frameworks to count in: those named (each must be installed), else every
+    installed one."""
+    if not named:
+        return [fw for fw, info in FRAMEWORKS.items() if info.installed()]
+    for fw in named:
+        info = get_framework(fw)
+        if not info.installed():
+            raise SpecError(
+                f"framework: {fw} is not installed here (it needs {', '.join(info.packages)})"
+            )
+    return list(dict.fromkeys(named))
+
+
+def _print(rows: list[dict[str, Any]], flops: bool, frameworks: list[str]) -> None:
     title = "Models (trainable parameters" + (", GFLOPs of one inference sample)" if flops else ")")
     table = Table(title=title, title_justify="left")
-    columns = ["model", "family", "input", "dims", *(f"{fw} params" for fw in FRAMEWORKS)]
+    columns = ["model", "family", "input", "dims", *(f"{fw} params" for fw in frameworks)]
     if flops:
-        columns += [f"{fw} GFLOPs" for fw in FRAMEWORKS]
+        columns += [f"{fw} GFLOPs" for fw in frameworks]
     columns += ["diff", "description"]
     for col in columns:
         table.add_column(col, justify="right" if col.endswith(("params", "GFLOPs")) else "left")
@@ -107,9 +130,9 @@ def _print(rows: list[dict[str, Any]], flops: bool) -> None:
             row["input_kind"],
             " ".join(f"{k}={v}" for k, v in row["dims"].items()),
         ]
-        cells += [_value(row, "params", fw, "{:,}") for fw in FRAMEWORKS]
+        cells += [_value(row, "params", fw, "{:,}") for fw in frameworks]
         if flops:
-            cells += [_value(row, "infer_flops", fw, "{:.3g}", 1e-9) for fw in FRAMEWORKS]
+            cells += [_value(row, "infer_flops", fw, "{:.3g}", 1e-9) for fw in frameworks]
         diffs = [d for d in (row["max_rel_diff"], row["flops_rel_diff"]) if d is not None]
         diff = "-" if not diffs else f"{max(diffs):.2%}"
         cells += [diff + (" DIFFERENT" if row["mismatch"] else ""), row["description"]]
