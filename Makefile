@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# CPU flavour of TensorFlow; GPU machines: make EXTRAS=torch,tensorflow-cuda,jax,onnx,openvino,serve,dev
+# CPU flavours of TensorFlow and ONNX Runtime; GPU machines:
+#   make EXTRAS=torch,tensorflow-cuda,jax,onnx-cuda,openvino,energy,serve,dev
 EXTRAS ?= torch,tensorflow,jax,onnx,openvino,serve,dev
 RESULTS := fwbench-results
 

@@ -130,8 +130,8 @@ class Case(BaseModel):
                 f"valid choices for {self.framework}: {', '.join(info.precisions)}"
             )
         for mode, precisions, why in info.mode_exclusions:
-            if self.mode == mode and self.precision in precisions:
-                raise ValueError(f"precision: {self.precision} in mode {mode}: {why}")
+            if self.mode == mode and (self.precision or "fp32") in precisions:
+                raise ValueError(f"precision: {self.precision or 'fp32'} in mode {mode}: {why}")
         strategies.check(self.framework, self.strategy, self.world_size, self.mode, self.task)
         if self.strategy and (self.precision or self.layout or self.autotune):
             raise ValueError(

@@ -81,7 +81,6 @@ def test_what_it_cannot_do_is_refused_before_any_work(tmp_path: Path, runtime: s
         (["--task", "train"], "cannot train: it is an inference runtime"),
         (["--task", "infer", "--layout", "channels_last"], "runs channels_first only"),
         (["--task", "infer", "--precision", "fp16"], f"valid choices for {runtime}: fp32"),
-        (["--task", "infer", "--device", "cuda"], "cannot run on 'cuda'"),
     ):
         proc = fwbench(*base, *extra)
         assert proc.returncode == 2, proc.stderr
@@ -109,3 +108,56 @@ def test_an_export_whose_outputs_differ_is_flagged() -> None:
     found = agreement(model, inputs, lambda: session.run(None, feeds)[0])
     assert found["output_check"] == "differs"
     assert "outputs differ from PyTorch's" in found["warnings"][0]
+
+
+def test_openvino_offers_the_cpu_only(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    proc = fwbench(
+        "run", "--framework", "openvino", "--model", "resnet18", "--task", "infer",
+        "--device", "cuda", *TINY, "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "cannot run on 'cuda'" in proc.stderr
+    assert not db.exists()
+
+
+def test_onnxruntime_names_its_execution_provider_in_the_case() -> None:
+    """cpu: the CPU provider; cuda: CUDA's, or TensorRT's in mode tensorrt, with fp32 meaning
+    IEEE fp32 and cuDNN's search following the case's autotune."""
+    from fwbench.frameworks.onnxruntime import providers
+
+    def made(**given: object) -> Case:
+        return Case.build(framework="onnxruntime", model="resnet18", task="infer", **given)
+
+    assert providers(made()) == [("CPUExecutionProvider", {})]
+    [(name, cuda)] = providers(made(device="cuda"))
+    assert name == "CUDAExecutionProvider"
+    assert cuda["use_tf32"] == "0" and cuda["cudnn_conv_algo_search"] == "HEURISTIC"
+    [(_, cuda)] = providers(made(device="cuda", precision="tf32", autotune=True))
+    assert cuda["use_tf32"] == "1" and cuda["cudnn_conv_algo_search"] == "EXHAUSTIVE"
+    chain = providers(made(device="cuda", mode="tensorrt", precision="tf32"))
+    assert [n for n, _ in chain] == ["TensorrtExecutionProvider", "CUDAExecutionProvider"]
+    for given, reason in (
+        ({"mode": "tensorrt", "precision": "tf32"}, "mode: tensorrt runs on cuda only"),
+        ({"device": "cuda", "mode": "tensorrt"}, "precision: fp32 in mode tensorrt: TensorRT"),
+        ({"precision": "tf32"}, "tf32 is a tensor-core mode of NVIDIA GPUs"),
+    ):
+        with pytest.raises(SpecError, match=reason):
+            made(**given)
+
+
+def test_onnxruntime_on_cuda_without_its_gpu_provider_is_recorded_unsupported(
+    tmp_path: Path,
+) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider")
+    proc = fwbench(
+        "run", "--framework", "onnxruntime", "--model", "resnet18", "--task", "infer",
+        "--device", "cuda", *TINY, "--db", str(tmp_path / "r.duckdb"), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["status"] == "unsupported"
+    assert "no CUDA execution provider" in record["error"]
+    assert "install onnxruntime-gpu" in record["error"]

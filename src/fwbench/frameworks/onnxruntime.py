@@ -1,15 +1,23 @@
 """ONNX Runtime: the case's PyTorch model exported to ONNX (fwbench.frameworks.onnx_graph)
-and run by an InferenceSession on the CPU execution provider. Inference only.
+and run by an InferenceSession on the case's execution provider. Inference only.
 
-Modes are ONNX Runtime's graph optimisation levels. Execution is sequential (operators one
-after another, each parallel over intra_op_num_threads; ONNX Runtime's default), one
-inter-op thread, spinning workers between operators (as PyTorch's OpenMP pool does): all
-explicit and recorded.
+The provider follows from the case: the CPU provider on `cpu`; on `cuda`, the CUDA
+provider, or TensorRT's (nodes it cannot take fall back to CUDA) in mode `tensorrt`. The
+other modes are ONNX Runtime's graph optimisation levels. A session that did not get the
+provider asked for (ONNX Runtime falls back to the CPU with a log line when a GPU
+provider fails to load) is refused, never measured on the wrong device.
+
+On the CPU: sequential execution (operators one after another, each parallel over
+intra_op_num_threads; ONNX Runtime's default), one inter-op thread, spinning workers
+between operators (as PyTorch's OpenMP pool does). On a GPU the inputs are bound on the
+device once and the outputs stay there (I/O binding), as a torch case's tensors do, so
+the steady state holds no host copies; fp32 is IEEE fp32 (`use_tf32` off) unless the
+case asks for tf32, and cuDNN's convolution search follows the case's autotune, as
+PyTorch's cudnn.benchmark does. Every option is explicit and recorded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,36 +26,62 @@ import onnxruntime as ort
 import torch
 
 from fwbench.case import Case
-from fwbench.frameworks.onnx_graph import ExportedAdapter, ExportError
+from fwbench.frameworks.onnx_graph import Compiled, ExportedAdapter, ExportError, Unsupported
 
 LEVELS: dict[str, ort.GraphOptimizationLevel] = {
     "optimized": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
     "unoptimized": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "tensorrt": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 SPINNING = "1"
+CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
+
+
+def providers(case: Case) -> list[tuple[str, dict[str, str]]]:
+    """The execution providers a case asks for, first choice first, with their options."""
+    if case.device != "cuda":
+        return [(CPU, {})]
+    cuda = {
+        "device_id": "0",
+        "use_tf32": "1" if case.precision == "tf32" else "0",
+        # cudnn.benchmark off in PyTorch means cuDNN's heuristics, not its fixed default.
+        "cudnn_conv_algo_search": "EXHAUSTIVE" if case.autotune else "HEURISTIC",
+    }
+    if case.mode == "tensorrt":
+        return [(TENSORRT, {"device_id": "0"}), (CUDA, cuda)]
+    return [(CUDA, cuda)]
 
 
 class OnnxRuntimeAdapter(ExportedAdapter):
     name = "onnxruntime"
 
     def unavailable_reason(self, device: str) -> str | None:
-        if device != "cpu":
-            return "fwbench runs ONNX Runtime's CPU execution provider only, so far"
+        if device == "cuda" and CUDA not in ort.get_available_providers():
+            return (
+                f"this onnxruntime {ort.__version__} has no CUDA execution provider (it has "
+                f"{', '.join(ort.get_available_providers())}): install onnxruntime-gpu"
+            )
         return None
 
     def environment(self, device: str) -> dict[str, Any]:
+        on_gpu = device == "cuda" and torch.cuda.is_available()
         return {
             "onnxruntime": ort.__version__,
             "onnx": onnx.__version__,
             "torch": torch.__version__,
             "providers": ort.get_available_providers(),
-            "device_name": "cpu",
+            "device_name": torch.cuda.get_device_name(0) if on_gpu else "cpu",
         }
 
-    def compile(
-        self, proto: onnx.ModelProto, case: Case, feeds: list[np.ndarray]
-    ) -> tuple[Callable[[], Any], dict[str, Any]]:
+    def compile(self, proto: onnx.ModelProto, case: Case, feeds: list[np.ndarray]) -> Compiled:
+        wanted = providers(case)
+        first = wanted[0][0]
+        if first not in ort.get_available_providers():
+            raise Unsupported(
+                f"this onnxruntime {ort.__version__} has no {first} (it has "
+                f"{', '.join(ort.get_available_providers())})"
+            )
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
@@ -56,19 +90,66 @@ class OnnxRuntimeAdapter(ExportedAdapter):
         options.add_session_config_entry("session.intra_op.allow_spinning", SPINNING)
         options.log_severity_level = 3  # errors only: its warnings are about its optimiser
         session = ort.InferenceSession(
-            proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+            proto.SerializeToString(),
+            options,
+            providers=[name for name, _ in wanted],
+            provider_options=[opts for _, opts in wanted],
         )
+        got = session.get_providers()
+        if got[0] != first:
+            raise Unsupported(f"ONNX Runtime gave the session {got[0]}, not {first}")
         names = [i.name for i in session.get_inputs()]
         if len(names) != len(feeds):
             raise ExportError(f"the graph takes {len(names)} inputs; the model {len(feeds)}")
-        by_name = dict(zip(names, feeds, strict=True))
-
-        def run() -> Any:
-            return session.run(None, by_name)[0]
-
-        return run, {
+        applied: dict[str, Any] = {
             "graph_optimization_level": str(options.graph_optimization_level).split(".")[-1],
             "execution_mode": "ORT_SEQUENTIAL",
             "intra_op_allow_spinning": SPINNING,
-            "providers": session.get_providers(),
+            "providers": got,
         }
+        if case.device != "cuda":
+            by_name = dict(zip(names, feeds, strict=True))
+            last: list[np.ndarray] = []
+
+            def run() -> None:
+                last[:] = session.run(None, by_name)[:1]
+
+            return Compiled(run, lambda: last[0], applied)
+        return _bound(session, names, feeds, applied | _provider_options(session, got))
+
+
+def _bound(
+    session: ort.InferenceSession,
+    names: list[str],
+    feeds: list[np.ndarray],
+    applied: dict[str, Any],
+) -> Compiled:
+    """The session with its inputs copied to the GPU once and its outputs kept there."""
+    binding = session.io_binding()
+    on_device = [ort.OrtValue.ortvalue_from_numpy(feed, "cuda", 0) for feed in feeds]
+    for name, value in zip(names, on_device, strict=True):
+        binding.bind_ortvalue_input(name, value)
+    for out in session.get_outputs():
+        binding.bind_output(out.name, "cuda", 0)
+
+    def run() -> None:
+        session.run_with_iobinding(binding)
+
+    def output() -> np.ndarray:
+        return np.asarray(binding.copy_outputs_to_cpu()[0])
+
+    applied |= {"io_binding": "cuda"}
+    return Compiled(run, output, applied, binding.synchronize_outputs, holds=tuple(on_device))
+
+
+def _provider_options(session: ort.InferenceSession, got: list[str]) -> dict[str, Any]:
+    """The GPU providers' options as the session applied them."""
+    applied = session.get_provider_options()
+    keep = ("use_tf32", "cudnn_conv_algo_search", "device_id", "trt_fp16_enable")
+    return {
+        f"ort_{name.removesuffix('ExecutionProvider').lower()}_{key}": value
+        for name in got
+        if name != CPU
+        for key, value in applied.get(name, {}).items()
+        if key in keep
+    }

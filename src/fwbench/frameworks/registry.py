@@ -123,7 +123,13 @@ class FrameworkInfo:
 
 
 def _exported_runtime(
-    *, name: str, label: str, modes: tuple[str, ...], package: str, **given: Any
+    *,
+    name: str,
+    label: str,
+    modes: tuple[str, ...],
+    package: str,
+    devices: tuple[str, ...] = ("cpu",),
+    **given: Any,
 ) -> FrameworkInfo:
     """An inference runtime that runs the case's PyTorch model exported to ONNX
     (fwbench.frameworks.onnx_graph): what every such runtime is and cannot do."""
@@ -132,7 +138,7 @@ def _exported_runtime(
         label=label,
         modes=modes,
         default_mode=modes[0],
-        devices=("cpu",),
+        devices=devices,
         packages=(package, "onnx", "onnxscript", "torch", "torchvision"),
         preload=("torchvision", "onnxscript"),
         layouts=("channels_first",),  # the exported graph takes NCHW images
@@ -257,12 +263,23 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
     _exported_runtime(
         name="onnxruntime",
         label="ONNX Runtime",
-        # Graph optimisation levels: ORT_ENABLE_ALL, ORT_ENABLE_BASIC, ORT_DISABLE_ALL.
-        modes=("optimized", "basic", "unoptimized"),
+        # Graph optimisation levels (ORT_ENABLE_ALL, ORT_ENABLE_BASIC, ORT_DISABLE_ALL) on
+        # the device's execution provider (CPU, or CUDA on cuda), and TensorRT's.
+        modes=("optimized", "basic", "unoptimized", "tensorrt"),
         package="onnxruntime",
         adapter_path="fwbench.frameworks.onnxruntime:OnnxRuntimeAdapter",
         distributions=("onnxruntime", "onnxruntime-gpu"),
-        precisions=("fp32",),
+        devices=("cpu", "cuda"),
+        cuda_modes=(("tensorrt", "TensorRT is NVIDIA's GPU inference compiler"),),
+        precisions=("fp32", "tf32"),
+        mode_exclusions=(
+            (
+                "tensorrt",
+                ("fp32",),
+                "TensorRT computes fp32 layers in TF32 unless told not to, and ONNX "
+                "Runtime's TensorRT provider has no option to tell it; use --precision tf32",
+            ),
+        ),
         colour="#7A5195",
     ),
     _exported_runtime(
