@@ -45,9 +45,18 @@ def runs_of(medians: list[float]) -> tuple[Run, ...]:
     )
 
 
-def result(framework: str, mode: str, median: float, half: float, status: str = "ok") -> Result:
+def result(
+    framework: str,
+    mode: str,
+    median: float,
+    half: float,
+    status: str = "ok",
+    precision: str | None = None,
+) -> Result:
     """A result of three runs spread by +-half/2 around `median`."""
-    case = Case.build(framework=framework, model="resnet18", mode=mode, threads=2)
+    case = Case.build(
+        framework=framework, model="resnet18", mode=mode, threads=2, precision=precision
+    )
     m = None
     if status == "ok":
         m = Measurement(
@@ -57,7 +66,7 @@ def result(framework: str, mode: str, median: float, half: float, status: str = 
             **START,
         )
     return Result(
-        result_id=f"{framework}{mode}",
+        result_id=f"{framework}{mode}{precision}",
         run_id="r",
         recorded_at=datetime.now(),
         case=case,
@@ -128,3 +137,22 @@ def test_a_wide_interval_shows_its_ends_not_a_percentage_past_100() -> None:
     )
     text = cell(wide.model_copy(update={"measurement": lopsided}), 1.5, short=True)
     assert text == "10.00 (4-60) x1.50"
+
+
+def test_rows_that_differ_only_in_precision_say_which_is_which() -> None:
+    from fwbench.cli.common import summary_table
+    from fwbench.report.summary import workload_cells, workload_head
+
+    both = [
+        result("torch", "eager", 0.10, 0.001),
+        result("torch", "eager", 0.05, 0.001, precision="bf16"),
+    ]
+    _, rows = summarise(both)
+    head = workload_head(rows)
+    assert head == ["model", "task", "batch", "shape", "precision"]
+    assert [workload_cells(row, head)[-1] for row in rows] == ["fp32", "bf16"]
+    assert "precision" in [column.header for column in summary_table(both).columns]
+    # A column that would say the same on every row is left out.
+    _, one = summarise(both[:1])
+    assert workload_head(one) == ["model", "task", "batch", "shape"]
+    assert workload_head(one, always=("device",))[-1] == "device"

@@ -26,7 +26,12 @@ from fwbench.cli import choices
 from fwbench.errors import SpecError
 from fwbench.measure.timing import TimingConfig
 from fwbench.report import scaling
-from fwbench.report.summary import WORKLOAD_FIELDS, batch_text, cell, summarise
+from fwbench.report.summary import (
+    cell,
+    summarise,
+    workload_cells,
+    workload_head,
+)
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
 
@@ -145,19 +150,16 @@ def print_json(data: Any) -> None:
 def summary_table(results: list[Result], title: str = "Summary") -> Table:
     variants, rows = summarise(results)
     table = Table(title=title, title_justify="left")
-    for col in ("model", "task", "batch", "shape"):
+    head = workload_head(rows)
+    for col in head:
         table.add_column(col)
     for v in variants:
         table.add_column(f"{v}\nms ±95%CI rel", justify="right")
     table.add_column("verdict")
     for row in rows:
-        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
         style = "yellow" if row.different_work else None
         table.add_row(
-            w["model"],
-            w["task"],
-            batch_text(w),
-            str(w["shape"]),
+            *workload_cells(row, head),
             *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
             row.verdict(short=True),
             style=style,

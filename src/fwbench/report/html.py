@@ -15,11 +15,11 @@ from fwbench.report import figures, scaling
 from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
-    WORKLOAD_FIELDS,
-    batch_text,
     cell,
     inconclusive_advice,
     summarise,
+    workload_cells,
+    workload_head,
 )
 from fwbench.result import Result
 from fwbench.serve.result import ServingResult
@@ -265,22 +265,18 @@ def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]
 
 def _verdicts(results: Sequence[Result]) -> str:
     variants, rows = summarise(results)
-    head = ["model", "task", "batch", "shape", "device", *variants, "verdict"]
+    names = workload_head(rows, always=("device",))
+    head = [*names, *variants, "verdict"]
     body = []
     for row in rows:
-        w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
         body.append(
             [
-                str(w["model"]),
-                str(w["task"]),
-                batch_text(w),
-                str(w["shape"]),
-                str(w["device"]),
+                *workload_cells(row, names),
                 *(cell(row.results.get(v), row.relative(v)) for v in variants),
                 row.verdict(),
             ]
         )
-    table = _table(head, body, numeric={2, 3, *range(5, 5 + len(variants))})
+    table = _table(head, body, numeric={2, 3, *range(len(names), len(names) + len(variants))})
     advice = inconclusive_advice(rows)
     return table + (f'<p class="sub">{html.escape(advice)}</p>' if advice else "")
 

@@ -9,11 +9,11 @@ from datetime import datetime
 from fwbench.report import scaling
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
-    WORKLOAD_FIELDS,
-    batch_text,
     cell,
     inconclusive_advice,
     summarise,
+    workload_cells,
+    workload_head,
 )
 from fwbench.result import Result
 from fwbench.serve.result import ServingResult
@@ -63,17 +63,14 @@ def render(
             "relative to the fastest framework for the same work (x1.00 = fastest).",
             "",
         ]
-        head = ["model", "task", "batch", "shape", *(md(v) for v in variants), "verdict"]
+        names = workload_head(rows)
+        head = [*names, *(md(v) for v in variants), "verdict"]
         out.append("| " + " | ".join(head) + " |")
         out.append("|" + "---|" * len(head))
         for row in rows:
-            w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
-            cells = [md(cell(row.results.get(v), row.relative(v))) for v in variants]
-            out.append(
-                f"| {md(w['model'])} | {md(w['task'])} | {batch_text(w)} | {md(w['shape'])} | "
-                + " | ".join(cells)
-                + f" | {md(row.verdict())} |"
-            )
+            cells = [md(c) for c in workload_cells(row, names)]
+            cells += [md(cell(row.results.get(v), row.relative(v))) for v in variants]
+            out.append("| " + " | ".join(cells) + f" | {md(row.verdict())} |")
     advice = inconclusive_advice(rows)
     if advice:
         out += ["", advice]  # our own words: no escaping

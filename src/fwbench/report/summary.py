@@ -5,7 +5,7 @@ Pure functions over Results; rendering to the terminal or Markdown lives with th
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,6 +95,25 @@ def batch_text(workload: dict[str, Any]) -> str:
     """The batch column: `8`, or `8x2` for 8 per replica on 2 replicas."""
     replicas = int(workload.get("world_size") or 1)
     return str(workload["batch_size"]) + (f"x{replicas}" if replicas > 1 else "")
+
+
+# Workload fields a table shows only where its rows differ in them (or where asked).
+VARYING = ("precision", "device", "threads")
+
+
+def workload_head(rows: Sequence[SummaryRow], always: tuple[str, ...] = ()) -> list[str]:
+    """The columns that name a row's workload: model, task, batch, shape, and whichever of
+    precision, device and threads tell two rows apart (an fp32 and a bf16 row of the same
+    shape would otherwise read the same)."""
+    seen = [dict(zip(WORKLOAD_FIELDS, row.workload, strict=True)) for row in rows]
+    extra = [f for f in VARYING if f in always or len({str(w[f]) for w in seen}) > 1]
+    return ["model", "task", "batch", "shape", *extra]
+
+
+def workload_cells(row: SummaryRow, head: list[str]) -> list[str]:
+    """A row's values under `workload_head`'s columns."""
+    w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+    return [batch_text(w) if col == "batch" else str(w[col]) for col in head]
 
 
 def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
