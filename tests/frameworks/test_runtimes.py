@@ -161,3 +161,22 @@ def test_onnxruntime_on_cuda_without_its_gpu_provider_is_recorded_unsupported(
     assert record["status"] == "unsupported"
     assert "no CUDA execution provider" in record["error"]
     assert "install onnxruntime-gpu" in record["error"]
+
+
+def test_the_runtimes_serve_under_loadgen_like_any_framework(tmp_path: Path) -> None:
+    """`fwbench serve` takes the exported graph behind MLPerf LoadGen, with its outputs
+    checked against PyTorch's before the first query."""
+    pytest.importorskip("mlperf_loadgen")
+    frameworks = [a for fw in RUNTIMES for a in ("--framework", fw)]
+    proc = fwbench(
+        "serve", *frameworks, "--model", "resnet18", *TINY, "--scenario", "single_stream",
+        "--runs", "1", "--duration", "0.3", "--db", str(tmp_path / "r.duckdb"), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    records = {r["framework"]: r for r in json.loads(proc.stdout)}
+    assert set(records) == set(RUNTIMES)
+    for name, r in records.items():
+        assert r["status"] == "ok" and r["validity"] == "VALID", (name, r["error"])
+        assert r["param_count"] == 11_181_642  # ResNet-18 at 10 classes, read from the graph
+        assert r["settings"]["output_check"] == "agrees" and r["settings"]["export_s"] > 0
+        assert r["latency_s"]["90.00"]["value"] > 0
