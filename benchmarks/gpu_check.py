@@ -508,6 +508,52 @@ def check_explain(ctx: Context) -> None:
     )
 
 
+def check_runtimes(ctx: Context) -> None:
+    """ONNX Runtime's CUDA provider beside PyTorch (a SKIP for a CPU-only onnxruntime)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        ctx.say(Line("runtimes", "SKIP", "ONNX Runtime on the GPU", "onnxruntime not installed"))
+        return
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        providers = ", ".join(onnxruntime.get_available_providers())
+        ctx.say(
+            Line(
+                "runtimes",
+                "SKIP",
+                "ONNX Runtime on the GPU",
+                f"onnxruntime {onnxruntime.__version__} has {providers}: needs onnxruntime-gpu",
+            )
+        )
+        return
+    records = run_case(
+        ctx,
+        *("--framework", "torch", "--framework", "onnxruntime", "--model", "resnet50"),
+        *("--task", "infer", "--batch-size", "32", "--input-size", "224"),
+    )
+    by_fw = {r["framework"]: r for r in records}
+    r = by_fw.get("onnxruntime", {})
+    s = r.get("settings") or {}
+    ok = (
+        r.get("status") == "ok"
+        and (s.get("providers") or [""])[0] == "CUDAExecutionProvider"
+        and s.get("output_check") == "agrees"
+        and s.get("ort_cuda_use_tf32") == "0"
+    )
+    shown = ("providers", "io_binding", "ort_cuda_use_tf32", "ort_cuda_cudnn_conv_algo_search")
+    ctx.say(
+        Line(
+            "runtimes",
+            "PASS" if ok else "FAIL",
+            "ONNX Runtime's CUDA provider runs ResNet-50 infer b32 224 px with I/O binding, "
+            "fp32 without TF32, outputs agreeing with PyTorch's",
+            f"onnxruntime {_ms(r)} vs torch {_ms(by_fw.get('torch', {}))}; "
+            f"{json.dumps({k: s.get(k) for k in shown})}",
+            {"results": [_compact(x) for x in records]},
+        )
+    )
+
+
 FIGURE_MODELS = ("resnet18", "mobilenet_v2", "vgg16", "resnet152", "efficientnet_b4")
 
 
@@ -571,6 +617,7 @@ CHECKS: dict[str, tuple[float, Callable[[Context], None]]] = {
     "ddp": (45, check_ddp),
     "keras": (120, check_keras),
     "explain": (45, check_explain),
+    "runtimes": (60, check_runtimes),
     "figures": (120, check_figures),
 }
 

@@ -101,3 +101,18 @@ def test_without_a_gpu_the_record_says_so_and_exits_1(tmp_path: Path) -> None:
     assert env_line["status"] == "FAIL"
     assert "FAIL  env: fwbench env detects the GPU" in found.stdout
     assert (tmp_path / "gpu-check.log").read_text().count("FAIL") >= 1
+
+
+def test_the_runtimes_check_skips_an_onnxruntime_without_its_cuda_provider(
+    tmp_path: Path,
+) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider")
+    checker = _checker()
+    ctx = checker.Context(tmp_path, budget_s=60, python=sys.executable)
+    checker.check_runtimes(ctx)
+    (line,) = ctx.lines
+    assert (line.check, line.status) == ("runtimes", "SKIP")
+    assert "needs onnxruntime-gpu" in line.figure
+    assert json.loads((tmp_path / "gpu-check.json").read_text())["checks"][0]["status"] == "SKIP"
