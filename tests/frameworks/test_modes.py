@@ -7,7 +7,6 @@ from pathlib import Path
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
-from fwbench.environment import cpu_features
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING, fwbench
@@ -108,27 +107,28 @@ def test_every_mode_precision_and_layout_valid_on_cpu_runs(
 def _unsupported_here(r: Result) -> bool:
     """TensorFlow's convolutions in NCHW (channels_first) depend on the machine: its own CPU
     kernels take NHWC only, so NCHW runs through oneDNN, which TensorFlow turns on by
-    default only on some CPUs, and in bf16 / fp16 only where the CPU has that type's
-    instructions (AVX512 or AMX). XLA compiles its own convolution: it runs everywhere.
-    Where the kernels are missing the result must say `unsupported`, with TensorFlow's
-    reason and what about this machine decides it, never `error`; where they exist it
-    must run. Whether oneDNN was on is what the run recorded (checked against
-    TF_ENABLE_ONEDNN_OPTS=0 in test_tensorflow_nchw_without_onednn_is_unsupported)."""
+    default only on some CPUs, and in bf16 / fp16 only where oneDNN has kernels for that
+    type on this CPU. XLA compiles its own convolution: it runs everywhere. Where the
+    kernels are missing the result must say `unsupported`, with TensorFlow's reason and
+    what about this machine decides it, never `error`; where they exist it must run.
+    Whether oneDNN was on, and for which types, is what the run recorded in TensorFlow's
+    own words (the off path is checked against TF_ENABLE_ONEDNN_OPTS=0 in
+    test_tensorflow_nchw_without_onednn_is_unsupported)."""
     c = r.case
     if c.framework != "tensorflow" or c.layout != "channels_first" or c.mode == "xla":
         return False
-    onednn = r.environment["onednn_enabled"]
+    onednn = r.environment.get("onednn_enabled")
+    kernels = r.environment.get("onednn_precisions")
+    assert onednn is not None and kernels is not None, (c.label(), r.status, r.error)
     precision = c.precision or "fp32"
-    features = {f"avx512_{precision}", f"amx_{precision}"} & set(cpu_features())
-    if onednn and (precision == "fp32" or features):
+    if onednn and precision in kernels:
         return False  # this machine has the kernels: the case must run
-    assert r.status == "unsupported", (c.label(), r.status, r.error, onednn)
+    assert r.status == "unsupported", (c.label(), r.status, r.error, onednn, kernels)
     assert "NHWC" in str(r.error)  # "only supports NHWC", or "the NHWC tensor format"
     if onednn:
-        # "(this CPU: has avx2; lacks avx512_bf16, avx512_fp16, ...)": varies by CPU.
-        assert f"avx512_{precision}" in str(r.error).partition("lacks ")[2]
+        assert f"TensorFlow's oneDNN: on, kernels for {', '.join(kernels)}" in str(r.error)
     else:
-        assert "oneDNN is off here" in str(r.error)
+        assert "TensorFlow's oneDNN: off (TF_ENABLE_ONEDNN_OPTS=1 turns it on" in str(r.error)
     assert "Conv2D" in r.settings["error_traceback"]
     return True
 
@@ -151,7 +151,8 @@ def test_tensorflow_nchw_without_onednn_is_unsupported(
     assert record["environment"]["onednn_opts_env"] == "0"
     assert record["status"] == "unsupported", record["error"]
     assert "only supports the NHWC tensor format on the CPU" in record["error"]
-    assert "oneDNN is off here: TF_ENABLE_ONEDNN_OPTS=1 turns it on" in record["error"]
+    assert "TensorFlow's oneDNN: off (TF_ENABLE_ONEDNN_OPTS=1 turns it on" in record["error"]
+    assert "fp32" in record["environment"]["onednn_precisions"]
 
 
 def test_invalid_combinations_are_refused_with_their_reason() -> None:

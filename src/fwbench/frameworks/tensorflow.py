@@ -209,6 +209,7 @@ class TensorFlowAdapter(Adapter):
             "tf_cudnn": build.get("cudnn_version"),
             "onednn_opts_env": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
             "onednn_enabled": onednn_enabled(),
+            "onednn_precisions": onednn_precisions(),
         }
         if device == "cuda":
             gpus = tf.config.list_physical_devices("GPU")
@@ -320,29 +321,50 @@ class TensorFlowAdapter(Adapter):
         return isinstance(exc, tf.errors.ResourceExhaustedError)
 
     def is_unsupported(self, exc: BaseException) -> bool:
-        # e.g. fp16 convolutions in NCHW on a CPU without AVX512-FP16: oneDNN does not
-        # take them, and TensorFlow's own CPU kernels run NHWC only.
+        # e.g. fp16 convolutions in NCHW on a CPU whose oneDNN has no fp16 kernels:
+        # TensorFlow's own CPU kernels run NHWC only.
         if isinstance(exc, tf.errors.UnimplementedError):
             return True
-        # The same limit met by a gradient kernel in graph mode (bf16 on a CPU without
-        # AVX512-BF16), raised as an argument error.
+        # The same limit met by a gradient kernel in graph mode, raised as an argument error.
         return isinstance(exc, tf.errors.InvalidArgumentError) and "only supports NHWC" in str(exc)
 
     def unsupported_context(self, device: str) -> str:
         context = super().unsupported_context(device)
-        if device == "cpu" and onednn_enabled() is False:
-            # TensorFlow's own CPU kernels run NHWC convolutions only, in every precision;
-            # it turns oneDNN on by default only on CPUs with AVX512-VNNI, AVX512-BF16,
-            # AVX-VNNI or AMX, so channels_first runs on some CPUs and not on others.
-            context += "; TensorFlow's oneDNN is off here: TF_ENABLE_ONEDNN_OPTS=1 turns it on"
+        if device != "cpu":
+            return context
+        # TensorFlow's own CPU convolutions take NHWC only; NCHW runs through oneDNN, which
+        # TensorFlow turns on by default only on some CPUs, with kernels for the types
+        # this CPU can run: both decide which layouts and precisions run here.
+        kernels = onednn_precisions()
+        having = f", kernels for {', '.join(kernels)}" if kernels is not None else ""
+        state = onednn_enabled()
+        if state is True:
+            context += f"; TensorFlow's oneDNN: on{having}"
+        elif state is False:
+            would = f"; it would have kernels for {', '.join(kernels)}" if kernels else ""
+            context += f"; TensorFlow's oneDNN: off (TF_ENABLE_ONEDNN_OPTS=1 turns it on{would})"
         return context
 
 
 def onednn_enabled() -> bool | None:
     """Whether TensorFlow runs its oneDNN kernels in this process (None where the build
-    does not say). It decides which layouts and precisions have CPU kernels."""
+    does not say)."""
     try:
         from tensorflow.python.util import _pywrap_util_port
     except ImportError:
         return None
     return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def onednn_precisions() -> list[str] | None:
+    """The precisions TensorFlow's oneDNN has CPU kernels for on this CPU, in TensorFlow's
+    own words (None where the build does not say)."""
+    try:
+        from tensorflow.python.util import _pywrap_utils
+    except ImportError:
+        return None
+    supported = getattr(_pywrap_utils, "IsDataTypeSupportedByOneDNNOnThisCPU", None)
+    if supported is None:
+        return None
+    types = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
+    return [name for name, dtype in types.items() if supported(dtype.as_datatype_enum)]
