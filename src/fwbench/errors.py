@@ -43,11 +43,13 @@ _NOISE = re.compile(
     re.IGNORECASE,
 )
 _TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
+# Terminal colour codes (TensorFlow bolds some messages): text, not styling, in a record.
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def informative_line(text: str) -> str:
     """The line of an error message that says what went wrong (pure; tested)."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in _ANSI.sub("", text).strip().splitlines() if ln.strip()]
     for line in lines:
         if line.startswith((" ", "\t")) or _NOISE.match(line):
             continue

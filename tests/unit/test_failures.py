@@ -44,6 +44,10 @@ OOM when allocating tensor with shape[8,64,112,112] and type float on GPU_0 by a
             "CUDA out of memory. Tried to allocate 2 GiB",
         ),
         ("Graph execution error:", "Graph execution error:"),  # nothing better: keep it
+        (  # TensorFlow's eager message, bold on a terminal
+            "{{function_node __wrapped__Conv2D}} \x1b[1m The Conv2D op ... NCHW\x1b[0m [Op:Conv2D]",
+            "The Conv2D op ... NCHW",
+        ),
         ("", ""),
     ],
 )
