@@ -538,6 +538,7 @@ def check_runtimes(ctx: Context) -> None:
         r.get("status") == "ok"
         and (s.get("providers") or [""])[0] == "CUDAExecutionProvider"
         and s.get("output_check") == "agrees"
+        and s.get("io_binding") == "cuda"
         and s.get("ort_cuda_use_tf32") == "0"
     )
     shown = ("providers", "io_binding", "ort_cuda_use_tf32", "ort_cuda_cudnn_conv_algo_search")

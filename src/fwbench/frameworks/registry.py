@@ -271,6 +271,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         distributions=("onnxruntime", "onnxruntime-gpu"),
         devices=("cpu", "cuda"),
         cuda_modes=(("tensorrt", "TensorRT is NVIDIA's GPU inference compiler"),),
+        slow_modes=("tensorrt",),  # its engine build can take minutes
         precisions=("fp32", "tf32"),
         mode_exclusions=(
             (
