@@ -22,9 +22,7 @@ TINY = ["--batch-size", "2", "--input-size", "32", "--num-classes", "10", "--thr
 def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     args = ["run", "--framework", "torch", "--model", "resnet18", "--task", "infer", *TINY]
-    proc = fwbench(
-        *args, "--max-time", "0.3", "--min-runs", "1", "--max-runs", "1", "--db", str(db), "--json"
-    )
+    proc = fwbench(*args, "--max-time", "0.3", "--min-runs", "1", "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     assert record["framework"] == "torch" and record["model"] == "resnet18"
