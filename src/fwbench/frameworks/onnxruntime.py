@@ -36,6 +36,20 @@ LEVELS: dict[str, ort.GraphOptimizationLevel] = {
 }
 SPINNING = "1"
 CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
+# What a GPU provider is called in a reason, and what brings it.
+NEEDS = {
+    CUDA: ("CUDA execution provider", "install onnxruntime-gpu"),
+    TENSORRT: ("TensorRT execution provider", "install onnxruntime-gpu and TensorRT"),
+}
+
+
+def lacking(provider: str) -> str | None:
+    """Why this onnxruntime cannot give a session `provider`, or None when it can."""
+    have = ort.get_available_providers()
+    if provider in have:
+        return None
+    name, hint = NEEDS.get(provider, (provider, "install an onnxruntime that has it"))
+    return f"this onnxruntime {ort.__version__} has no {name} (it has {', '.join(have)}): {hint}"
 
 
 def providers(case: Case) -> list[tuple[str, dict[str, str]]]:
@@ -57,12 +71,7 @@ class OnnxRuntimeAdapter(ExportedAdapter):
     name = "onnxruntime"
 
     def unavailable_reason(self, device: str) -> str | None:
-        if device == "cuda" and CUDA not in ort.get_available_providers():
-            return (
-                f"this onnxruntime {ort.__version__} has no CUDA execution provider (it has "
-                f"{', '.join(ort.get_available_providers())}): install onnxruntime-gpu"
-            )
-        return None
+        return lacking(CUDA) if device == "cuda" else None
 
     def environment(self, device: str) -> dict[str, Any]:
         on_gpu = device == "cuda" and torch.cuda.is_available()
@@ -77,11 +86,8 @@ class OnnxRuntimeAdapter(ExportedAdapter):
     def compile(self, proto: onnx.ModelProto, case: Case, feeds: list[np.ndarray]) -> Compiled:
         wanted = providers(case)
         first = wanted[0][0]
-        if first not in ort.get_available_providers():
-            raise Unsupported(
-                f"this onnxruntime {ort.__version__} has no {first} (it has "
-                f"{', '.join(ort.get_available_providers())})"
-            )
+        if reason := lacking(first):  # TensorRT's: unavailable_reason has checked CUDA's
+            raise Unsupported(reason)
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.threads
         options.inter_op_num_threads = 1
