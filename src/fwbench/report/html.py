@@ -276,7 +276,8 @@ def _verdicts(results: Sequence[Result]) -> str:
                 row.verdict(),
             ]
         )
-    table = _table(head, body, numeric={2, 3, *range(len(names), len(names) + len(variants))})
+    numeric = {names.index("batch"), names.index("shape")}
+    table = _table(head, body, numeric={*numeric, *range(len(names), len(names) + len(variants))})
     advice = inconclusive_advice(rows)
     return table + (f'<p class="sub">{html.escape(advice)}</p>' if advice else "")
 
