@@ -80,12 +80,10 @@ class Case(BaseModel):
             data = _drop_defaults(data)
             data = _distributed_defaults(data)
             if data.get("mode") is None:
-                # "eager" where the framework has it (the key every existing result has);
-                # otherwise its first mode (a runtime has no eager mode).
-                info = FRAMEWORKS.get(str(data.get("framework")))
                 data = {k: v for k, v in data.items() if k != "mode"}
-                if info is not None and "eager" not in info.modes:
-                    data["mode"] = info.modes[0]
+                mode = default_mode(str(data.get("framework")), data.get("strategy"))
+                if mode is not None:
+                    data["mode"] = mode
         if isinstance(data, dict) and isinstance(data.get("model"), str):
             data = {**data, "model": data["model"].lower()}
             spec = find_model(data["model"])
@@ -248,6 +246,12 @@ class Case(BaseModel):
         parts += [self.layout or "", "autotune" if self.autotune else "", self.strategy or ""]
         return "/".join(p for p in parts if p)
 
+    @property
+    def runs_eagerly(self) -> bool:
+        """Whether its mode runs the model op by op (the registry's `eager_modes`)."""
+        info = FRAMEWORKS.get(self.framework)
+        return info is not None and self.mode in info.eager_modes
+
     def label(self) -> str:
         precision = f" {self.precision}" if self.precision else ""
         workers = f" x{self.world_size}" if self.strategy else ""
@@ -255,6 +259,36 @@ class Case(BaseModel):
             f"{self.variant} {self.model} {self.task} b{self.batch_size}{workers} "
             f"{self.shape}{precision} {self.device} t{self.threads}"
         )
+
+
+def default_mode(framework: str, strategy: Any = None) -> str | None:
+    """The mode a case runs in when none is given: the framework's documented fast path
+    (its registry entry's `default_mode`: PyTorch eager, TensorFlow tf.function, Keras on
+    JAX jit, the runtimes' optimised levels), or the first mode a data-parallel strategy
+    takes where that one is not among them. The mode is always part of a case's key, so
+    a stored case keeps its key whichever default made it. None for an unknown framework
+    (validation names the valid choices)."""
+    info = FRAMEWORKS.get(framework)
+    if info is None:
+        return None
+    found = strategies.get_strategy(strategy.lower()) if isinstance(strategy, str) else None
+    if found is not None and found.framework == framework and info.default_mode not in found.modes:
+        return found.modes[0]
+    # A plugin entry that names no default_mode and has no eager mode: its first mode.
+    return info.default_mode if info.default_mode in info.modes else info.modes[0]
+
+
+def execution_note(a: Case, b: Case, short: bool = False) -> str:
+    """What a verdict between `a` and `b` must say when one runs op by op and the other a
+    compiled graph (METHODOLOGY rule 12: like with like, or say so); "" otherwise."""
+    if a.runs_eagerly == b.runs_eagerly:
+        return ""
+    eager, compiled = (a, b) if a.runs_eagerly else (b, a)
+    if short:
+        return " [eager vs compiled]"
+    return (
+        f" [eager vs compiled: {eager.variant} runs op by op, {compiled.variant} a compiled graph]"
+    )
 
 
 def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:

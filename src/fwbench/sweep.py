@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fwbench.case import Case
+from fwbench.case import Case, default_mode
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError, positive_seconds
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
@@ -62,7 +62,8 @@ DEFAULTS: dict[str, Any] = {
     "task": ["train"],
     "batch_size": [32],
     "device": ["cpu"],
-    "mode": ["eager"],
+    # None: each framework's default mode (fwbench.case.default_mode).
+    "mode": [None],
 }
 
 
@@ -277,7 +278,8 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
             per_fw = {a: _for(axes[a], fw) for a in outer}
             if any(fields[a] not in per_fw[a] for a in outer):
                 continue
-            for mode in _for(axes["mode"], fw):
+            for given in _for(axes["mode"], fw):
+                mode = given if given is not None else default_mode(fw, fields.get("strategy"))
                 candidate = _applicable({**fields, "framework": fw, "mode": mode})
                 if not _distributed_fits(candidate, strategies) or not _task_fits(candidate):
                     continue

@@ -68,7 +68,7 @@ def search_space(
 
 def default_case(framework: str, workload: dict[str, Any]) -> Case:
     """The framework as normally used: its default mode, fp32, native layout."""
-    return Case.build(**workload, framework=framework, mode=FRAMEWORKS[framework].default_mode)
+    return Case.build(**workload, framework=framework)
 
 
 @dataclass(frozen=True)

@@ -99,3 +99,78 @@ def test_two_implementations_of_one_network_share_a_workload() -> None:
     fused, cell = make(model="lstm_lm"), make(model="lstm_lm_cell")
     assert fused.workload_key() == cell.workload_key()
     assert (fused.variant, cell.variant) == ("torch/eager", "torch/eager/cell")
+
+
+# Each framework's documented fast path (README, docs/decisions.md): what a case that
+# names no mode runs in, in every command.
+DOCUMENTED_DEFAULTS = {
+    "torch": "eager",
+    "tensorflow": "graph",
+    "keras-jax": "jit",
+    "keras-torch": "eager",
+    "onnxruntime": "optimized",
+    "openvino": "latency",
+}
+
+
+def test_a_case_without_a_mode_runs_the_frameworks_documented_default() -> None:
+    from fwbench.frameworks.registry import FRAMEWORKS
+
+    for framework, mode in DOCUMENTED_DEFAULTS.items():
+        assert FRAMEWORKS[framework].default_mode == mode
+        case = Case.build(framework=framework, model="resnet18", task="infer", threads=2)
+        assert case.mode == mode, framework
+        explicit = Case.build(
+            framework=framework, model="resnet18", task="infer", threads=2, mode=mode
+        )
+        assert case.key() == explicit.key()
+
+
+def test_keys_of_stored_cases_are_unchanged_by_the_default_mode() -> None:
+    """The mode is always in a case's key: a TensorFlow case stored before the default
+    became graph (it ran eagerly) keeps its key, and a new default case is a new case."""
+    workload = {"model": "resnet18", "task": "infer", "batch_size": 8, "input_size": 64}
+    eager = make(framework="tensorflow", mode="eager", **workload)
+    assert eager.key() == "2d51314269e61e4b"  # as computed before the change
+    assert make(framework="tensorflow", **workload).key() != eager.key()
+    assert make(**workload).key() == "0d35e008645dd026"  # torch: eager, as before
+
+
+def test_a_strategy_without_a_mode_takes_a_mode_it_runs_in() -> None:
+    case = make(framework="tensorflow", strategy="multiworker", world_size=2)
+    assert case.mode == "graph"
+    assert make(strategy="ddp", world_size=2).mode == "eager"
+
+
+def test_every_command_builds_its_cases_with_the_default_modes() -> None:
+    """run, serve and explain build cases through cases_per_framework; sweep through
+    the sweep parser; tune's baseline through default_case."""
+    from fwbench.cli.common import cases_per_framework
+    from fwbench.sweep import parse
+    from fwbench.tune import default_case
+
+    frameworks = list(DOCUMENTED_DEFAULTS)
+    workload = {"model": "resnet18", "task": "infer", "batch_size": 8, "input_size": 64}
+    built = cases_per_framework(frameworks, [], **workload)
+    assert {c.framework: c.mode for c in built} == DOCUMENTED_DEFAULTS
+    # explain with a stored case: its own mode for its framework, defaults for the rest.
+    mixed = cases_per_framework(["torch", "tensorflow"], ["compile", None], **workload)
+    assert [c.mode for c in mixed] == ["compile", "graph"]
+    swept = parse(
+        f"model: resnet18\ntask: infer\ninput_size: 64\nframework: [{', '.join(frameworks)}]\n"
+    )
+    assert {c.framework: c.mode for c in swept.cases} == DOCUMENTED_DEFAULTS
+    for framework, mode in DOCUMENTED_DEFAULTS.items():
+        assert default_case(framework, workload).mode == mode
+
+
+def test_a_verdict_between_eager_and_compiled_says_so() -> None:
+    from fwbench.case import execution_note
+
+    torch_eager, tf_graph = make(), make(framework="tensorflow", mode="graph")
+    assert execution_note(torch_eager, tf_graph, short=True) == " [eager vs compiled]"
+    assert "torch/eager runs op by op, tensorflow/graph a compiled graph" in execution_note(
+        tf_graph, torch_eager
+    )
+    assert execution_note(torch_eager, make(framework="tensorflow", mode="eager")) == ""
+    assert execution_note(make(mode="compile"), tf_graph) == ""

@@ -104,7 +104,10 @@ def test_a_sweep_gives_each_framework_its_strategies_and_a_plain_baseline() -> N
 
 def test_sweep_errors_name_the_problem() -> None:
     with pytest.raises(SpecError, match="needs tensorflow in graph mode"):
-        parse("model: resnet18\nframework: tensorflow\nstrategy: multiworker\n")
+        parse("model: resnet18\nframework: tensorflow\nmode: eager\nstrategy: multiworker\n")
+    # Without a mode, TensorFlow takes its default (graph), which the strategy runs in.
+    found = parse("model: resnet18\nframework: tensorflow\nstrategy: multiworker\n")
+    assert [c.variant for c in found.cases] == ["tensorflow/graph/multiworker"]
     with pytest.raises(SpecError, match="need a strategy"):
         parse("model: resnet18\nframework: torch\nworld_size: 2\n")
 

@@ -85,6 +85,15 @@ def test_summary_relative_times_and_verdicts() -> None:
     assert row.best == "torch/eager"
     assert row.relative("tensorflow/graph") == 1.3
     assert row.verdict().startswith("torch/eager 1.30x faster (1.")
+    # PyTorch's default runs op by op, TensorFlow's a tf.function: the verdict says so.
+    assert row.verdict().endswith(
+        "[eager vs compiled: torch/eager runs op by op, tensorflow/graph a compiled graph]"
+    )
+    assert row.verdict(short=True).endswith("faster [eager vs compiled]")
+    _, (alike,) = summarise(
+        [result("torch", "eager", 0.10, 0.001), result("tensorflow", "eager", 0.13, 0.001)]
+    )
+    assert "eager vs compiled" not in alike.verdict()
 
 
 def test_runs_too_spread_to_tell_are_inconclusive() -> None:

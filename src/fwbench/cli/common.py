@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -113,7 +114,7 @@ def timing_config(**fields: Any) -> TimingConfig:
 
 def cases_per_framework(
     frameworks: list[str],
-    modes: list[str],
+    modes: Sequence[str | None],
     strategies: list[str] | None = None,
     **workload: Any,
 ) -> list[Case]:
@@ -130,7 +131,7 @@ def cases_per_framework(
     return [
         Case.build(
             framework=fw,
-            # None: the framework's usual mode (eager where it has one).
+            # None: the framework's default mode (fwbench.case.default_mode).
             mode=_pick(modes, i) if modes else None,
             **({"strategy": _pick(strategies, i)} if strategies else {}),
             **workload,
@@ -139,7 +140,7 @@ def cases_per_framework(
     ]
 
 
-def _pick(values: list[str], i: int) -> str:
+def _pick(values: Sequence[str | None], i: int) -> str | None:
     return values[0] if len(values) == 1 else values[i]
 
 

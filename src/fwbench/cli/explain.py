@@ -36,7 +36,7 @@ from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
-from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks, get_framework
+from fwbench.frameworks.registry import core_frameworks, get_framework
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
@@ -90,6 +90,7 @@ def command(
     The case comes from the same flags as `run`, or from a stored case (--case KEY), whose
     workload is then explained in each framework.
     """
+    modes: list[str | None] = list(mode or [])
     if case is not None:
         stored = _stored_case(db, case)
         model, task, batch_size = stored.model, stored.task, stored.batch_size
@@ -98,8 +99,9 @@ def command(
         threads = stored.threads
         precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
         framework = framework or list(dict.fromkeys([stored.framework, *core_frameworks()]))
-        defaults = {**_default_modes(), stored.framework: stored.mode}
-        mode = mode or [defaults.get(fw, "eager") for fw in framework]
+        # The stored case's own mode; the other frameworks in their defaults.
+        if not modes:
+            modes = [stored.mode if fw == stored.framework else None for fw in framework]
     if model is None:
         raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
     frameworks = framework or core_frameworks()
@@ -110,7 +112,7 @@ def command(
     rules = tuple(load_rules(categories)) if categories else ()
     cases = cases_per_framework(
         frameworks,
-        mode or [_default_modes().get(fw, "eager") for fw in frameworks],
+        modes,
         model=model,
         task=task,
         batch_size=batch_size,
@@ -197,7 +199,3 @@ def render(results: list[Result]) -> None:
         for op in r.breakdown.top_ops[:10]:
             top.add_row(op.name, op.category, f"{op.seconds_per_step * 1e3:.2f}")
         out.print(top)
-
-
-def _default_modes() -> dict[str, str]:
-    return {name: info.default_mode for name, info in FRAMEWORKS.items()}

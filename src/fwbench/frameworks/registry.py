@@ -73,8 +73,12 @@ class FrameworkInfo:
     native_layout: str = "channels_first"
     # Image layouts a case may ask for (a runtime fixed to its exported graph offers one).
     layouts: tuple[str, ...] = ("channels_first", "channels_last")
-    # How the framework is normally used: the mode of "default vs default" comparisons.
+    # Its documented fast path: the mode of every case that names none, in every command
+    # (fwbench.case.default_mode), and of "default vs default" comparisons.
     default_mode: str = "eager"
+    # Modes that run the model op by op as written, without a compiled graph: a verdict
+    # between one of these and a compiled mode says so.
+    eager_modes: tuple[str, ...] = ("eager",)
     # Precisions it implements; models built by another framework's builders (the Keras
     # 3 builders, registered under "tensorflow", serve every Keras backend).
     precisions: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")

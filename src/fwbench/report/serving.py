@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fwbench.case import execution_note
 from fwbench.measure import stats
 from fwbench.measure.compare import DEFAULT_BAND, compare
 from fwbench.serve.result import Figure, ServingResult
@@ -61,15 +62,15 @@ def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool
         per_run = _per_run(r, values)
         if per_run:
             values_ = [1 / v for v in per_run] if higher_is_better else per_run
-            sides.append((stats.geometric_mean(values_), r.case.variant, values_))
+            sides.append((stats.geometric_mean(values_), r.case.variant, values_, r.case))
     if len(sides) < 2:
         return ""
-    sides.sort()
-    (_, name_a, a), (_, name_b, b) = sides[:2]
+    sides.sort(key=lambda side: side[0])
+    (_, name_a, a, case_a), (_, name_b, b, case_b) = sides[:2]
     band = DEFAULT_BAND
     if values == "max_qps":
         band = max([band, *(r.search_resolution or 0.0 for r in group)])
-    return compare(a, b, name_a, name_b, band=band).text()
+    return compare(a, b, name_a, name_b, band=band).text() + execution_note(case_a, case_b)
 
 
 def _per_run(r: ServingResult, values: str) -> list[float]:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwbench.case import execution_note
 from fwbench.measure.compare import Verdict, compare
 from fwbench.result import Result
 
@@ -69,6 +70,8 @@ class SummaryRow:
             failed = [f"{v} {r.status}" for v, r in self.results.items() if r.measurement is None]
             return "; ".join(failed) if failed else "one framework only"
         text = verdict.short() if short else verdict.text()
+        ok = self.ok
+        text += execution_note(ok[verdict.faster].case, ok[verdict.slower].case, short)
         if self.different_work:
             text += " [DIFFERENT WORK]" if short else " [DIFFERENT WORK: parameter counts differ]"
         flops = self.flops_mismatch()
