@@ -5,6 +5,10 @@ leaves the old file or nothing, never half of one. A symbolic link is followed: 
 target is replaced, the link stays. Anything else (a FIFO, `/dev/stdout`, a process
 substitution like `-o >(wc -c)`, a device) is written through, in place: renaming over
 it would replace the special file itself.
+
+No output may be one of the command's inputs, or another of its outputs
+(`refuse_overwrite`): a report or export written over its own results file replaced the
+database, every result gone. Nor does an export or report ever replace a DuckDB file.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fwbench.errors import SpecError
@@ -51,6 +56,8 @@ def check_output(path: Path, what: str) -> None:
 def write_atomically(path: Path, write: Callable[[Path], None], what: str = "output") -> None:
     """Call `write(tmp)` to fill a scratch file, then publish it at `path` (see module)."""
     check_output(path, what)
+    # The last line of defence, for callers that did not run refuse_overwrite.
+    refuse_database(path, what)
     special = is_special(path)
     target = path if special else Path(os.path.realpath(path))
     scratch_dir = Path(tempfile.gettempdir()) if special else target.parent
@@ -79,3 +86,110 @@ def write_atomically(path: Path, write: Callable[[Path], None], what: str = "out
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+# A DuckDB file starts with an 8-byte checksum, then this magic (its storage header).
+_DUCKDB_MAGIC = (8, b"DUCK")
+
+
+def is_duckdb(path: Path) -> bool:
+    """Whether `path` is an existing regular file with DuckDB's header."""
+    if not path.is_file():  # a regular file only: reading a FIFO would block
+        return False
+    offset, magic = _DUCKDB_MAGIC
+    try:
+        with path.open("rb") as f:
+            return f.read(offset + len(magic))[offset:] == magic
+    except OSError:
+        return False
+
+
+def refuse_database(path: Path, label: str) -> None:
+    """Refuse to replace a DuckDB file with an export or a report: it is somebody's
+    results (every one of them), and no export or report format is one."""
+    if is_duckdb(path):
+        raise SpecError(
+            f"{label} {path} is a DuckDB database; a report or export never replaces one "
+            "(remove it first, or choose another output path)"
+        )
+
+
+@dataclass(frozen=True)
+class FileArg:
+    """A file a command reads or writes, as its command line names it."""
+
+    flag: str  # how it was given, for messages: "-o", "--db", "--report"
+    path: Path
+    role: str  # what it is, for messages: "the results database", "the sweep file"
+    # Replaced whole by write_atomically (a report, an export); False for a database,
+    # which DuckDB writes in place, or a folder that files are added to.
+    replaces: bool = True
+    # A folder that writing this output deletes and replaces (a Markdown report's charts).
+    folder: Path | None = None
+
+
+def database(flag: str, path: Path) -> FileArg:
+    """A results database: read, and written in place."""
+    return FileArg(flag, path, "the results database", replaces=False)
+
+
+def report_output(flag: str, path: Path, fmt: str) -> FileArg:
+    """A report; a Markdown one also replaces its chart folder beside it, named as
+    fwbench.report.write.write_report names it (a test keeps the two in step)."""
+    folder = None
+    if fmt == "md" and not is_special(path):
+        target = Path(os.path.realpath(path))
+        folder = target.parent / f"{target.stem}-charts"
+    return FileArg(flag, path, "the report", folder=folder)
+
+
+def refuse_overwrite(outputs: Sequence[FileArg], inputs: Sequence[FileArg] = ()) -> None:
+    """Refuse, before any work, outputs that would destroy what the command reads or
+    writes: an output that is an input (through a symbolic link, or a hard link to it),
+    two outputs that are one file, a replaced folder that holds an input or an output,
+    and an export or report over a DuckDB file. One line (SpecError, exit code 2).
+
+    A database that the command both reads and writes is passed in both lists, as the
+    same FileArg; it is not compared with itself."""
+    for out in outputs:
+        for given in inputs:
+            if given is out:
+                continue
+            if _same(out.path, given.path):
+                raise SpecError(
+                    f"{out.flag} {out.path} is {given.role} {given.path} itself; "
+                    "choose another output path"
+                )
+            if out.folder is not None and _within(given.path, out.folder):
+                raise SpecError(
+                    f"{out.flag} {out.path} replaces its chart folder {out.folder}, which "
+                    f"holds {given.role} {given.path}; choose another output path"
+                )
+        if out.replaces:
+            refuse_database(out.path, out.flag)
+    for i, first in enumerate(outputs):
+        for second in outputs[i + 1 :]:
+            if _same(first.path, second.path):
+                raise SpecError(
+                    f"{second.flag} {second.path} and {first.flag} {first.path} are the "
+                    "same file; give each output its own path"
+                )
+            for a, b in ((first, second), (second, first)):
+                if a.folder is not None and _within(b.path, a.folder):
+                    raise SpecError(
+                        f"{a.flag} {a.path} replaces its chart folder {a.folder}, which "
+                        f"would hold {b.flag} {b.path}; choose another output path"
+                    )
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One file: the same device and inode (links followed, hard links too), or, for a
+    path not created yet, the same place once links are resolved."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))

@@ -37,6 +37,7 @@ from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.explain.compare import side_by_side
 from fwbench.frameworks.registry import core_frameworks, get_framework
+from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
@@ -109,6 +110,13 @@ def command(
         get_framework(fw).can_explain.check(fw, "explain")
     if steps < 1:
         raise SpecError("steps: profile at least 1 step")
+    traces = trace_dir or db.parent / "traces"
+    store = database("--db", db)
+    rules_file = [FileArg("--categories", categories, "the category rules")] if categories else []
+    refuse_overwrite(
+        [store, FileArg("--trace-dir", traces, "the trace folder", replaces=False)],
+        [store, *rules_file],
+    )
     rules = tuple(load_rules(categories)) if categories else ()
     cases = cases_per_framework(
         frameworks,
@@ -134,7 +142,7 @@ def command(
         timeout_s=DEFAULT_TIMEOUT_S,
         count_flops=False,
         profile_steps=steps,
-        trace_dir=trace_dir or db.parent / "traces",
+        trace_dir=traces,
         category_rules=rules,
     )
     results = execute(cases, db, options)

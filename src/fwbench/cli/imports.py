@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console
+from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.store.db import ResultStore
 from fwbench.store.imports import read_records
 
@@ -22,6 +23,8 @@ def command(
     Every file is validated before anything is written; results already in the database
     (same result id) are skipped.
     """
+    # --db is written in place: it must not be one of the exports being read.
+    refuse_overwrite([database("--db", db)], [FileArg("FILE", f, "the JSON input") for f in files])
     results = [r for path in files for r in read_records(path)]
     with ResultStore(db) as store:
         added = store.add_many(results, "import " + " ".join(str(f) for f in files))

@@ -11,6 +11,7 @@ import typer
 from fwbench import sweep as sweeps
 from fwbench.cli.common import DEFAULT_DB_PATH, console
 from fwbench.errors import SpecError
+from fwbench.outputs import database, refuse_overwrite, report_output
 from fwbench.report.write import report_format, write_report
 from fwbench.store.db import ResultStore
 from fwbench.studies.claims import load_study, studies
@@ -42,7 +43,13 @@ def command(
     if study is not None:
         load_study(study)  # an unknown study is refused before anything is read
     source = results or db
+    flag = "-o" if output is not None else "the default report path"
     output = output or source.parent / f"report.{fmt}"
+    # Before the store opens: opening may migrate the file, and the report replaces -o.
+    refuse_overwrite(
+        [report_output(flag, output, fmt)],
+        [database("RESULTS" if results is not None else "--db", source)],
+    )
     with ResultStore(source, read_only=True) as store:
         stored = store.results(run_id=run)
         served = store.serving(run_id=run)

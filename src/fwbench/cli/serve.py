@@ -34,7 +34,7 @@ from fwbench.cli.common import (
 from fwbench.environment import host_environment
 from fwbench.errors import SpecError, positive_seconds
 from fwbench.measure.timing import TimingConfig
-from fwbench.outputs import check_output
+from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.driver import Point, serve_points
@@ -222,6 +222,11 @@ def command(
     ]
     reports = report or []
     formats = [report_format(path, None) for path in reports]
+    store = database("--db", db)
+    refuse_overwrite(
+        [store, *(report_output("--report", p, f) for p, f in zip(reports, formats, strict=True))],
+        [store],
+    )
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)
     points = [Point(c, s) for s in specs for c in cases]

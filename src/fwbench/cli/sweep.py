@@ -22,7 +22,7 @@ from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError
 from fwbench.launch.local import DEFAULT_SPREAD
 from fwbench.measure.timing import TimingConfig
-from fwbench.outputs import check_output
+from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.driver import Point
 
@@ -97,6 +97,11 @@ def command(
     )
     reports = report or []
     formats = [report_format(path, None) for path in reports]
+    store = database("--db", db)
+    refuse_overwrite(
+        [store, *(report_output("--report", p, f) for p, f in zip(reports, formats, strict=True))],
+        [store, *([FileArg("FILE", file, "the sweep file")] if file is not None else [])],
+    )
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:

@@ -56,6 +56,9 @@ def write_report(
         return
     target = Path(os.path.realpath(output))
     chart_dir = f"{target.stem}-charts"
+    # The charts are built in a scratch folder beside the report: its folder must exist
+    # first (write_atomically makes it for the HTML report the same way).
+    target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         charts = png.write_charts(results, Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
