@@ -29,6 +29,7 @@ def test_serve_measures_every_scenario_per_framework_and_keeps_loadgens_logs(
     for r in records:
         assert r["status"] == "ok", r["error"]
         assert len(r["runs"]) == 2 and all(run["launcher"] for run in r["runs"])
+        assert all(run["other_cpu_cores"] is not None for run in r["runs"])
         assert r["overhead_s"] < 1e-3  # LoadGen's own cost, measured on a no-op model
         if r["spec"]["scenario"] != "offline":
             p90 = r["latency_s"]["90.00"]
@@ -84,9 +85,31 @@ def test_bad_serving_input_is_one_line_and_writes_nothing(
 
 def test_a_serving_sweep_refuses_step_time_options_and_lists_its_points(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
-    proc = fwbench("sweep", "--preset", "serving", "--require-idle", "--db", str(db))
-    assert proc.returncode == 2 and "--require-idle: not available for serving" in proc.stderr
+    proc = fwbench("sweep", "--preset", "serving", "--retry-failed", "--db", str(db))
+    assert proc.returncode == 2 and "--retry-failed: not available for serving" in proc.stderr
     assert not db.exists()
     listed = fwbench("sweep", "--preset", "serving", "--dry-run")
     assert listed.returncode == 0 and "12 serving points" in listed.stderr
     assert "server max qps p90<=100ms" in listed.stderr
+
+
+def test_a_serving_run_beside_a_busy_process_is_flagged(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    import subprocess
+    import sys
+
+    spin = "import time\nend = time.time() + 120\nwhile time.time() < end: pass\n"
+    spinner = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        args = ["serve", "--framework", "torch", *TINY, "--scenario", "offline"]
+        args += ["--runs", "1", "--duration", "0.5", "--db", str(tmp_path / "r.duckdb")]
+        proc = fwbench(*args, "--json", env=plugin_env)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)
+    (run,) = record["runs"]
+    assert run["other_cpu_cores"] > 0.5  # the spinner's core
+    assert any(w.startswith("busy machine: other processes used") for w in record["warnings"])

@@ -298,3 +298,21 @@ def test_rates_within_the_search_resolution_are_not_called_different() -> None:
     assert out[0].search_resolution == pytest.approx(0.10)
     text = markdown.render([], serving=out)
     assert "equivalent within ±10%" in text
+
+
+def test_a_run_beside_other_load_is_flagged_busy() -> None:
+    point = Point(case(), ServeSpec.build(scenario="single_stream"))
+    quiet = [run(i, 0.02).model_copy(update={"other_cpu_cores": 0.02}) for i in range(3)]
+    assert not any(
+        "busy" in w for w in build_result(point, quiet, [None] * 3, "r", "i", None).warnings
+    )
+    busy = [*quiet[:2], quiet[2].model_copy(update={"other_cpu_cores": 1.05})]
+    r = build_result(point, busy, [None] * 3, "r", "i", None)
+    assert any(
+        w.startswith("busy machine: other processes used 1.05 cores during run 3 (1 of 3")
+        for w in r.warnings
+    )
+    # Runs stored before the load was measured (None) are not flagged.
+    assert not any(
+        "busy" in w for w in build_result(point, [run(0, 0.02)], [None], "r", "i", None).warnings
+    )

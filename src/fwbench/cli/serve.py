@@ -168,6 +168,12 @@ def command(
         int, typer.Option(help="Threads per process. [default: physical cores]")
     ] = 0,
     db: DbOption = DEFAULT_DB_PATH,
+    require_idle: Annotated[
+        bool,
+        typer.Option(
+            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
+        ),
+    ] = False,
     timeout: Annotated[
         float, typer.Option(help="Seconds per run before its worker is stopped.")
     ] = DEFAULT_TIMEOUT_S,
@@ -230,7 +236,7 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)
     points = [Point(c, s) for s in specs for c in cases]
-    results = execute_serving(points, db, runs, TimingConfig(), timeout_s)
+    results = execute_serving(points, db, runs, TimingConfig(require_idle=require_idle), timeout_s)
     if json:
         print_json([r.to_record() for r in results])
     else:

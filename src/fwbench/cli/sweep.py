@@ -129,7 +129,7 @@ def command(
     )
     if sweep.serve:
         unsupported = {
-            "--require-idle": require_idle, "--retry-failed": retry_failed,
+            "--retry-failed": retry_failed,
             "--spread": spread is not None, "--executor": executor != "local",
         }  # fmt: skip
         for flag, given in unsupported.items():

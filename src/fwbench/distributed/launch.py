@@ -40,6 +40,7 @@ from fwbench.distributed.strategies import get_strategy
 from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerReported, classify_exit, worker_env
 from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.measure import load
 from fwbench.measure.timing import TimingConfig, calibrate
 
 LAUNCHER_ENV = "FWBENCH_LAUNCHER"  # host:port the ranks connect back to
@@ -190,20 +191,10 @@ class RankGroup:
         return {"event": "calibrated", "prepared": dataclasses.asdict(prepared)}
 
     def cpu_seconds(self) -> float:
-        """CPU time of every process of the run (launchers and ranks) so far."""
-        procs: dict[int, psutil.Process] = {}
-        for rank in self.ranks:
-            if rank.proc is not None:
-                procs[rank.proc.pid] = rank.proc
-        for proc in self.processes:
-            with contextlib.suppress(psutil.Error):
-                procs.setdefault(proc.popen.pid, psutil.Process(proc.popen.pid))
-        total = 0.0
-        for process in procs.values():
-            with contextlib.suppress(psutil.Error):
-                times = process.cpu_times()
-                total += times.user + times.system
-        return total
+        """CPU time of every process of the run (launchers, ranks and whatever they
+        started) so far."""
+        pids = [r.proc.pid for r in self.ranks if r.proc is not None]
+        return load.tree_cpu_seconds(*pids, *(p.popen.pid for p in self.processes))
 
     def close(self) -> None:
         self._close(wait_s=30.0 if self.finished else 0.0)

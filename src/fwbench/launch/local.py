@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from fwbench.distributed.launch import RankGroup
 from fwbench.errors import one_line
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
@@ -47,13 +45,9 @@ from fwbench.launch.process import (
     worker_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.measure import load, trackers
 from fwbench.measure import runs as case_runs
-from fwbench.measure import trackers
 from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
-
-
-class MachineBusy(Exception):
-    """--require-idle: other processes kept the machine busy past the wait."""
 
 
 @dataclass
@@ -157,8 +151,10 @@ class _Group:
         active = [s for s in self.states if s.active]
         order = active if self.rounds % 2 == 0 else active[::-1]  # ABBA
         try:
-            _wait_until_idle(order[0].request.timing, on_phase)
-        except MachineBusy as exc:
+            timing = order[0].request.timing
+            if timing.require_idle:
+                load.wait_until_idle(timing.busy_cores, on_phase)
+        except load.MachineBusy as exc:
             for state in active:
                 _end(state, WorkerFailure("error", str(exc), ""))
             self.rounds = self.max_rounds
@@ -305,46 +301,6 @@ def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
     return prepared
 
 
-def _busy_cpu_seconds() -> float:
-    times = psutil.cpu_times()
-    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
-
-
-def _own_cpu_seconds() -> float:
-    times = psutil.Process().cpu_times()
-    return float(times.user + times.system)
-
-
-def _other_load(workers: Sequence[Worker], seconds: float) -> float:
-    """Cores' worth of CPU used by processes other than fwbench's over `seconds`."""
-    busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
-    time.sleep(seconds)
-    busy2 = _busy_cpu_seconds()
-    own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
-    return max(0.0, ((busy2 - busy) - (own2 - own)) / seconds)
-
-
-IDLE_PROBE_S = 0.5
-IDLE_WAIT_S = 30.0
-
-
-def _wait_until_idle(config: TimingConfig, on_phase: Callable[[str], None] | None) -> None:
-    if not config.require_idle:
-        return
-    deadline = time.monotonic() + IDLE_WAIT_S
-    while True:
-        load = _other_load([], IDLE_PROBE_S)
-        if load <= config.busy_cores:
-            return
-        if time.monotonic() > deadline:
-            raise MachineBusy(
-                f"machine busy: other processes used {load:.2f} cores (over "
-                f"{config.busy_cores:g}) for {IDLE_WAIT_S:g} s; --require-idle refused to measure"
-            )
-        if on_phase:
-            on_phase(f"waiting for an idle machine: other processes use {load:.2f} cores")
-
-
 def _measure(runners: list[_Runner]) -> None:
     config = max((r.state.request.timing for r in runners), key=lambda c: c.run_time_s)
     run_config = config.for_run()
@@ -358,9 +314,7 @@ def _measure(runners: list[_Runner]) -> None:
             runner.warm = 1
             runner.min_block_s = config.min_switch_block_s
             runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
-    workers = [r.worker for r in runners]
-    busy, own = _busy_cpu_seconds(), _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
-    wall = time.perf_counter()
+    other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
     for tracker in tracking:
         tracker("start")
     try:
@@ -370,9 +324,7 @@ def _measure(runners: list[_Runner]) -> None:
     finally:
         for tracker in tracking:
             tracker("stop")
-    elapsed = time.perf_counter() - wall
-    own2 = _own_cpu_seconds() + sum(w.cpu_seconds() for w in workers)
-    other = max(0.0, ((_busy_cpu_seconds() - busy) - (own2 - own)) / elapsed) if elapsed else None
+    other = other_load.other_cores()
     for runner, run in zip(runners, found, strict=True):
         kept = _finish(runner, run, other)
         for tracker in runner.state.tracking.values():

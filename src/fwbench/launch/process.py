@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import psutil
 from pydantic import BaseModel
 
 from fwbench.launch.forkserver import ForkServer, ForkServerError
 from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.protocol import CountReport, CountRequest, PeakReport, PeakRequest
+from fwbench.measure import load
 
 # Phrases frameworks print when they die of memory exhaustion instead of raising.
 _OOM_PHRASES = (
@@ -172,12 +172,9 @@ class WorkerProcess:
         return message
 
     def cpu_seconds(self) -> float:
-        """CPU time the worker has used so far (0 once it is gone)."""
-        try:
-            times = psutil.Process(self.pid).cpu_times()
-        except psutil.Error:
-            return 0.0
-        return float(times.user + times.system + times.children_user + times.children_system)
+        """CPU time the worker and its descendants (e.g. inductor's compile workers) have
+        used so far (0 once it is gone)."""
+        return load.tree_cpu_seconds(self.pid)
 
     def returncode(self, wait_s: float) -> int | None:
         if self.proc is not None:

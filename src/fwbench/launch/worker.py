@@ -36,7 +36,7 @@ from fwbench.launch.protocol import (
     ServeReport,
     ServeRequest,
 )
-from fwbench.measure import trackers
+from fwbench.measure import load, trackers
 from fwbench.measure.timing import TimingConfig, measure, prepare, run_block, sync_overhead
 from fwbench.models.registry import get_model
 
@@ -281,7 +281,11 @@ def run_serve(request: ServeRequest) -> ServeReport:
         settings |= served.settings()
         warmup_s = served.warm_up(request.timing)
         overhead = lg.overhead()
+        # Other processes' CPU while LoadGen's tests ran: this worker's own tree (LoadGen's
+        # threads, the batcher, any compile workers) is the work, the rest is other load.
+        window = load.LoadWindow(lambda: load.tree_cpu_seconds(os.getpid()))
         run = loadgen.run_scenario(lg, served, spec)
+        run["other_cpu_cores"] = window.other_cores()
     except Exception as exc:
         found = failure(adapter, exc, case.device, settings)
         return report(**found, param_count=param_count)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from fwbench.measure import stats
+from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 
 CaseStop = Literal["precision", "budget", "max_runs", "failed"]
@@ -86,14 +86,8 @@ def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> lis
         )
     loads = [r.other_cpu_cores for r in runs]
     known = [(i, x) for i, x in enumerate(loads) if x is not None]
-    busy = [(i, x) for i, x in known if x > config.busy_cores]
-    if busy:
-        worst = max(busy, key=lambda p: p[1])
-        out.append(
-            f"busy machine: other processes used {worst[1]:.2f} cores during run "
-            f"{worst[0] + 1} ({len(busy)} of {len(runs)} runs over {config.busy_cores:g}); "
-            "its times may be inflated: rerun on an idle machine (or --require-idle)"
-        )
+    if busy := load.busy_warning(loads, config.busy_cores):
+        out.append(busy)
     if len(known) >= 2:
         low_i, low = min(known, key=lambda p: p[1])
         high_i, high = max(known, key=lambda p: p[1])

@@ -22,7 +22,7 @@ from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.process import WorkerGone, WorkerProcess, worker_env
 from fwbench.launch.protocol import ServeReport, ServeRequest
-from fwbench.measure import stats
+from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 from fwbench.serve.result import Figure, ServingResult, ServingRun
 from fwbench.serve.spec import ServeSpec, point_key
@@ -67,6 +67,7 @@ def build_result(
     run_id: str,
     result_id: str,
     log_dir: Path | None,
+    busy_cores: float = TimingConfig().busy_cores,
 ) -> ServingResult:
     """The record of one point from its runs (pure; tested on synthetic runs)."""
     ok = [r for r in runs if r.status == "ok"]
@@ -99,6 +100,8 @@ def build_result(
         )
     if len(ok) == 1:
         warnings.append("one run: the figures have no interval (no variation between processes)")
+    if busy := load.busy_warning([r.other_cpu_cores for r in ok], busy_cores):
+        warnings.append(busy)
     mains = [t for r in ok if (t := r.main_test) is not None]
     if 0 < len(mains) < len(ok):
         warnings.append(
@@ -158,6 +161,12 @@ def serve_points(
                 for i, point in order if r % 2 == 0 else order[::-1]:  # ABBA
                     if on_status:
                         on_status(f"{point.label()}: run {r + 1} of {runs}")
+                    if timing.require_idle:
+                        try:
+                            load.wait_until_idle(timing.busy_cores, on_status)
+                        except load.MachineBusy as exc:
+                            found[i].append((_failed(r, "not started", "error", str(exc)), None))
+                            continue
                     log_dir = log_root / ids[i] / f"run{r}"
                     found[i].append(_one_run(point, r, timing, timeout_s, log_dir, servers))
             for i, point in enumerate(group):
@@ -165,7 +174,13 @@ def serve_points(
                 reports = [report for _, report in found[i]]
                 log_dir = log_root / ids[i]
                 yield build_result(
-                    point, done, reports, run_id, ids[i], log_dir if log_dir.exists() else None
+                    point,
+                    done,
+                    reports,
+                    run_id,
+                    ids[i],
+                    log_dir if log_dir.exists() else None,
+                    timing.busy_cores,
                 )
     finally:
         servers.close()
@@ -192,10 +207,7 @@ def _one_run(
         report = ServeReport.model_validate(worker.receive()["report"])
     except WorkerGone as gone:
         failure = gone.failure
-        run = ServingRun(
-            index=index, launcher=worker.launcher, status=failure.status, error=failure.error
-        )
-        return run, None
+        return _failed(index, worker.launcher, failure.status, failure.error), None
     finally:
         worker.close()
     run = ServingRun(
@@ -206,3 +218,9 @@ def _one_run(
         **report.run,
     )
     return run, report
+
+
+def _failed(index: int, launcher: str, status: str, error: str) -> ServingRun:
+    return ServingRun.model_validate(
+        {"index": index, "launcher": launcher, "status": status, "error": error}
+    )

@@ -58,6 +58,9 @@ class ServingRun(BaseModel):
     max_qps_above: float | None = None
     # Why the run has no valid figure (a bound below the unloaded latency, no rate met it).
     invalid_reason: str | None = None
+    # CPU that other processes used while its LoadGen tests ran, in cores (None: not
+    # measured, as in runs stored before it was).
+    other_cpu_cores: float | None = None
     warnings: tuple[str, ...] = ()
 
     @property
