@@ -210,7 +210,21 @@ class Result(BaseModel):
 
     @property
     def different_work(self) -> bool:
-        return self.parity is not None and self.parity.mismatch
+        """Parameter counts differ between frameworks, or an inference runtime's optimised
+        graph lacks a fusion every deployment has (settings.fusion_check, written by
+        fwbench.frameworks.onnx_graph). Read from the stored settings, so results recorded
+        before the check read as they did, and no schema change is needed."""
+        return self.different_work_reason is not None
+
+    @property
+    def different_work_reason(self) -> str | None:
+        """Why this result is not the same work as its framework's peers, or None."""
+        if self.parity is not None and self.parity.mismatch:
+            return f"parameter counts differ ({self.parity.describe()})"
+        fusion = self.settings.get("fusion_check")
+        if isinstance(fusion, str) and fusion.startswith("failed"):
+            return f"the runtime's graph lacks a deployment's fusions ({fusion})"
+        return None
 
     def to_record(self) -> dict[str, Any]:
         """The flat JSON form printed by `--json` and exported; stable keys."""

@@ -1,6 +1,7 @@
 """The inference runtimes for real (ONNX Runtime, OpenVINO): the torch model exported, run
-beside PyTorch, checked for the same work (parameters and FLOPs read from the graph,
-outputs compared numerically), and refused up front for what they cannot do."""
+beside PyTorch, checked for the same work (parameters of the source model, FLOPs read from
+the graph, outputs compared numerically, the runtime's fusions checked), and refused up
+front for what they cannot do."""
 
 from __future__ import annotations
 
@@ -38,10 +39,19 @@ def test_resnet18_runs_beside_torch_with_the_same_work(tmp_path: Path) -> None:
         assert settings["intra_op_threads"] == 2
         assert settings["export_s"] > 0 and settings["compile_s"] > 0
         assert settings["output_check"] == "agrees" and settings["output_max_rel_error"] < 1e-3
-        # Parameters read from the exported graph equal PyTorch's trainable count.
+        # Parameters are the source model's: PyTorch's trainable count. The exported graph
+        # holds fewer numbers, BatchNorm being folded into the convolutions.
         counts = runtime["parity"]["counts"]
         assert counts[name] == counts["torch"] == settings["source_params"]
+        assert settings["graph_params"] < settings["source_params"]
         assert not any("different work" in w for w in runtime["warnings"])
+        # Exported as a user deploys it, and run with every BatchNorm fused.
+        assert settings["exporter"].startswith("torch.onnx.export(dynamo=True, optimize=True)")
+        assert settings["source_batchnorms"] == 20 and settings["graph_batchnorms"] == 0
+        assert settings["fusion_check"].startswith("passed"), settings["fusion_check"]
+        assert 0 < settings["optimized_nodes"] <= settings["graph_nodes"]
+        assert "BatchNormalization" not in settings["optimized_ops"]
+        assert not runtime["different_work"]
         # FLOPs from the graph's convolutions and products: PyTorch's count.
         assert runtime["work"]["counter"].startswith("ONNX graph")
         assert runtime["work"]["flops_per_step"] == pytest.approx(
@@ -177,6 +187,6 @@ def test_the_runtimes_serve_under_loadgen_like_any_framework(tmp_path: Path) -> 
     assert set(records) == set(RUNTIMES)
     for name, r in records.items():
         assert r["status"] == "ok" and r["validity"] == "VALID", (name, r["error"])
-        assert r["param_count"] == 11_181_642  # ResNet-18 at 10 classes, read from the graph
+        assert r["param_count"] == 11_181_642  # ResNet-18 at 10 classes: the source model's
         assert r["settings"]["output_check"] == "agrees" and r["settings"]["export_s"] > 0
         assert r["latency_s"]["90.00"]["value"] > 0

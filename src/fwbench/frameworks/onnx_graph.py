@@ -1,14 +1,21 @@
 """ONNX graphs of the zoo's PyTorch models, and what every inference runtime that runs
-them shares (fwbench.frameworks.onnxruntime, .openvino): the export, the same-work checks
-read from the graph, and `ExportedAdapter`, so a runtime is only its session.
+them shares (fwbench.frameworks.onnxruntime, .openvino): the export, the same-work checks,
+and `ExportedAdapter`, so a runtime is only its session.
 
 The graph comes from the same PyTorch model (same builder, same random weights) that a
-torch case of the same shape measures, exported by torch.onnx's torch.export-based
-exporter with its own graph optimiser off: BatchNorm stays a node, so the graph's
-parameters can be counted as PyTorch counts them, and the runtime fuses what it fuses
-when it compiles, as in deployment. Export and compile are timed apart from the steady
-state. The runtime's outputs are compared with PyTorch's on one batch, so a fast but
-wrong export is flagged.
+torch case of the same shape measures, exported as a user deploys it: torch.onnx's
+torch.export-based exporter with its graph optimiser on (its default), which folds
+constants and BatchNorm into the convolutions. (With the optimiser off, every bias-free
+convolution kept a run-time zero bias that ONNX Runtime could not fold, so none of its
+fusions applied and the runtime measured a graph no deployment runs.) After the runtime
+has compiled the graph, the graph it runs is read back, its operations are counted and
+the fusions a deployment expects are checked: a BatchNormalization still run after a
+convolution makes the result different work.
+
+Parameters are the source model's trainable count: the folded graph has no BatchNorm
+weights of its own. Export and compile are timed apart from the steady state. The
+runtime's outputs are compared with PyTorch's on one batch, so a fast but wrong export
+is flagged.
 
 Imported inside workers only (it imports torch and onnx).
 """
@@ -21,7 +28,8 @@ import math
 import time
 import warnings
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,13 +56,20 @@ class ExportError(Unsupported):
     """The model does not export to ONNX: a property of the model."""
 
 
+# What torch.onnx.export does when a user calls it with no options (torch >= 2.9):
+# the torch.export-based exporter, then its optimiser (constant folding, BatchNorm folded
+# into convolutions, redundant nodes removed). Given explicitly so that a change of the
+# exporter's defaults does not change fwbench's graphs unseen; recorded in the settings.
+EXPORT_OPTIONS: dict[str, Any] = {"dynamo": True, "optimize": True}
+
+
 def export(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> onnx.ModelProto:
     model.eval()
     try:
         # The exporter prints its progress and warns about its own internals.
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            program = torch.onnx.export(model, inputs, dynamo=True, optimize=False)
+            program = torch.onnx.export(model, inputs, **EXPORT_OPTIONS)
     except Exception as exc:
         raise ExportError(f"torch.onnx.export failed: {type(exc).__name__}: {exc}") from exc
     if program is None:
@@ -63,9 +78,19 @@ def export(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> onnx.Mod
     return proto
 
 
+def exporter(proto: onnx.ModelProto) -> str:
+    """How the graph was made, for the result's settings."""
+    options = ", ".join(f"{k}={v}" for k, v in EXPORT_OPTIONS.items())
+    opsets = [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")]
+    return f"torch.onnx.export({options}), opset {opsets[0] if opsets else '?'}"
+
+
 def graph_params(proto: onnx.ModelProto) -> int:
-    """Trainable parameters read from the graph: floating-point initializers, less the
-    BatchNorm running statistics (buffers in PyTorch, not parameters)."""
+    """Floating-point initializers of the graph, less BatchNorm running statistics.
+
+    Informational only: the exporter folds BatchNorm into the convolutions, so an exported
+    CNN holds fewer numbers than PyTorch's trainable parameters (ResNet-50: 0.2% fewer);
+    parity is taken from the source model (`count_trainable`)."""
     stats = {
         name
         for node in proto.graph.node
@@ -124,6 +149,74 @@ def graph_flops(proto: onnx.ModelProto) -> float:
     return float(total)
 
 
+def conv_batchnorms(graph: onnx.GraphProto) -> list[str]:
+    """Names of the BatchNormalization nodes that take a convolution's output: the ones an
+    inference graph folds into that convolution's weights and bias. (A BatchNorm after
+    anything else, e.g. on the input, has no convolution to go into.)"""
+    # Conv, ONNX Runtime's FusedConv and NCHWc Conv, NhwcConv.
+    made_by_conv = {
+        out for node in graph.node if node.op_type.endswith("Conv") for out in node.output
+    }
+    return [
+        node.name or f"#{i}"
+        for i, node in enumerate(graph.node)
+        if node.op_type == "BatchNormalization" and node.input and node.input[0] in made_by_conv
+    ]
+
+
+@dataclass(frozen=True)
+class RuntimeGraph:
+    """The graph as a runtime runs it, after its own optimisation."""
+
+    ops: tuple[str, ...]  # the type of every operation it executes (no constants, no I/O)
+    unfused_batchnorms: int  # BatchNorm after a convolution still run as its own operation
+    # Why the fusion check does not apply (a mode that turns optimisation off), or None.
+    unchecked: str | None = None
+
+
+def onnx_runtime_graph(optimized: onnx.ModelProto, unchecked: str | None = None) -> RuntimeGraph:
+    """An optimised ONNX graph (as ONNX Runtime saves it) as a RuntimeGraph. Operators of
+    other domains are named by the domain's last part: `nchwc.Conv`, `microsoft.FusedConv`."""
+    ops = tuple(
+        f"{n.domain.rsplit('.', 1)[-1]}.{n.op_type}"
+        if n.domain not in ("", "ai.onnx")
+        else n.op_type
+        for n in optimized.graph.node
+    )
+    return RuntimeGraph(ops, len(conv_batchnorms(optimized.graph)), unchecked)
+
+
+def top_ops(ops: Iterable[str], top: int = 5) -> str:
+    """The most frequent operation types, most frequent first: `nchwc.Conv 53, Gemm 1`."""
+    return ", ".join(f"{op} {n}" for op, n in Counter(ops).most_common(top))
+
+
+def fusion_settings(graph: RuntimeGraph | str, batchnorms: int) -> dict[str, Any]:
+    """What the result records of the runtime's graph, and the fusion check's verdict.
+
+    `graph` is the graph the runtime runs, or why it could not be read; `batchnorms` the
+    source model's BatchNorm layers. A failed check comes with a warning line; the result
+    counts as different work (fwbench.result.Result.different_work reads the verdict)."""
+    if isinstance(graph, str):
+        return {"fusion_check": f"not read: {graph}"}
+    found: dict[str, Any] = {"optimized_nodes": len(graph.ops), "optimized_ops": top_ops(graph.ops)}
+    if graph.unchecked:
+        return found | {"fusion_check": f"not applicable: {graph.unchecked}"}
+    if batchnorms == 0 and graph.unfused_batchnorms == 0:
+        return found | {"fusion_check": "not applicable: the model has no BatchNorm"}
+    if graph.unfused_batchnorms == 0:
+        return found | {"fusion_check": "passed: no BatchNormalization left after a convolution"}
+    n = graph.unfused_batchnorms
+    return found | {
+        "fusion_check": f"failed: {n} BatchNormalization left after a convolution",
+        "warnings": [
+            f"the runtime's optimised graph still runs {n} BatchNormalization after a "
+            "convolution as operations of their own (not folded into its weights): not the "
+            "graph a deployment runs, so this is different work"
+        ],
+    }
+
+
 def agreement(
     source: torch.nn.Module,
     inputs: tuple[torch.Tensor, ...],
@@ -166,6 +259,10 @@ def _nothing() -> None:
     pass
 
 
+def _unread() -> RuntimeGraph | str:
+    return "the runtime gives no optimised graph"
+
+
 @dataclass
 class Compiled:
     """A runtime's compiled graph, as the workload and the output check use it."""
@@ -177,15 +274,18 @@ class Compiled:
     sync: Callable[[], None] = field(default=_nothing)
     # What the runtime reads by address (inputs bound on a device): alive while this is.
     holds: tuple[Any, ...] = ()
+    # The graph as the runtime runs it, or why it cannot be read. Called once after the
+    # compile is timed, so reading it (a second session, a file) is not in compile_s.
+    graph: Callable[[], RuntimeGraph | str] = field(default=_unread)
 
 
 class GraphWorkload(Workload):
     """Inference through a compiled graph."""
 
-    def __init__(self, compiled: Compiled, proto: onnx.ModelProto) -> None:
+    def __init__(self, compiled: Compiled, proto: onnx.ModelProto, param_count: int) -> None:
         self.compiled = compiled
         self.proto = proto
-        self.param_count = graph_params(proto)
+        self.param_count = param_count  # the source model's: see graph_params
         self.settings_: dict[str, Any] = {}
 
     def step(self) -> None:
@@ -215,15 +315,11 @@ class ExportedAdapter(Adapter):
         placed where its steady state reads them."""
 
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        """The exported graph of the model at batch 1 (what parameter counts read)."""
-        case = Case.build(framework=self.name, model=model, task="infer", batch_size=1, **dims)
-        spec = get_model(model)
-        with torch.no_grad():
-            source = spec.build(self.name, dims)
-            return export(source, synthetic_inputs(case, spec.input_kind, torch.device("cpu")))
+        """The source PyTorch model: parity is its trainable count (no export needed)."""
+        return get_model(model).build(self.name, dims)
 
     def count_params(self, model: Any) -> int:
-        return graph_params(model)
+        return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
         spec = get_model(case.model)
@@ -236,22 +332,34 @@ class ExportedAdapter(Adapter):
         start = time.perf_counter()
         compiled = self.compile(proto, case, [t.numpy() for t in inputs])
         compile_s = time.perf_counter() - start
-        workload = GraphWorkload(compiled, proto)
+        params = count_trainable(source)
+        workload = GraphWorkload(compiled, proto, params)
+        norms = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
+        batchnorms = sum(isinstance(m, norms) for m in source.modules())
+        fusions = fusion_settings(compiled.graph(), batchnorms)
 
         def first_output() -> np.ndarray:
             compiled.run()
             compiled.sync()
             return compiled.output()
 
+        checked = agreement(source, inputs, first_output, case.precision or "fp32")
+        warned = [*checked.pop("warnings", []), *fusions.pop("warnings", [])]
         workload.settings_ = {
             "precision": case.precision or "fp32",
             "layout": "channels_first",
-            "exporter": f"torch.onnx.export (dynamo, opset {proto.opset_import[0].version})",
+            "exporter": exporter(proto),
             "export_s": export_s,
             "compile_s": compile_s,
-            "source_params": count_trainable(source),
+            "source_params": params,
+            "graph_params": graph_params(proto),
+            "source_batchnorms": batchnorms,
+            "graph_batchnorms": sum(n.op_type == "BatchNormalization" for n in proto.graph.node),
+            "graph_nodes": len(proto.graph.node),
+            **fusions,
             **compiled.applied,
-            **agreement(source, inputs, first_output, case.precision or "fp32"),
+            **checked,
+            **({"warnings": warned} if warned else {}),
         }
         return workload
 

@@ -14,10 +14,19 @@ device once and the outputs stay there (I/O binding), as a torch case's tensors 
 the steady state holds no host copies; fp32 is IEEE fp32 (`use_tf32` off) unless the
 case asks for tf32, and cuDNN's convolution search follows the case's autotune, as
 PyTorch's cudnn.benchmark does. Every option is explicit and recorded.
+
+The graph the session runs is read back (a second session with the same options saves
+its optimised graph; outside compile_s) for the fusion check (fwbench.frameworks.
+onnx_graph.fusion_settings). It applies at `optimized` and at `basic`: folding a
+BatchNorm into the convolution before it is one of ORT_ENABLE_BASIC's rewrites. It does
+not apply at `unoptimized`, which runs the graph as exported, nor to TensorRT, whose
+engines ONNX Runtime cannot save.
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +35,15 @@ import onnxruntime as ort
 import torch
 
 from fwbench.case import Case
-from fwbench.frameworks.onnx_graph import Compiled, ExportedAdapter, ExportError, Unsupported
+from fwbench.errors import one_line
+from fwbench.frameworks.onnx_graph import (
+    Compiled,
+    ExportedAdapter,
+    ExportError,
+    RuntimeGraph,
+    Unsupported,
+    onnx_runtime_graph,
+)
 
 LEVELS: dict[str, ort.GraphOptimizationLevel] = {
     "optimized": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -88,13 +105,7 @@ class OnnxRuntimeAdapter(ExportedAdapter):
         first = wanted[0][0]
         if reason := lacking(first):  # TensorRT's: unavailable_reason has checked CUDA's
             raise Unsupported(reason)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = LEVELS[case.mode]
-        options.add_session_config_entry("session.intra_op.allow_spinning", SPINNING)
-        options.log_severity_level = 3  # errors only: its warnings are about its optimiser
+        options = session_options(case, self.threads)
         session = ort.InferenceSession(
             proto.SerializeToString(),
             options,
@@ -113,6 +124,10 @@ class OnnxRuntimeAdapter(ExportedAdapter):
             "intra_op_allow_spinning": SPINNING,
             "providers": got,
         }
+
+        def graph() -> RuntimeGraph | str:
+            return optimized_graph(proto, case, self.threads)
+
         if case.device != "cuda":
             by_name = dict(zip(names, feeds, strict=True))
             last: list[np.ndarray] = []
@@ -120,8 +135,52 @@ class OnnxRuntimeAdapter(ExportedAdapter):
             def run() -> None:
                 last[:] = session.run(None, by_name)[:1]
 
-            return Compiled(run, lambda: last[0], applied)
-        return _bound(session, names, feeds, applied | _provider_options(session, got))
+            return Compiled(run, lambda: last[0], applied, graph=graph)
+        compiled = _bound(session, names, feeds, applied | _provider_options(session, got))
+        compiled.graph = graph
+        return compiled
+
+
+def session_options(case: Case, threads: int) -> ort.SessionOptions:
+    """The session's options for the case, every one explicit."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = LEVELS[case.mode]
+    options.add_session_config_entry("session.intra_op.allow_spinning", SPINNING)
+    options.log_severity_level = 3  # errors only: its warnings are about its optimiser
+    return options
+
+
+def optimized_graph(proto: onnx.ModelProto, case: Case, threads: int) -> RuntimeGraph | str:
+    """The graph a session of the case runs after ONNX Runtime's optimisation, or why it
+    cannot be read.
+
+    A second session with the case's options and providers saves it: saving from the
+    measured session would put the writing of every weight into compile_s. The graph is
+    the same, since ONNX Runtime's rewrites depend only on the graph, the level, the
+    providers and this CPU."""
+    if case.mode == "tensorrt":
+        return "TensorRT builds its own engines from the graph, which ONNX Runtime cannot save"
+    unchecked = None
+    if case.mode == "unoptimized":
+        unchecked = "mode unoptimized (ORT_DISABLE_ALL) runs the graph as exported"
+    wanted = providers(case)
+    options = session_options(case, threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="fwbench-ort-") as folder:
+            options.optimized_model_filepath = str(Path(folder) / "optimized.onnx")
+            ort.InferenceSession(
+                proto.SerializeToString(),
+                options,
+                providers=[name for name, _ in wanted],
+                provider_options=[opts for _, opts in wanted],
+            )
+            saved = onnx.load(options.optimized_model_filepath, load_external_data=False)
+    except Exception as exc:  # a diagnostic: its failure is recorded, the case still runs
+        return f"ONNX Runtime did not save its optimised graph: {one_line(exc)}"
+    return onnx_runtime_graph(saved, unchecked)
 
 
 def _bound(

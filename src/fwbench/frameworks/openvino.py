@@ -9,6 +9,11 @@ inference precision is pinned to the case's (the CPU plugin otherwise runs bf16 
 that have it: fp32 means fp32), and what the compiled model applied is read back and
 recorded; a precision the CPU cannot run is recorded unsupported, not silently changed.
 
+The graph it runs is read from the compiled model (`get_runtime_model`: one operation per
+executed layer, with its layer type and the names of the source nodes it took in) for the
+fusion check: a BatchNormalization that took a convolution's output in the exported graph
+must have gone into that convolution (or been folded away), whatever the hint.
+
 OpenVINO is imported inside the methods, not with this module: its import starts a
 thread pool, and a fork server (fwbench.launch.forkserver) refuses to fork after that.
 """
@@ -16,6 +21,7 @@ thread pool, and a fork server (fwbench.launch.forkserver) refuses to fork after
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,13 @@ import onnx
 import torch
 
 from fwbench.case import Case
-from fwbench.frameworks.onnx_graph import Compiled, ExportedAdapter, Unsupported
+from fwbench.frameworks.onnx_graph import (
+    Compiled,
+    ExportedAdapter,
+    RuntimeGraph,
+    Unsupported,
+    conv_batchnorms,
+)
 
 HINTS = {"latency": "LATENCY", "throughput": "THROUGHPUT"}
 PRECISIONS = {"fp32": "f32", "bf16": "bf16"}
@@ -37,6 +49,10 @@ RECORDED = (
     "ENABLE_CPU_PINNING",
     "SCHEDULING_CORE_TYPE",
 )
+# Runtime-graph entries that execute nothing: the model's inputs, outputs and weights.
+NOT_EXECUTED = {"Input", "Output", "Const"}
+# Layers a BatchNorm after a convolution is merged into (as a post-operation).
+CONVOLUTIONS = {"Convolution", "Deconvolution"}
 
 
 class OpenVinoAdapter(ExportedAdapter):
@@ -87,7 +103,39 @@ class OpenVinoAdapter(ExportedAdapter):
         def output() -> np.ndarray:
             return np.asarray(request.get_output_tensor(0).data)
 
-        return Compiled(run, output, applied)
+        def graph() -> RuntimeGraph:
+            layers = [_layer(op) for op in compiled.get_runtime_model().get_ordered_ops()]
+            return openvino_runtime_graph(layers, conv_batchnorms(proto.graph))
+
+        return Compiled(run, output, applied, graph=graph)
+
+
+def openvino_runtime_graph(
+    layers: Iterable[tuple[str, str]], expected: Collection[str]
+) -> RuntimeGraph:
+    """The compiled model's runtime graph, from its layers' (layer type, comma-separated
+    names of the source nodes it executes), as a RuntimeGraph.
+
+    `expected` names the exported graph's BatchNormalization nodes that take a
+    convolution's output. One left unfused is one whose name a layer other than a
+    convolution carries; a fused one is carried by its convolution or gone (folded into
+    the weights, where OpenVINO keeps no name)."""
+    ops: list[str] = []
+    unfused: set[str] = set()
+    for kind, names in layers:
+        if kind in NOT_EXECUTED:
+            continue
+        ops.append(kind)
+        if kind not in CONVOLUTIONS:
+            unfused |= set(expected) & set(names.split(","))
+    return RuntimeGraph(tuple(ops), len(unfused))
+
+
+def _layer(op: Any) -> tuple[str, str]:
+    info = op.get_rt_info()
+    names = info["originalLayersNames"].astype(str) if "originalLayersNames" in info else ""
+    kind = info["layerType"].astype(str) if "layerType" in info else op.get_type_name()
+    return str(kind), str(names)
 
 
 def _readable(value: Any) -> Any:

@@ -136,7 +136,10 @@ def serve_case(
         workload = role.build()
         build_s = time.perf_counter() - start
         param_count = workload.param_count
-        settings |= workload.settings()
+        built = dict(workload.settings())
+        # Into the list the trackers append to (replacing it would lose their warnings).
+        settings["warnings"].extend(built.pop("warnings", []))
+        settings |= built
         send({"event": "built"})
         compiles_before = None
         steady = False

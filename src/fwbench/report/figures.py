@@ -71,7 +71,7 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
                 )
             panel.series.setdefault(v, []).append(point)
         if row.different_work:
-            panel.note = "different work across frameworks at some sizes (parameter counts differ)"
+            panel.note = f"different work at some sizes: {row.different_work_reason}"
     return list(panels.values())
 
 

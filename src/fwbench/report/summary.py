@@ -42,6 +42,11 @@ class SummaryRow:
     def different_work(self) -> bool:
         return any(r.different_work for r in self.results.values())
 
+    @property
+    def different_work_reason(self) -> str:
+        """Why the row's variants do not do the same work (the first reason found)."""
+        return next((w for r in self.results.values() if (w := r.different_work_reason)), "")
+
     def comparison(self) -> Verdict | None:
         """The fastest variant against the runner-up, on their runs."""
         ok = self.ok
@@ -73,7 +78,9 @@ class SummaryRow:
         ok = self.ok
         text += execution_note(ok[verdict.faster].case, ok[verdict.slower].case, short)
         if self.different_work:
-            text += " [DIFFERENT WORK]" if short else " [DIFFERENT WORK: parameter counts differ]"
+            text += (
+                " [DIFFERENT WORK]" if short else f" [DIFFERENT WORK: {self.different_work_reason}]"
+            )
         flops = self.flops_mismatch()
         if flops is not None:
             text += f" [FLOPs differ {flops:.0%}]"

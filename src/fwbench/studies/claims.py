@@ -166,8 +166,7 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
         assert a.measurement is not None and b.measurement is not None
         if a.different_work or b.different_work:
             # Not the same model in the two: neither for nor against the claim.
-            parity = a.parity if a.different_work else b.parity
-            why = parity.describe() if parity is not None else "parameter counts differ"
+            why = a.different_work_reason or b.different_work_reason or "different work"
             different.setdefault(f"{a.case.model} at {a.case.shape}", why)
             continue
         v = compare(
