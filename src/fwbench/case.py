@@ -72,6 +72,9 @@ class Case(BaseModel):
     # keys are unchanged. batch_size stays the per-replica batch; threads are per process.
     strategy: str | None = None
     world_size: int | None = Field(None, ge=1, le=1024)
+    # The framework's own switches (its registry entry's `settings`), canonical
+    # "name=value,name=value" sorted by name; None (the framework decides) keeps old keys.
+    options: str | None = Field(None, max_length=1000)
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +82,8 @@ class Case(BaseModel):
         if isinstance(data, dict):
             data = _drop_defaults(data)
             data = _distributed_defaults(data)
+            if "options" in data:
+                data = {**data, "options": canonical_options(data["options"])}
             if data.get("mode") is None:
                 data = {k: v for k, v in data.items() if k != "mode"}
                 mode = default_mode(str(data.get("framework")), data.get("strategy"))
@@ -131,6 +136,18 @@ class Case(BaseModel):
             if self.mode == mode and (self.precision or "fp32") in precisions:
                 raise ValueError(f"precision: {self.precision or 'fp32'} in mode {mode}: {why}")
         strategies.check(self.framework, self.strategy, self.world_size, self.mode, self.task)
+        for name, value in self.option_values.items():
+            known = {setting.name: setting for setting in info.settings}
+            if name not in known:
+                raise ValueError(
+                    f"options: {info.label} has no setting {name!r}; valid choices for "
+                    f"{self.framework}: {', '.join(known) or 'none'}"
+                )
+            if value not in known[name].values:
+                raise ValueError(
+                    f"options: {name}={value} is not a value of {name}; valid choices: "
+                    f"{', '.join(known[name].values)}"
+                )
         if self.strategy and (self.precision or self.layout or self.autotune):
             raise ValueError(
                 "strategy: data-parallel cases run fp32 in the framework's native layout "
@@ -241,10 +258,31 @@ class Case(BaseModel):
     @property
     def variant(self) -> str:
         """How the workload is run: framework/mode, then any non-default implementation,
-        layout, autotuning and data-parallel strategy (`torch/compile/channels_last`)."""
+        layout, autotuning, data-parallel strategy and options
+        (`torch/compile/channels_last`, `tensorflow/graph/onednn=off`)."""
         parts = [self.framework, self.mode, self.implementation]
         parts += [self.layout or "", "autotune" if self.autotune else "", self.strategy or ""]
+        parts += [self.options or ""]
         return "/".join(p for p in parts if p)
+
+    @property
+    def option_values(self) -> dict[str, str]:
+        """The options the case sets: name -> value (empty when the framework decides)."""
+        if not self.options:
+            return {}
+        return dict(part.split("=", 1) for part in self.options.split(","))
+
+    def option_env(self) -> dict[str, str]:
+        """Environment variables its options set in the worker, before the framework loads."""
+        info = FRAMEWORKS.get(self.framework)
+        if info is None:
+            return {}
+        found = {}
+        for setting in info.settings:
+            value = self.option_values.get(setting.name)
+            if value is not None and setting.env:
+                found[setting.env] = setting.env_value(value)
+        return found
 
     @property
     def runs_eagerly(self) -> bool:
@@ -289,6 +327,28 @@ def execution_note(a: Case, b: Case, short: bool = False) -> str:
     return (
         f" [eager vs compiled: {eager.variant} runs op by op, {compiled.variant} a compiled graph]"
     )
+
+
+def canonical_options(value: Any) -> Any:
+    """`--options` as given ("onednn=off", "b=1, a=2", "", "default", a mapping) in its
+    canonical form: "name=value" pairs sorted by name, or None for none. Anything else is
+    left for validation to refuse."""
+    if isinstance(value, dict):
+        value = ",".join(f"{k}={v}" for k, v in value.items())
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("", "default", "none"):
+        return None
+    pairs: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, setting = (p.strip().lower() for p in part.partition("="))
+        if not sep or not name or not setting:
+            raise ValueError(f"options: {part.strip()!r} is not NAME=VALUE (e.g. onednn=off)")
+        if name in pairs and pairs[name] != setting:
+            raise ValueError(f"options: {name} given twice ({pairs[name]}, {setting})")
+        pairs[name] = setting
+    return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
 
 
 def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,8 @@ so `Result.from_record` reads exported JSON of every earlier version):
      a table of their own; the case record is unchanged.
   9  tracked: results of trackers the record has no field of its own for (plugins'
      trackers, fwbench.measure.trackers), by tracker name; {} before.
+ 10  case options: the framework's own switches the case set (`--options onednn=off`),
+     None before (the framework decided); part of the key only when set.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 

@@ -42,6 +42,7 @@ AXES: tuple[str, ...] = (
     "strategy",
     "framework",
     "mode",
+    "options",
     "layout",
     "autotune",
 )
@@ -65,6 +66,9 @@ DEFAULTS: dict[str, Any] = {
     # None: each framework's default mode (fwbench.case.default_mode).
     "mode": [None],
 }
+# Axes that vary per framework inside a workload (a mapping may name some frameworks
+# only). `options` left out for a framework means none: the framework decides.
+INNER = ("framework", "mode", "options")
 
 
 class Sweep:
@@ -270,7 +274,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
     cases: list[Case] = []
     seen: set[str] = set()
     excluded = 0
-    outer = [a for a in AXES if a not in ("framework", "mode")]
+    outer = [a for a in AXES if a not in INNER]
     strategies = [s for s in _flat(axes["strategy"]) if s is not None]
     for combo in itertools.product(*(_flat(axes[a]) for a in outer)):
         fields = dict(zip(outer, combo, strict=True))
@@ -278,9 +282,14 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
             per_fw = {a: _for(axes[a], fw) for a in outer}
             if any(fields[a] not in per_fw[a] for a in outer):
                 continue
-            for given in _for(axes["mode"], fw):
+            modes_and_options = itertools.product(
+                _for(axes["mode"], fw), _for(axes["options"], fw) or [None]
+            )
+            for given, options in modes_and_options:
                 mode = given if given is not None else default_mode(fw, fields.get("strategy"))
-                candidate = _applicable({**fields, "framework": fw, "mode": mode})
+                candidate = _applicable(
+                    {**fields, "framework": fw, "mode": mode, "options": options}
+                )
                 if not _distributed_fits(candidate, strategies) or not _task_fits(candidate):
                     continue
                 if any(_matches(candidate, rule) for rule in excludes):

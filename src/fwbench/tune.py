@@ -9,11 +9,12 @@ comparisons often differ only in which of the two they report.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fwbench.case import Case
+from fwbench.case import Case, canonical_options
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict, compare
@@ -31,9 +32,12 @@ def search_space(
     modes: Sequence[str] = (),
     precisions: Sequence[str] = (),
     threads: Sequence[int] = (),
+    options: Sequence[str] = (),
 ) -> list[Case]:
     """Every valid candidate: modes x precisions x layouts (image models) x threads x
-    autotuning (cuda), per framework. Invalid combinations are skipped, not errors."""
+    autotuning (cuda) x the framework's own settings (each value given explicitly, e.g.
+    TensorFlow's oneDNN on and off), per framework. Invalid combinations are skipped,
+    not errors."""
     device = str(workload.get("device", "cpu"))
     spec = get_model(str(workload["model"]))
     layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
@@ -45,25 +49,47 @@ def search_space(
         fw_modes = [m for m in modes if m in info.modes] if modes else [
             m for m in info.modes if m not in info.slow_modes
         ]  # fmt: skip
-        for mode in fw_modes:
-            for precision in precisions or DEFAULT_PRECISIONS[device]:
-                for layout in layouts:
-                    for n in threads or (None,):
-                        for autotune in (False, True) if device == "cuda" else (False,):
-                            fields = {**workload, "framework": fw, "mode": mode}
-                            fields |= {"precision": precision, "layout": layout}
-                            fields |= {"autotune": autotune}
-                            if n is not None:
-                                fields["threads"] = n
-                            try:
-                                case = Case.build(**fields)
-                            except SpecError:
-                                continue  # e.g. mixed precision with TorchScript
-                            if case not in candidates:
-                                candidates.append(case)
+        grid = itertools.product(
+            fw_modes,
+            precisions or DEFAULT_PRECISIONS[device],
+            layouts,
+            threads or (None,),
+            (False, True) if device == "cuda" else (False,),
+            option_sets(fw, options),
+        )
+        for mode, precision, layout, n, autotune, chosen in grid:
+            fields = {**workload, "framework": fw, "mode": mode, "precision": precision}
+            fields |= {"layout": layout, "autotune": autotune, "options": chosen}
+            if n is not None:
+                fields["threads"] = n
+            try:
+                case = Case.build(**fields)
+            except SpecError:
+                continue  # e.g. mixed precision with TorchScript
+            if case not in candidates:
+                candidates.append(case)
     if not candidates:
         raise SpecError("tune: no valid configuration to try; widen --mode / --precision")
     return candidates
+
+
+def option_sets(framework: str, given: Sequence[str] = ()) -> list[str | None]:
+    """The option sets to try: of `given` (`--options`), those whose every setting the
+    framework has ('default': none); otherwise every combination of its settings, each
+    value explicit ("onednn=on", "onednn=off"). [None] where nothing applies."""
+    settings = FRAMEWORKS[framework].settings
+    if given:
+        names = {s.name for s in settings}
+        found: list[str | None] = []
+        for text in given:
+            options = canonical_options(text)
+            if options is None or {o.split("=")[0] for o in options.split(",")} <= names:
+                found.append(options)
+        return list(dict.fromkeys(found)) or [None]
+    if not settings:
+        return [None]
+    values = itertools.product(*([f"{s.name}={v}" for v in s.values] for s in settings))
+    return [",".join(combo) for combo in values]
 
 
 def default_case(framework: str, workload: dict[str, Any]) -> Case:

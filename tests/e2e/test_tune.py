@@ -14,19 +14,26 @@ def test_tune_reports_each_frameworks_best_and_both_verdicts(
     args = ["tune", "tiny_cnn", "--batch-size", "4", "--num-classes", "10", "--threads", "2"]
     args += ["--mode", "eager", "--mode", "graph", "--precision", "fp32"]
     args += ["--precision", "bf16", "--max-time", "0.3", "--db", str(tmp_path / "t.duckdb")]
+    # TensorFlow's own setting, tried on every TensorFlow candidate (torch has none).
+    args += ["--options", "onednn=off"]
     proc = fwbench(*args, "--json", env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     found = json.loads(proc.stdout)
     by_fw = {f["framework"]: f for f in found["frameworks"]}
     assert set(by_fw) == {"torch", "tensorflow"}
-    # torch: eager x {fp32, bf16} x {NCHW, NHWC}; tensorflow: eager and graph x the same.
-    assert by_fw["torch"]["tried"] == 4 and by_fw["tensorflow"]["tried"] == 8
+    # torch: eager x {fp32, bf16} x {NCHW, NHWC}; tensorflow: eager and graph x the same,
+    # all with onednn=off, and its default (graph, no options: TensorFlow decides).
+    assert by_fw["torch"]["tried"] == 4 and by_fw["tensorflow"]["tried"] == 9
     for f in by_fw.values():
         best, default = f["best"], f["default"]
         assert best["status"] == "ok" and default["status"] == "ok"
         assert best["step_time_s"]["median"] <= default["step_time_s"]["median"]
         assert f["speedup"] >= 1
     assert by_fw["tensorflow"]["default"]["mode"] == "graph"  # Keras' usual way
+    assert by_fw["tensorflow"]["default"]["options"] is None  # TensorFlow decides
+    tf_best = by_fw["tensorflow"]["best"]
+    assert tf_best["options"] == "onednn=off"
+    assert tf_best["environment"]["onednn_enabled"] is False
     for key in ("best_vs_best", "default_vs_default"):
         verdict = found[key]
         assert verdict["ratio"] >= 1 and verdict["faster"] != verdict["slower"], verdict

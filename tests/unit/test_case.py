@@ -174,3 +174,69 @@ def test_a_verdict_between_eager_and_compiled_says_so() -> None:
     )
     assert execution_note(torch_eager, make(framework="tensorflow", mode="eager")) == ""
     assert execution_note(make(mode="compile"), tf_graph) == ""
+
+
+def test_options_are_canonical_validated_and_named_in_the_variant() -> None:
+    tf = {"framework": "tensorflow", "model": "resnet18", "threads": 2}
+    case = Case.build(**tf, options=" OneDNN = off ")
+    assert case.options == "onednn=off" and case.variant == "tensorflow/graph/onednn=off"
+    assert case.option_values == {"onednn": "off"}
+    assert case.option_env() == {"TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert Case.build(**tf, options="onednn=on").option_env() == {"TF_ENABLE_ONEDNN_OPTS": "1"}
+    # None, "" and "default" are the framework deciding: the key every result had before.
+    plain = Case.build(**tf)
+    for none in ("", "default", None):
+        assert Case.build(**tf, options=none).key() == plain.key()
+    assert case.key() != plain.key()
+    ort = Case.build(
+        framework="onnxruntime", model="resnet18", task="infer", options="spinning=off"
+    )
+    assert ort.option_env() == {}  # the adapter applies it, not the environment
+    for bad, message in (
+        ("onednn", "options: 'onednn' is not NAME=VALUE (e.g. onednn=off)"),
+        ("onednn=maybe", "options: onednn=maybe is not a value of onednn; valid choices: on, off"),
+        ("spinning=off", "options: TensorFlow has no setting 'spinning'; valid choices for "),
+        ("onednn=on,onednn=off", "options: onednn given twice (on, off)"),
+    ):
+        with pytest.raises(SpecError) as err:
+            Case.build(**tf, options=bad)
+        assert str(err.value).startswith(message)
+    with pytest.raises(
+        SpecError, match="PyTorch has no setting 'onednn'; valid choices for torch: none"
+    ):
+        make(options="onednn=off")
+
+
+def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
+    from fwbench.cli.common import cases_per_framework
+    from fwbench.sweep import parse
+    from fwbench.tune import option_sets, search_space
+
+    workload = {"model": "resnet18", "task": "infer", "batch_size": 8, "input_size": 64}
+    built = cases_per_framework(
+        ["tensorflow", "tensorflow"], [], options=["onednn=on", "onednn=off"], **workload
+    )
+    assert [c.variant for c in built] == [
+        "tensorflow/graph/onednn=on",
+        "tensorflow/graph/onednn=off",
+    ]
+    mixed = cases_per_framework(
+        ["torch", "tensorflow"], [], options=["default", "onednn=off"], **workload
+    )
+    assert [c.options for c in mixed] == [None, "onednn=off"]
+    # A framework a mapping leaves out runs without options (it is not dropped).
+    swept = parse(
+        "model: resnet18\ntask: infer\nframework: [torch, tensorflow]\n"
+        "options: {tensorflow: [onednn=on, onednn=off]}\n"
+    )
+    assert [c.variant for c in swept.cases] == [
+        "torch/eager",
+        "tensorflow/graph/onednn=on",
+        "tensorflow/graph/onednn=off",
+    ]
+    assert option_sets("tensorflow") == ["onednn=on", "onednn=off"]
+    assert option_sets("torch") == [None]
+    assert option_sets("tensorflow", ["onednn=off", "spinning=off"]) == ["onednn=off"]
+    assert option_sets("onnxruntime", ["onednn=off", "default"]) == [None]
+    tried = search_space(["tensorflow"], {**workload, "threads": 2}, ["graph"], ["fp32"])
+    assert {c.options for c in tried} == {"onednn=on", "onednn=off"}

@@ -26,6 +26,27 @@ def test_results_round_trip_with_every_sample(tmp_path: Path) -> None:
     assert [r.to_record() for r in back] == [ok.to_record(), oom.to_record()]
 
 
+def test_options_round_trip_through_the_database_and_its_exports(tmp_path: Path) -> None:
+    r = result("tensorflow", "graph", 0.1, 0.001)
+    tuned = r.model_copy(
+        update={"case": r.case.model_copy(update={"options": "onednn=off"}), "result_id": "o"}
+    )
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(r)
+        store.add(tuned)
+        back = {x.result_id: x for x in store.results()}
+        (column,) = store.con.execute(
+            "SELECT options FROM results WHERE result_id = 'o'"
+        ).fetchone()
+        export(store, "json", tmp_path / "r.json")
+    assert column == "onednn=off"
+    assert back["o"].case.options == "onednn=off" and back["o"].case_key == tuned.case_key
+    assert back[r.result_id].case.options is None and back[r.result_id].case_key == r.case_key
+    records = {x["result_id"]: x for x in json.loads((tmp_path / "r.json").read_text())}
+    assert records["o"]["options"] == "onednn=off"
+
+
 def test_latest_result_of_each_case_wins(tmp_path: Path) -> None:
     first, second = result("torch", "eager", 0.1, 0.001), result("torch", "eager", 0.2, 0.001)
     with ResultStore(tmp_path / "r.duckdb") as store:

@@ -20,6 +20,18 @@ def modes_help() -> str:
     return f"{per_framework}. One for all frameworks, or one each."
 
 
+def options_help() -> str:
+    per_framework = "; ".join(
+        f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
+        for name, i in FRAMEWORKS.items()
+        if i.settings
+    )
+    return (
+        f"The framework's own switches, NAME=VALUE[,NAME=VALUE] ({per_framework}); left out, "
+        "the framework decides. One for all frameworks, or one each ('default' for none)."
+    )
+
+
 def strategies_help() -> str:
     per_framework = "; ".join(
         f"{name}: {', '.join(s.name for s in i.strategies)}"

@@ -92,6 +92,7 @@ ModesOption = Annotated[
     list[str] | None,
     typer.Option(help=choices.modes_help(), autocompletion=choices.complete_mode),
 ]
+OptionsOption = Annotated[list[str] | None, typer.Option("--options", help=choices.options_help())]
 AutotuneOption = Annotated[
     bool, typer.Option(help="cuDNN algorithm search (cudnn.benchmark; cuda only).")
 ]
@@ -116,10 +117,16 @@ def cases_per_framework(
     frameworks: list[str],
     modes: Sequence[str | None],
     strategies: list[str] | None = None,
+    options: list[str] | None = None,
     **workload: Any,
 ) -> list[Case]:
-    """One validated case per framework: one mode (strategy) for all, or one each."""
-    for name, given in (("mode", modes), ("strategy", strategies or [])):
+    """One validated case per framework: one mode (strategy, options) for all, or one each."""
+    given_options = options or []
+    for name, given in (
+        ("mode", modes),
+        ("strategy", strategies or []),
+        ("options", given_options),
+    ):
         if len(given) not in (0, 1, len(frameworks)):
             raise SpecError(
                 f"{name}: give one {name} for all frameworks or one per framework "
@@ -134,6 +141,7 @@ def cases_per_framework(
             # None: the framework's default mode (fwbench.case.default_mode).
             mode=_pick(modes, i) if modes else None,
             **({"strategy": _pick(strategies, i)} if strategies else {}),
+            **({"options": _pick(given_options, i)} if given_options else {}),
             **workload,
         )
         for i, fw in enumerate(frameworks)

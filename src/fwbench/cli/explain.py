@@ -22,6 +22,7 @@ from fwbench.cli.common import (
     LayoutOption,
     ModesOption,
     NumClassesOption,
+    OptionsOption,
     PrecisionOption,
     SeqLenOption,
     TaskOption,
@@ -63,6 +64,7 @@ def command(
         ),
     ] = None,
     mode: ModesOption = None,
+    framework_options: OptionsOption = None,
     task: TaskOption = "train",
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
@@ -100,9 +102,13 @@ def command(
         threads = stored.threads
         precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
         framework = framework or list(dict.fromkeys([stored.framework, *core_frameworks()]))
-        # The stored case's own mode; the other frameworks in their defaults.
+        # The stored case's own mode and options; the other frameworks in their defaults.
         if not modes:
             modes = [stored.mode if fw == stored.framework else None for fw in framework]
+        if not framework_options and stored.options:
+            framework_options = [
+                stored.options if fw == stored.framework else "default" for fw in framework
+            ]
     if model is None:
         raise SpecError("give --model NAME (and the other `run` flags) or --case KEY")
     frameworks = framework or core_frameworks()
@@ -121,6 +127,7 @@ def command(
     cases = cases_per_framework(
         frameworks,
         modes,
+        options=framework_options,
         model=model,
         task=task,
         batch_size=batch_size,

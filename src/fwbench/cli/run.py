@@ -21,6 +21,7 @@ from fwbench.cli.common import (
     ModelOption,
     ModesOption,
     NumClassesOption,
+    OptionsOption,
     PrecisionOption,
     SeqLenOption,
     TaskOption,
@@ -55,6 +56,7 @@ def command(
     autotune: AutotuneOption = False,
     device: DeviceOption = "cpu",
     mode: ModesOption = None,
+    framework_options: OptionsOption = None,
     threads: Annotated[
         int,
         typer.Option(
@@ -120,6 +122,7 @@ def command(
             framework,
             mode or [],
             strategy,
+            framework_options,
             model=model,
             task=task,
             batch_size=batch_size,

@@ -24,6 +24,7 @@ from fwbench.cli.common import (
     ModelOption,
     ModesOption,
     NumClassesOption,
+    OptionsOption,
     PrecisionOption,
     SeqLenOption,
     cases_per_framework,
@@ -164,6 +165,7 @@ def command(
     precision: PrecisionOption = None,
     device: DeviceOption = "cpu",
     mode: ModesOption = None,
+    framework_options: OptionsOption = None,
     threads: Annotated[
         int, typer.Option(help="Threads per process. [default: physical cores]")
     ] = 0,
@@ -215,6 +217,7 @@ def command(
         for case in cases_per_framework(
             framework,
             mode or [],
+            options=framework_options,
             model=model,
             task="infer",
             batch_size=b,

@@ -73,6 +73,21 @@ def command(
         list[int] | None,
         typer.Option(help="Thread counts to try (repeat). [default: physical cores]"),
     ] = None,
+    framework_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--options",
+            help="The frameworks' own settings to try (repeat), NAME=VALUE[,NAME=VALUE], "
+            "each for the frameworks that have it; 'default' tries none. [default: every "
+            "value of every setting: "
+            + "; ".join(
+                f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
+                for name, i in FRAMEWORKS.items()
+                if i.settings
+            )
+            + "]",
+        ),
+    ] = None,
     max_time: Annotated[float, typer.Option(help="Seconds of measuring per candidate.")] = 3.0,
     timeout: Annotated[
         float, typer.Option(help="Seconds per candidate before its worker is stopped.")
@@ -81,7 +96,8 @@ def command(
     db: DbOption = DEFAULT_DB_PATH,
     json: JsonOption = False,
 ) -> None:
-    """Search each framework's modes, precisions, layouts and threads for this workload;
+    """Search each framework's modes, precisions, layouts, threads and own settings for this
+    workload;
     report each framework's best configuration and the best-vs-best verdict next to the
     default-vs-default one."""
     frameworks = framework or [
@@ -100,7 +116,9 @@ def command(
     workload: dict[str, Any] = {"model": model, "task": task, "batch_size": batch_size}
     workload |= {"device": device, "threads": default_threads()} | dims
     defaults = {fw: tune.default_case(fw, workload) for fw in frameworks}
-    candidates = tune.search_space(frameworks, workload, mode or (), precision or (), threads or ())
+    candidates = tune.search_space(
+        frameworks, workload, mode or (), precision or (), threads or (), framework_options or ()
+    )
     cases = list(dict.fromkeys([*defaults.values(), *candidates]))
     if dry_run:
         for case in cases:

@@ -38,7 +38,7 @@ from pydantic import BaseModel
 
 from fwbench.distributed.strategies import get_strategy
 from fwbench.launch.outcome import WorkerFailure
-from fwbench.launch.process import WorkerGone, WorkerReported, classify_exit, worker_env
+from fwbench.launch.process import WorkerGone, WorkerReported, case_env, classify_exit
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import load
 from fwbench.measure.timing import TimingConfig, calibrate
@@ -203,7 +203,7 @@ class RankGroup:
 
     def _start(self) -> None:
         label = f"case: {self.case.label()}"
-        env = worker_env(self.case.threads, self.case.device)
+        env = case_env(self.case)
         env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
         # -P: a `torch.py` in the user's directory must not shadow the framework.
         worker = [sys.executable, "-P", "-m", "fwbench.distributed.worker", label]

@@ -51,7 +51,15 @@ LEVELS: dict[str, ort.GraphOptimizationLevel] = {
     "unoptimized": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "tensorrt": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-SPINNING = "1"
+# Intra-op threads spin between operators (ONNX Runtime's default, and what PyTorch's
+# OpenMP pool does) unless the case sets `options: spinning=off`.
+SPINNING = {"on": "1", "off": "0"}
+
+
+def spinning(case: Case) -> str:
+    return SPINNING[case.option_values.get("spinning", "on")]
+
+
 CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
 # What a GPU provider is called in a reason, and what brings it.
 NEEDS = {
@@ -121,7 +129,7 @@ class OnnxRuntimeAdapter(ExportedAdapter):
         applied: dict[str, Any] = {
             "graph_optimization_level": str(options.graph_optimization_level).split(".")[-1],
             "execution_mode": "ORT_SEQUENTIAL",
-            "intra_op_allow_spinning": SPINNING,
+            "intra_op_allow_spinning": spinning(case),
             "providers": got,
         }
 
@@ -148,7 +156,7 @@ def session_options(case: Case, threads: int) -> ort.SessionOptions:
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = LEVELS[case.mode]
-    options.add_session_config_entry("session.intra_op.allow_spinning", SPINNING)
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning(case))
     options.log_severity_level = 3  # errors only: its warnings are about its optimiser
     return options
 

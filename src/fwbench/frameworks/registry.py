@@ -41,6 +41,23 @@ class Strategy:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """A framework-specific switch an expert would try (`--options NAME=VALUE`, a sweep's
+    `options`, and `tune`): part of a case's identity, applied before the framework loads
+    (an environment variable of the worker) or by the adapter, and recorded. Left out, the
+    framework decides, as it does for its users."""
+
+    name: str
+    values: tuple[str, ...]
+    help: str
+    env: str | None = None  # the worker's environment variable that applies it
+    env_values: tuple[tuple[str, str], ...] = ()  # value -> the variable's value
+
+    def env_value(self, value: str) -> str:
+        return dict(self.env_values).get(value, value)
+
+
+@dataclass(frozen=True)
 class Capability:
     """Something a framework can do, or the reason it cannot."""
 
@@ -79,6 +96,8 @@ class FrameworkInfo:
     # Modes that run the model op by op as written, without a compiled graph: a verdict
     # between one of these and a compiled mode says so.
     eager_modes: tuple[str, ...] = ("eager",)
+    # Its own switches a case may set (fwbench.case: `options`), and tune tries.
+    settings: tuple[Setting, ...] = ()
     # Precisions it implements; models built by another framework's builders (the Keras
     # 3 builders, registered under "tensorflow", serve every Keras backend).
     precisions: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
@@ -219,6 +238,17 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
         native_layout="channels_last",
         default_mode="graph",  # Keras' own fit() runs a tf.function
+        settings=(
+            Setting(
+                "onednn",
+                ("on", "off"),
+                "TensorFlow's oneDNN CPU kernels (TF_ENABLE_ONEDNN_OPTS); left out, "
+                "TensorFlow turns them on only on CPUs with AVX512-VNNI, AVX512-BF16, "
+                "AVX-VNNI or AMX",
+                env="TF_ENABLE_ONEDNN_OPTS",
+                env_values=(("on", "1"), ("off", "0")),
+            ),
+        ),
         core=True,
         colour="#2A7AB0",  # blue: PyTorch and TensorFlow are both orange by brand
         trace_suffix=".tensorboard",  # a TensorBoard log folder
@@ -286,6 +316,14 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             ),
         ),
         colour="#7A5195",
+        settings=(
+            Setting(
+                "spinning",
+                ("on", "off"),
+                "whether its intra-op threads spin between operators (on, ONNX Runtime's "
+                "default) or sleep (off: frees the cores for other work on a shared host)",
+            ),
+        ),
     ),
     _exported_runtime(
         name="openvino",

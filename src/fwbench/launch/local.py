@@ -42,7 +42,7 @@ from fwbench.launch.process import (
     WorkerGone,
     WorkerProcess,
     WorkerReported,
-    worker_env,
+    case_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import load, trackers
@@ -277,7 +277,7 @@ def _start(
     case = request.case
     if case.strategy:
         return RankGroup(request, deadline, timeout_s)
-    env = worker_env(case.threads, case.device)
+    env = case_env(case)
     server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 

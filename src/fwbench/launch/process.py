@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServer, ForkServerError
 from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.protocol import CountReport, CountRequest, PeakReport, PeakRequest
@@ -90,6 +91,13 @@ def worker_env(threads: int | None, device: str | None) -> dict[str, str]:
     env["PYTHONSAFEPATH"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def case_env(case: Case) -> dict[str, str]:
+    """A case's worker environment: its threads and device, and what its options set
+    before the framework loads (e.g. TF_ENABLE_ONEDNN_OPTS). Fork servers are kept per
+    environment, so a case never forks from a server loaded with other settings."""
+    return worker_env(case.threads, case.device) | case.option_env()
 
 
 class WorkerProcess:

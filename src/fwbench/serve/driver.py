@@ -20,7 +20,7 @@ from typing import Any
 
 from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.process import WorkerGone, WorkerProcess, worker_env
+from fwbench.launch.process import WorkerGone, WorkerProcess, case_env
 from fwbench.launch.protocol import ServeReport, ServeRequest
 from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
@@ -196,7 +196,7 @@ def _one_run(
     servers: ForkServers,
 ) -> tuple[ServingRun, ServeReport | None]:
     case = point.case
-    env = worker_env(case.threads, case.device)
+    env = case_env(case)
     server = servers.get(case.framework, env, index) if case.device == "cpu" else None
     request = ServeRequest(case=case, spec=point.spec, timing=timing, log_dir=str(log_dir))
     worker = WorkerProcess(

@@ -185,6 +185,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _measured("ci_method", "VARCHAR"),
     # version 9
     _json("tracked"),
+    # version 10
+    _case("options", "VARCHAR"),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -21,6 +21,8 @@ are in one place: fwbench.result. The tables of each version:
   8  new table serving: one row per serving point (`fwbench serve`, a sweep with a
      `serve` key), its whole record as JSON and flat columns for SQL users.
   9  results gain tracked (JSON): results of trackers without a column of their own.
+ 10  results gain the case's framework options (`options`, e.g. "onednn=off"; NULL: the
+     framework decided, as for every result before this version).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -203,6 +205,10 @@ def _to_v9(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN tracked VARCHAR")
 
 
+def _to_v10(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN options VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -213,4 +219,5 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     6: _to_v7,
     7: _to_v8,
     8: _to_v9,
+    9: _to_v10,
 }
