@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
 from fwbench.store.db import ResultStore
@@ -25,10 +27,15 @@ def tiny(framework: str, **kw: object) -> Case:
     return Case.build(**fields | kw)
 
 
-def test_options_reach_the_worker_and_are_recorded(tmp_path: Path) -> None:
+def test_options_reach_the_worker_and_are_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TensorFlow's own choice here is off, as on a CPU without AVX512-VNNI or the like.
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
     cases = [
         tiny("tensorflow", options="onednn=on"),
         tiny("tensorflow", options="onednn=off"),
+        tiny("tensorflow"),
         tiny("onnxruntime", options="spinning=off"),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
@@ -39,6 +46,11 @@ def test_options_reach_the_worker_and_are_recorded(tmp_path: Path) -> None:
     assert on.environment["onednn_opts_env"] == "1" and on.environment["onednn_enabled"] is True
     assert off.environment["onednn_opts_env"] == "0"
     assert off.environment["onednn_enabled"] is False
+    # Off by the user's own choice says nothing; off by TensorFlow's says what it costs.
+    assert not any("oneDNN" in w for w in (*on.warnings, *off.warnings))
+    plain = results["tensorflow/graph"]
+    assert plain.environment["onednn_enabled"] is False
+    assert any("`--options onednn=on` measures TensorFlow with it" in w for w in plain.warnings)
     ort = results["onnxruntime/optimized/spinning=off"]
     assert ort.status == "ok", ort.error
     assert ort.settings["intra_op_allow_spinning"] == "0"
