@@ -64,7 +64,7 @@ def main() -> None:
         outcomes: Counter[str] = Counter()
         for i in range(a.comparisons):
             left, right = measure_group([case, case], timing)
-            v = compare(left.run_medians, right.run_medians, "A", "A'")
+            v = compare(left.per_run(), right.per_run(), "A", "A'")
             outcomes[v.outcome] += 1
             old = before(list(left.runs[0].samples), list(right.runs[0].samples))
             outcomes["before"] += old

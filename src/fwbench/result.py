@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validat
 
 from fwbench.case import Case
 from fwbench.explain.breakdown import Breakdown
+from fwbench.measure import comparison
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
@@ -96,10 +97,10 @@ class Measurement(Blocks):
     runs: tuple[Run, ...] = ()  # empty in results recorded before runs (schema <= 6)
     ci_method: str = "within one process (recorded before runs)"
 
-    @property
-    def run_medians(self) -> tuple[float, ...]:
-        """One value per process: what verdicts, comparisons and trends are built on."""
-        return tuple(r.median_s for r in self.runs) or (self.step_time_s.median,)
+    def per_run(self, estimator: str = comparison.DEFAULT_ESTIMATOR) -> tuple[float, ...]:
+        """One value per process, by the estimator: what verdicts, ratios and trends are
+        built on (fwbench.measure.comparison). A result recorded before runs is one."""
+        return comparison.per_run(self.runs, estimator) or (self.step_time_s.median,)
 
 
 class Memory(BaseModel):

@@ -17,7 +17,8 @@ from typing import Any
 from fwbench.case import Case, canonical_options
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.measure.compare import Verdict, compare
+from fwbench.measure.compare import Verdict
+from fwbench.measure.comparison import Comparison
 from fwbench.models.registry import get_model
 from fwbench.result import Result
 
@@ -136,7 +137,8 @@ def _median(r: Result) -> float:
 def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
     if a is None or b is None or a.measurement is None or b.measurement is None:
         return None
-    return compare(a.measurement.run_medians, b.measurement.run_medians, describe(a), describe(b))
+    sides = {describe(a): a.measurement.per_run(), describe(b): b.measurement.per_run()}
+    return Comparison.of(sides, "given", [(describe(a), describe(b))]).verdict()
 
 
 def describe(r: Result) -> str:

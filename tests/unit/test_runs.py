@@ -71,3 +71,19 @@ def test_timing_settings_are_checked_against_each_other() -> None:
         TimingConfig(min_runs=5, max_runs=3)
     with pytest.raises(ValueError):
         TimingConfig(max_time_s=float("nan"))
+
+
+def test_a_group_stops_together_and_no_variant_goes_on_alone() -> None:
+    from fwbench.measure.runs import group_stop
+
+    precise = [fig(0.1), fig(0.1001), fig(0.0999)]
+    spread = [fig(0.10), fig(0.11), fig(0.12)]
+    configs = [CONFIG, CONFIG]
+    # The first variant's own rule is met; the second needs more runs: both go on.
+    assert group_stop([precise, spread], configs) == [None, None]
+    assert group_stop([precise, precise], configs) == ["precision", "precision"]
+    budget = [fig(m, steady=4.0) for m in (0.10, 0.11, 0.12)]
+    assert group_stop([precise, budget], configs) == ["precision", "budget"]
+    # A hard cap stops its case whatever the others need.
+    capped = TimingConfig(min_runs=3, max_runs=3, target_ci=0.02, max_time_s=10.0)
+    assert group_stop([spread, spread], [capped, CONFIG]) == ["max_runs", None]

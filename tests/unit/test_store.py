@@ -136,7 +136,7 @@ def test_a_results_file_of_schema_6_is_migrated_and_reads_as_one_run_each(
     for r in old:
         assert r.schema_version == 6
         assert r.measurement is not None and r.measurement.runs == ()
-        assert len(r.measurement.run_medians) == 1
+        assert len(r.measurement.per_run()) == 1
         assert r.measurement.ci_method.startswith("within one process")
     con = duckdb.connect(str(db), read_only=True)
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (

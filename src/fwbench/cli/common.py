@@ -193,7 +193,7 @@ def describe_result(r: Result) -> str:
     m = r.measurement
     if m is not None:
         st = m.step_time_s
-        runs = " ".join(f"{x * 1e3:.3f}" for x in m.run_medians)
+        runs = " ".join(f"{x * 1e3:.3f}" for x in m.per_run())
         lines += [
             f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
             f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",

@@ -9,8 +9,10 @@ run; the workers build and warm up in turn under the rules this driver sends the
 each, in alternation (each block after a switch begins with one untimed step, so a cold
 cache is not timed: rule 17), so a noisy machine's drift hits all variants alike. The
 order of the cases alternates from round to round (ABBA). Rounds go on until every
-case's interval over its runs is precise enough or its budget ends
-(fwbench.measure.runs). Trackers (fwbench.measure.trackers) run on both sides.
+case's interval over its runs is precise enough or its budget ends, for all the cases
+of the group at once: a case whose own rule is met keeps its place in the rounds while
+another needs more, so no variant is measured alone (fwbench.measure.runs.group_stop).
+Trackers (fwbench.measure.trackers) run on both sides.
 
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
 has imported the framework once; GPU cases and a refused server spawn them instead. The
@@ -160,9 +162,12 @@ class _Group:
             self.rounds = self.max_rounds
             return
         _round(order, self.rounds, timeout_s, on_phase, servers)
-        for state in active:
-            if state.active:
-                state.stop = case_runs.stop_reason(state.figures(), state.request.timing)
+        live = [state for state in active if state.active]
+        reasons = case_runs.group_stop(
+            [state.figures() for state in live], [state.request.timing for state in live]
+        )
+        for state, reason in zip(live, reasons, strict=True):
+            state.stop = reason
         self.rounds += 1
 
     def outcomes(self) -> list[CaseOutcome]:

@@ -69,6 +69,19 @@ def stop_reason(runs: Sequence[RunFigures], config: TimingConfig) -> CaseStop | 
     return None
 
 
+def group_stop(
+    runs: Sequence[Sequence[RunFigures]], configs: Sequence[TimingConfig]
+) -> list[CaseStop | None]:
+    """Why each case of a group (the variants of one workload, measured in rounds) stops
+    now, or None while it goes on. Variants stay interleaved to the last round: a case
+    whose own rule is met goes on while another needs more runs, so no variant is ever
+    measured alone; only its `max_runs`, a hard cap, stops one case early."""
+    reasons = [stop_reason(r, c) for r, c in zip(runs, configs, strict=True)]
+    if all(reason is not None for reason in reasons):
+        return reasons
+    return [reason if reason == "max_runs" else None for reason in reasons]
+
+
 def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> list[str]:
     out: list[str] = []
     if not runs:

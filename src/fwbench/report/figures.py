@@ -142,7 +142,7 @@ def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel
                 batch_sizes.append(b)
                 values.append(v)
                 if r.measurement is not None:
-                    samples.append([m / b for m in r.measurement.run_medians])
+                    samples.append([m / b for m in r.measurement.per_run()])
             trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
             curves.append(Curve(variant, batch_sizes, values, failed, trend))
         if any(c.values for c in curves):  # a panel of failures only has nothing to draw

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwbench.measure.compare import ratio
+from fwbench.measure.comparison import Comparison
 from fwbench.result import Result
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
@@ -83,7 +83,8 @@ def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.
             kind = "unchanged" if old.status == cur.status else "status"
             out.append(Change(label, kind, old, cur))
             continue
-        r = ratio(cur.measurement.run_medians, old.measurement.run_medians, confidence)
+        sides = {"new": cur.measurement.per_run(), "base": old.measurement.per_run()}
+        (r,) = Comparison.of(sides, "given", [("new", "base")], confidence=confidence).ratios()
         if r.ci_low > 1.0 and r.value - 1 > threshold:
             kind = "regression"
         elif r.ci_high < 1.0 and 1 - r.value > threshold:

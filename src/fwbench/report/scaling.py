@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwbench.measure.compare import ratio
+from fwbench.measure.comparison import Comparison
 from fwbench.result import Result
 
 
@@ -53,7 +53,8 @@ class ScalingPanel:
 def efficiency(base: Result, scaled: Result) -> tuple[float, tuple[float, float] | None]:
     """t_1 / t_N over their runs, and its interval (None with one run on each side)."""
     assert base.measurement is not None and scaled.measurement is not None
-    found = ratio(base.measurement.run_medians, scaled.measurement.run_medians)
+    sides = {"1": base.measurement.per_run(), "N": scaled.measurement.per_run()}
+    (found,) = Comparison.of(sides, "given", [("1", "N")]).ratios()
     return found.value, (found.ci_low, found.ci_high) if found.has_interval else None
 
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fwbench.case import execution_note
-from fwbench.measure import stats
-from fwbench.measure.compare import DEFAULT_BAND, compare
+from fwbench.measure.compare import DEFAULT_BAND
+from fwbench.measure.comparison import Comparison
 from fwbench.serve.result import Figure, ServingResult
 
 
@@ -57,20 +57,18 @@ def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool
     """The best variant against the runner-up, on per-run values (compare's three
     outcomes; lower is better there, so rates are inverted). A rate search does not tell
     apart rates closer than its resolution: the equivalence band is at least that."""
-    sides = []
+    runs = {}
     for r in group:
         per_run = _per_run(r, values)
-        if per_run:
-            values_ = [1 / v for v in per_run] if higher_is_better else per_run
-            sides.append((stats.geometric_mean(values_), r.case.variant, values_, r.case))
-    if len(sides) < 2:
-        return ""
-    sides.sort(key=lambda side: side[0])
-    (_, name_a, a, case_a), (_, name_b, b, case_b) = sides[:2]
+        runs[r.case.variant] = [1 / v for v in per_run] if higher_is_better else per_run
     band = DEFAULT_BAND
     if values == "max_qps":
         band = max([band, *(r.search_resolution or 0.0 for r in group)])
-    return compare(a, b, name_a, name_b, band=band).text() + execution_note(case_a, case_b)
+    verdict = Comparison.of(runs, band=band).verdict()
+    if verdict is None:
+        return ""
+    cases = {r.case.variant: r.case for r in group}
+    return verdict.text() + execution_note(cases[verdict.faster], cases[verdict.slower])
 
 
 def _per_run(r: ServingResult, values: str) -> list[float]:

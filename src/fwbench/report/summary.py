@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import Verdict, compare
+from fwbench.measure.compare import Verdict
+from fwbench.measure.comparison import Comparison
 from fwbench.result import Result
 
 # FLOP counters of different frameworks may differ a little in what they count.
@@ -49,13 +50,7 @@ class SummaryRow:
 
     def comparison(self) -> Verdict | None:
         """The fastest variant against the runner-up, on their runs."""
-        ok = self.ok
-        if len(ok) < 2:
-            return None
-        first, second = sorted(ok, key=lambda v: _median(ok[v]))[:2]
-        a, b = ok[first].measurement, ok[second].measurement
-        assert a is not None and b is not None
-        return compare(a.run_medians, b.run_medians, first, second)
+        return Comparison.of({v: _runs(r) for v, r in self.ok.items()}).verdict()
 
     def flops_mismatch(self) -> float | None:
         """Largest relative difference of FLOPs per step between variants, if over 5%."""
@@ -181,6 +176,11 @@ def cell(result: Result | None, relative: float | None, short: bool = False) -> 
     if relative is not None:
         text += f" x{relative:.2f}"
     return text
+
+
+def _runs(r: Result) -> tuple[float, ...]:
+    assert r.measurement is not None
+    return r.measurement.per_run()
 
 
 def _median(r: Result) -> float:

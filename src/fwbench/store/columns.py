@@ -179,7 +179,7 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     Column(
         "n_runs",
         "INTEGER",
-        lambda r: len(r.measurement.run_medians) if r.measurement else None,
+        lambda r: len(r.measurement.per_run()) if r.measurement else None,
         derived=True,
     ),
     _measured("ci_method", "VARCHAR"),

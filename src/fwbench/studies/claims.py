@@ -31,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError
-from fwbench.measure.compare import DEFAULT_BAND, compare
+from fwbench.measure.compare import DEFAULT_BAND
+from fwbench.measure.comparison import Comparison
 from fwbench.report.figures import downward_trend
 from fwbench.report.scaling import efficiency
 from fwbench.result import Result
@@ -169,13 +170,9 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
             why = a.different_work_reason or b.different_work_reason or "different work"
             different.setdefault(f"{a.case.model} at {a.case.shape}", why)
             continue
-        v = compare(
-            a.measurement.run_medians,
-            b.measurement.run_medians,
-            str(claim.a),
-            str(claim.b),
-            band=claim.band,
-        )
+        runs = {str(claim.a): a.measurement.per_run(), str(claim.b): b.measurement.per_run()}
+        v = Comparison.of(runs, "given", [(str(claim.a), str(claim.b))], claim.band).verdict()
+        assert v is not None
         text = f"{_label(a, axis)}: {v.text()}"
         if claim.kind == "faster":
             ok = v.outcome == "faster" and v.faster == str(claim.a)
@@ -214,7 +211,7 @@ def _trend(claim: Claim, results: list[Result]) -> Finding:
             continue
         batches = sorted(by_batch)
         per_sample = [
-            [m / b for m in by_batch[b].measurement.run_medians]  # type: ignore[union-attr]
+            [m / b for m in by_batch[b].measurement.per_run()]  # type: ignore[union-attr]
             for b in batches
         ]
         trend = downward_trend(batches, per_sample)
