@@ -39,9 +39,13 @@ def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, s
     import fwbench.measure.trackers as trackers
     import fwbench.models.registry as models
     import fwbench.plugins as plugins
+    import fwbench.tasks as tasks
 
     # Load the real registries first, then the plugins into copies dropped after the test.
     models.all_models()
+    tasks.all_tasks()
+    monkeypatch.setattr(tasks, "_TASKS", dict(tasks._TASKS))
+    monkeypatch.setattr(tasks, "_loaded", False)
     monkeypatch.setattr(models, "_MODELS", dict(models._MODELS))
     monkeypatch.setattr(models, "_loaded", False)
     monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
@@ -67,6 +71,12 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def toy_framework_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Register the toy framework `numpy` (and its model toy_mlp) here and in workers."""
     return _with_plugins(monkeypatch, "fwbench_toy_framework")
+
+
+@pytest.fixture
+def toy_task_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the toy task `probe` and the toy framework that implements it."""
+    return _with_plugins(monkeypatch, "fwbench_toy_framework", "fwbench_toy_task")
 
 
 @pytest.fixture

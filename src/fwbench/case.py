@@ -19,8 +19,8 @@ from fwbench.distributed import strategies
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.models.registry import DIMENSIONS, find_model, get_model
+from fwbench.tasks import find_task, task_names
 
-Task = Literal["train", "infer"]
 Device = Literal["cpu", "cuda"]
 # fp32: float32 throughout (TF32 off on GPUs); tf32: float32 with TF32 tensor-core math
 # (GPUs only); bf16 / fp16: mixed precision (autocast / Keras mixed policies; fp16 with
@@ -30,7 +30,6 @@ Layout = Literal["channels_first", "channels_last"]
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS: tuple[str, ...] = ("channels_first", "channels_last")
 
-TASKS: tuple[str, ...] = ("train", "infer")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 MAX_BATCH_SIZE = 1 << 24
 MAX_INPUT_SIZE = 8192
@@ -48,7 +47,7 @@ class Case(BaseModel):
 
     framework: str
     model: str
-    task: Task = "train"
+    task: str = "train"  # a registered task (fwbench.tasks) its framework implements
     batch_size: int = Field(32, ge=1, le=MAX_BATCH_SIZE)
     # The model's dimensions: each model takes a subset (its ModelSpec.dims), the rest
     # stay None. Left out, a dimension takes the model's default.
@@ -125,8 +124,13 @@ class Case(BaseModel):
                 raise ValueError(
                     "autotune: cuDNN's convolution algorithm search exists on cuda only"
                 )
-        if self.task == "train" and not info.can_train.available:
-            raise ValueError(f"task: {info.label} cannot train: {info.can_train.reason}")
+        if find_task(self.task) is None:
+            raise ValueError(
+                f"task: unknown task {self.task!r}; valid choices: {', '.join(task_names())}"
+            )
+        does = info.does(self.task)
+        if not does.available:
+            raise ValueError(f"task: {info.label} cannot {self.task}: {does.reason}")
         if (self.precision or "fp32") not in info.precisions:
             raise ValueError(
                 f"precision: {info.label} has no {self.precision} here; "

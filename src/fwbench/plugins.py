@@ -1,9 +1,10 @@
 """Loading user plugins: modules that register models or frameworks.
 
 A plugin is a module that calls `fwbench.models.registry.register(...)`,
-`fwbench.frameworks.registry.register_framework(...)` or
-`fwbench.measure.trackers.register_tracker(...)` when imported. fwbench finds it
-through the `fwbench.models`, `fwbench.frameworks` or `fwbench.trackers` entry-point
+`fwbench.frameworks.registry.register_framework(...)`,
+`fwbench.measure.trackers.register_tracker(...)` or `fwbench.tasks.register_task(...)`
+when imported. fwbench finds it through the `fwbench.models`, `fwbench.frameworks`,
+`fwbench.trackers` or `fwbench.tasks` entry-point
 groups of an installed package, or through the FWBENCH_PLUGINS environment variable
 (comma-separated module names on the Python path). Workers inherit the variable, so a
 plugin registered here is registered in every worker too. The registries call
@@ -20,7 +21,7 @@ from importlib.metadata import entry_points
 
 from fwbench.errors import SpecError
 
-GROUPS = ("fwbench.frameworks", "fwbench.models", "fwbench.trackers")
+GROUPS = ("fwbench.frameworks", "fwbench.models", "fwbench.trackers", "fwbench.tasks")
 ENV = "FWBENCH_PLUGINS"
 
 _loaded = False

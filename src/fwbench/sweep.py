@@ -340,7 +340,7 @@ def _task_fits(case: dict[str, Any]) -> bool:
     """Inference-only frameworks (the runtimes) take the grid's infer cases only, so one
     sweep can put them beside the training frameworks."""
     info = FRAMEWORKS.get(str(case.get("framework")))
-    return info is None or (case.get("task") or "train") != "train" or info.can_train.available
+    return info is None or info.does(str(case.get("task") or "train")).available
 
 
 def _distributed_fits(case: dict[str, Any], strategies: list[Any]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fwbench.case import Case
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.frameworks.registry import NO, FrameworkInfo, register_framework
 from fwbench.models.registry import ModelSpec, register
 
@@ -58,14 +58,18 @@ register(
 
 
 class _Forward(Workload):
-    def __init__(self, weights: list[np.ndarray], batch: np.ndarray) -> None:
+    def __init__(self, weights: list[np.ndarray], batch: np.ndarray, task: str) -> None:
         self.weights = weights
         self.batch = batch
         self.param_count = sum(w.size for w in weights)
+        self.task = task
 
     def step(self) -> None:
         w1, b1, w2, b2 = self.weights
         hidden = np.maximum(self.batch @ w1 + b1, 0.0)
+        if self.task == "probe":  # the toy task (fwbench_toy_task): the hidden layer only
+            self.out = hidden
+            return
         self.out = hidden @ w2 + b2
 
     def sync(self) -> None:
@@ -97,11 +101,12 @@ class NumpyAdapter(Adapter):
         return int(sum(w.size for w in model))
 
     def build(self, case: Case) -> Workload:
+        require_task(case, ("infer", "probe"))
         weights = self.build_model(case.model, case.dims)
         side = int(case.input_size or 8)
         rng = np.random.default_rng(1)
         batch = rng.standard_normal((case.batch_size, 3 * side * side), dtype=np.float32)
-        return _Forward(weights, batch)
+        return _Forward(weights, batch, case.task)
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)
@@ -124,7 +129,9 @@ register_framework(
         distributions=("numpy",),
         precisions=("fp32",),
         colour="#4DABCF",
-        can_train=NO(False, "the toy runs forward passes only"),
+        # probe: a task of a plugin of its own (fwbench_toy_task), offered when loaded.
+        tasks=("infer", "probe"),
+        task_reasons=(("train", "the toy runs forward passes only"),),
         counts_flops=NO(False, "the toy counts no FLOPs"),
         can_explain=NO(False, "the toy has no profiler"),
         can_measure_peak=NO(False, "the toy measures no peak"),

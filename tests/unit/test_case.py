@@ -22,7 +22,7 @@ def make(**kw: object) -> Case:
         ),
         ({"model": "resnet19"}, "model: unknown model 'resnet19'; valid choices: bert_base, "),
         ({"mode": "graph"}, "mode: PyTorch has no 'graph' mode; valid choices for torch: eager"),
-        ({"task": "trian"}, "task: invalid value 'trian'; valid choices: 'train' or 'infer'"),
+        ({"task": "trian"}, "task: unknown task 'trian'; valid choices: train, infer"),
         ({"device": "tpu"}, "device: invalid value 'tpu'; valid choices: 'cpu' or 'cuda'"),
         ({"input_size": 16}, "input_size: 16 is too small for resnet18; the smallest valid"),
         ({"seq_len": 16}, "seq_len: does not apply to resnet18, which takes image input; its"),

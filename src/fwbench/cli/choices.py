@@ -3,8 +3,9 @@ list what this install offers, so they cannot drift from it."""
 
 from __future__ import annotations
 
-from fwbench.case import DEVICES, LAYOUTS, PRECISIONS, TASKS
+from fwbench.case import DEVICES, LAYOUTS, PRECISIONS
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
+from fwbench.tasks import task_names
 
 
 def _join(values: list[str] | tuple[str, ...]) -> str:
@@ -43,7 +44,7 @@ def strategies_help() -> str:
 
 PRECISION_HELP = f"{_join(PRECISIONS)}: tf32 on cuda only; bf16, fp16 mixed. [default: fp32]"
 LAYOUT_HELP = f"{_join(LAYOUTS)} (image models). [default: the framework's own]"
-TASK_HELP = _join(TASKS)
+TASK_HELP = _join(task_names())
 DEVICE_HELP = _join(DEVICES)
 CORE_HELP = ", ".join(core_frameworks())
 
@@ -81,7 +82,7 @@ def complete_layout(incomplete: str) -> list[str]:
 
 
 def complete_task(incomplete: str) -> list[str]:
-    return _starting(TASKS, incomplete)
+    return _starting(task_names(), incomplete)
 
 
 def complete_device(incomplete: str) -> list[str]:

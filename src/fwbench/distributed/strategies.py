@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from fwbench.frameworks.registry import FRAMEWORKS, Strategy
+from fwbench.tasks import all_tasks, find_task
 
 
 def all_strategies() -> dict[str, Strategy]:
@@ -62,5 +63,9 @@ def check(
             f"mode: strategy {strategy} runs in {', '.join(found.modes)} mode; "
             f"valid choices: {', '.join(found.modes)}"
         )
-    if task != "train":
-        raise ValueError(f"task: strategy {strategy} benchmarks training; valid choices: train")
+    found_task = find_task(task)
+    if found_task is not None and not found_task.trains:
+        training = ", ".join(t.name for t in all_tasks().values() if t.trains)
+        raise ValueError(
+            f"task: strategy {strategy} benchmarks training; valid choices: {training}"
+        )

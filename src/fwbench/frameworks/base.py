@@ -15,6 +15,20 @@ from fwbench.environment import cpu_features_text
 from fwbench.explain.timeline import Event
 
 
+class TaskNotImplemented(Exception):
+    """The adapter has no step for the case's task: recorded `unsupported`, never
+    measured as another task."""
+
+
+def require_task(case: Case, implemented: tuple[str, ...]) -> None:
+    """Refuse, before building, a task this adapter has no step for (its registry entry
+    should not offer it; this is the adapter's own word)."""
+    if case.task not in implemented:
+        raise TaskNotImplemented(
+            f"task {case.task}: this adapter implements {', '.join(implemented)} only"
+        )
+
+
 class Workload(ABC):
     """A built model with its synthetic data already on the device, ready to step."""
 

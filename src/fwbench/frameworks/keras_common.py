@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 
@@ -107,6 +107,7 @@ class KerasBackendAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
+        require_task(case, ("train", "infer"))
         settings = apply_case_settings(case)
         model = self.build_model(case.model, case.dims)
         workload = self.workload(model, case, get_model(case.model))

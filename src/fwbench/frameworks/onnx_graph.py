@@ -38,7 +38,7 @@ import onnx
 import torch
 
 from fwbench.case import Case
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
 from fwbench.models.registry import get_model
 
@@ -322,6 +322,7 @@ class ExportedAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
+        require_task(case, ("infer",))
         spec = get_model(case.model)
         source = spec.build(self.name, case.dims).eval()
         inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))

@@ -113,7 +113,9 @@ class FrameworkInfo:
     slow_modes: tuple[str, ...] = ()
     # What `fwbench explain` writes its raw trace as (a file suffix, or a folder's).
     trace_suffix: str = ".trace"
-    can_train: Capability = Capability()  # inference-only runtimes refuse training cases
+    # The tasks its adapter implements (fwbench.tasks), and why it refuses others.
+    tasks: tuple[str, ...] = ("train", "infer")
+    task_reasons: tuple[tuple[str, str], ...] = ()
     counts_flops: Capability = Capability()
     can_explain: Capability = Capability()
     can_measure_peak: Capability = Capability()
@@ -125,6 +127,13 @@ class FrameworkInfo:
     # with them loaded (fwbench.launch.forkserver). Importing them must start no thread
     # and initialise no device.
     preload: tuple[str, ...] = ()
+
+    def does(self, task: str) -> Capability:
+        """Whether its adapter implements `task`, or why not."""
+        if task in self.tasks:
+            return Capability()
+        reason = dict(self.task_reasons).get(task)
+        return Capability(False, reason or f"its adapter implements {', '.join(self.tasks)} only")
 
     def installed(self) -> bool:
         return all(importlib.util.find_spec(p) is not None for p in self.packages)
@@ -166,7 +175,8 @@ def _exported_runtime(
         preload=("torchvision", "onnxscript"),
         layouts=("channels_first",),  # the exported graph takes NCHW images
         models_from="torch",  # the same PyTorch model, exported
-        can_train=NO(False, "it is an inference runtime; use task infer"),
+        tasks=("infer",),
+        task_reasons=(("train", "it is an inference runtime; use task infer"),),
         can_explain=NO(False, "fwbench does not read its profiles yet"),
         can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
         **given,

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
@@ -225,6 +225,7 @@ class TensorFlowAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
+        require_task(case, ("train", "infer"))
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
         spec = get_model(case.model)
         layout = case.layout or "channels_last"

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
@@ -269,6 +269,7 @@ class TorchAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
+        require_task(case, ("train", "infer"))
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
         cuda: dict[str, Any] = {}
         if case.device == "cuda":

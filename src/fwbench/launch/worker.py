@@ -23,7 +23,7 @@ from fwbench.case import Case
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
-from fwbench.frameworks.base import Adapter, Workload
+from fwbench.frameworks.base import Adapter, TaskNotImplemented, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import (
     CaseReport,
@@ -52,6 +52,8 @@ def failure(
     traceback.print_exception(exc)
     status = "oom" if adapter.is_oom(exc) else "error"
     error = one_line(exc)
+    if isinstance(exc, TaskNotImplemented):
+        return {"status": "unsupported", "error": error[:700]}
     if status == "error" and adapter.is_unsupported(exc):
         status = "unsupported"
         if context := adapter.unsupported_context(device):

@@ -24,6 +24,7 @@ from fwbench.report.summary import (
 from fwbench.result import Result
 from fwbench.serve.result import ServingResult
 from fwbench.studies.claims import load_study, reproduction_table
+from fwbench.tasks import all_tasks, task_names
 
 _CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -376,7 +377,7 @@ def render(
     if curve:
         figs.append(("Serving: latency against load", _serving_figure(curve), ""))
     devices = sorted({r.case.device for r in results})
-    for task, word in (("train", "training"), ("infer", "inference")):
+    for task, word in ((t.name, t.label) for t in all_tasks().values()):
         for device in devices:
             panels = figures.relative_time(results, task, device)
             if panels:
@@ -430,7 +431,7 @@ def render(
         )
     for label, fig in _breakdown_figures(results):
         figs.append((f"Where the step goes: {label}", fig, ""))
-    for task in ("train", "infer"):
+    for task in task_names():
         memory = figures.peak_memory(results, task)
         if memory:
             figs.append(

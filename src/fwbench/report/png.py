@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from fwbench.report import figures, scaling
 from fwbench.report.style import colour, dash, pattern
 from fwbench.result import Result
+from fwbench.tasks import all_tasks
 
 # Plotly's dash names in matplotlib's terms.
 MATPLOTLIB_DASH = {
@@ -140,7 +141,7 @@ def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Pat
     folder.mkdir(parents=True, exist_ok=True)
     charts: list[tuple[str, Path]] = []
     for device in sorted({r.case.device for r in results}):
-        for task, word in (("train", "training"), ("infer", "inference")):
+        for task, word in ((t.name, t.label) for t in all_tasks().values()):
             panels = figures.relative_time(results, task, device)
             if panels:
                 path = folder / f"relative-{task}-{device}.png"

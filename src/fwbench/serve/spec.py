@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fwbench.case import Case, validation_message
 from fwbench.errors import SpecError
+from fwbench.tasks import all_tasks, find_task
 
 Scenario = Literal["single_stream", "server", "offline"]
 SCENARIOS: tuple[str, ...] = ("single_stream", "server", "offline")
@@ -147,7 +148,12 @@ def point_key(case: Case, spec: ServeSpec) -> str:
 
 def check_case(case: Case) -> None:
     """Serving runs inference on one device: refuse what it cannot serve, in one line."""
-    if case.task != "infer":
-        raise SpecError(f"serve: {case.label()}: serving runs inference; set task: infer")
+    task = find_task(case.task)
+    if task is None or not task.serves:
+        served = " or ".join(t.name for t in all_tasks().values() if t.serves)
+        raise SpecError(
+            f"serve: {case.label()}: serving runs inference; set task: {served} (a task "
+            f"that answers a query with one step)"
+        )
     if case.strategy:
         raise SpecError(f"serve: {case.label()}: data-parallel cases are not served")

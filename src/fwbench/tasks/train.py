@@ -1,0 +1,12 @@
+"""`train`: one optimizer step (forward, loss, backward, update) on one batch."""
+
+from fwbench.tasks import Task, register_task
+
+register_task(
+    Task(
+        name="train",
+        label="training",
+        description="one optimizer step: forward, loss, backward and the weight update",
+        trains=True,
+    )
+)
