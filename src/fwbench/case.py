@@ -320,17 +320,11 @@ def default_mode(framework: str, strategy: Any = None) -> str | None:
     return info.default_mode if info.default_mode in info.modes else info.modes[0]
 
 
-def execution_note(a: Case, b: Case, short: bool = False) -> str:
+def execution_note(a: Case, b: Case) -> str:
     """What a verdict between `a` and `b` must say when one runs op by op and the other a
-    compiled graph (METHODOLOGY rule 12: like with like, or say so); "" otherwise."""
-    if a.runs_eagerly == b.runs_eagerly:
-        return ""
-    eager, compiled = (a, b) if a.runs_eagerly else (b, a)
-    if short:
-        return " [eager vs compiled]"
-    return (
-        f" [eager vs compiled: {eager.variant} runs op by op, {compiled.variant} a compiled graph]"
-    )
+    compiled graph (METHODOLOGY rule 12: like with like, or say so); "" otherwise. The
+    tables explain it once, under them (fwbench.report.summary.verdict_notes)."""
+    return " [eager vs compiled]" if a.runs_eagerly != b.runs_eagerly else ""
 
 
 def canonical_options(value: Any) -> Any:

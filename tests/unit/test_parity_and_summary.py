@@ -5,7 +5,7 @@ from typing import Any
 
 from fwbench.case import Case
 from fwbench.models.parity import compare
-from fwbench.report.summary import summarise
+from fwbench.report.summary import summarise, verdict_notes
 from fwbench.result import Measurement, Result, Run, StepTime
 
 
@@ -85,15 +85,18 @@ def test_summary_relative_times_and_verdicts() -> None:
     assert row.best == "torch/eager"
     assert row.relative("tensorflow/graph") == 1.3
     assert row.verdict().startswith("torch/eager 1.30x faster (1.")
-    # PyTorch's default runs op by op, TensorFlow's a tf.function: the verdict says so.
-    assert row.verdict().endswith(
-        "[eager vs compiled: torch/eager runs op by op, tensorflow/graph a compiled graph]"
-    )
+    # PyTorch's default runs op by op, TensorFlow's a tf.function: the verdict says so,
+    # and the table's notes say once what that means.
+    assert row.verdict().endswith("[eager vs compiled]")
     assert row.verdict(short=True).endswith("faster [eager vs compiled]")
+    (note,) = verdict_notes([row])
+    assert note.startswith(
+        "[eager vs compiled]: torch/eager (op by op) against tensorflow/graph (compiled)."
+    )
     _, (alike,) = summarise(
         [result("torch", "eager", 0.10, 0.001), result("tensorflow", "eager", 0.13, 0.001)]
     )
-    assert "eager vs compiled" not in alike.verdict()
+    assert "eager vs compiled" not in alike.verdict() and verdict_notes([alike]) == []
 
 
 def test_runs_too_spread_to_tell_are_inconclusive() -> None:
@@ -165,3 +168,17 @@ def test_rows_that_differ_only_in_precision_say_which_is_which() -> None:
     _, one = summarise(both[:1])
     assert workload_head(one) == ["model", "task", "batch", "shape"]
     assert workload_head(one, always=("device",))[-1] == "device"
+
+
+def test_the_terminal_table_shows_bracketed_marks_as_text() -> None:
+    """Rich would read "[eager vs compiled]" as markup and drop it."""
+    from rich.console import Console
+
+    from fwbench.cli.common import summary_table
+
+    console = Console(record=True, width=250)
+    rows = [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)]
+    console.print(summary_table(rows))
+    text = console.export_text()
+    assert "faster [eager vs compiled]" in text
+    assert "[eager vs compiled]: torch/eager (op by op)" in text

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -30,6 +31,7 @@ from fwbench.report import scaling
 from fwbench.report.summary import (
     cell,
     summarise,
+    verdict_notes,
     workload_cells,
     workload_head,
 )
@@ -158,7 +160,14 @@ def print_json(data: Any) -> None:
 
 def summary_table(results: list[Result], title: str = "Summary") -> Table:
     variants, rows = summarise(results)
-    table = Table(title=title, title_justify="left")
+    notes = verdict_notes(rows)
+    table = Table(
+        title=title,
+        title_justify="left",
+        # Our words hold brackets ("[eager vs compiled]"): text, not Rich markup.
+        caption=escape("\n".join(notes)) or None,
+        caption_justify="left",
+    )
     head = workload_head(rows)
     for col in head:
         table.add_column(col)
@@ -170,7 +179,7 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
         table.add_row(
             *workload_cells(row, head),
             *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
-            row.verdict(short=True),
+            escape(row.verdict(short=True)),
             style=style,
         )
     return table

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S
@@ -110,11 +111,14 @@ def execute_serving(
 
 def print_tables(results: Sequence[ServingResult]) -> None:
     for t in tables(results):
-        table = Table(title=t.heading, title_justify="left", caption=t.note, caption_justify="left")
+        # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
+        table = Table(
+            title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
+        )
         for name in t.head:
             table.add_column(name)
         for row in t.rows:
-            table.add_row(*row)
+            table.add_row(*(escape(c) for c in row))
         console.print(table)
 
 

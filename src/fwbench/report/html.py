@@ -16,8 +16,8 @@ from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
     cell,
-    inconclusive_advice,
     summarise,
+    verdict_notes,
     workload_cells,
     workload_head,
 )
@@ -279,8 +279,8 @@ def _verdicts(results: Sequence[Result]) -> str:
         )
     numeric = {names.index("batch"), names.index("shape")}
     table = _table(head, body, numeric={*numeric, *range(len(names), len(names) + len(variants))})
-    advice = inconclusive_advice(rows)
-    return table + (f'<p class="sub">{html.escape(advice)}</p>' if advice else "")
+    notes = "".join(f'<p class="sub">{html.escape(n)}</p>' for n in verdict_notes(rows))
+    return table + notes
 
 
 def _trend_table(panels: list[figures.CurvePanel]) -> str:

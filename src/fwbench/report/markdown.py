@@ -10,8 +10,8 @@ from fwbench.report import scaling
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
     cell,
-    inconclusive_advice,
     summarise,
+    verdict_notes,
     workload_cells,
     workload_head,
 )
@@ -71,9 +71,8 @@ def render(
             cells = [md(c) for c in workload_cells(row, names)]
             cells += [md(cell(row.results.get(v), row.relative(v))) for v in variants]
             out.append("| " + " | ".join(cells) + f" | {md(row.verdict())} |")
-    advice = inconclusive_advice(rows)
-    if advice:
-        out += ["", advice]  # our own words: no escaping
+    for note in verdict_notes(rows):
+        out += ["", note]  # our own words: no escaping
     scaled = scaling.scaling(results)
     if scaled:
         head, body = scaling.rows(scaled)

@@ -71,7 +71,7 @@ class SummaryRow:
             return "; ".join(failed) if failed else "one framework only"
         text = verdict.short() if short else verdict.text()
         ok = self.ok
-        text += execution_note(ok[verdict.faster].case, ok[verdict.slower].case, short)
+        text += execution_note(ok[verdict.faster].case, ok[verdict.slower].case)
         if self.different_work:
             text += (
                 " [DIFFERENT WORK]" if short else f" [DIFFERENT WORK: {self.different_work_reason}]"
@@ -135,6 +135,31 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
         if r.case.variant not in variants:
             variants.append(r.case.variant)
     return variants, list(rows.values())
+
+
+def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
+    """The lines under a verdict table: what its marks mean and what to do."""
+    return [n for n in (inconclusive_advice(rows), mode_advice(rows)) if n]
+
+
+def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
+    """Says once what "[eager vs compiled]" means, when a verdict carries it."""
+    pairs: dict[str, None] = {}
+    for row in rows:
+        verdict = row.comparison()
+        if verdict is None:
+            continue
+        a, b = row.ok[verdict.faster].case, row.ok[verdict.slower].case
+        if a.runs_eagerly != b.runs_eagerly:
+            eager, compiled = (a, b) if a.runs_eagerly else (b, a)
+            pairs[f"{eager.variant} (op by op) against {compiled.variant} (compiled)"] = None
+    if not pairs:
+        return None
+    return (
+        f"[eager vs compiled]: {'; '.join(pairs)}. Each framework ran its default mode, as its "
+        "users run it; for eager against eager or compiled against compiled, give --mode "
+        "(a sweep's `mode`)."
+    )
 
 
 def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
