@@ -212,6 +212,17 @@ class Result(BaseModel):
         return d.communication.in_flight_s if d and d.communication else None
 
     @property
+    def looks(self) -> comparison.Looks | None:
+        """The sequential plan its verdicts are read under: when its runs could stop on
+        a verdict (timing_config.stop_on, from schema 10's fwbench on), every look from
+        min_runs to max_runs counts; before, runs stopped on precision and a verdict is
+        read once (None: a fixed interval)."""
+        config = self.timing_config
+        if config.get("stop_on") != "verdict":
+            return None
+        return comparison.Looks(int(config.get("min_runs", 1)), int(config.get("max_runs", 1)))
+
+    @property
     def different_work(self) -> bool:
         """Parameter counts differ between frameworks, or an inference runtime's optimised
         graph lacks a fusion every deployment has (settings.fusion_check, written by

@@ -18,7 +18,7 @@ from fwbench.case import Case, canonical_options
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.comparison import Comparison, widest
 from fwbench.models.registry import get_model
 from fwbench.result import Result
 
@@ -138,7 +138,8 @@ def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
     if a is None or b is None or a.measurement is None or b.measurement is None:
         return None
     sides = {describe(a): a.measurement.per_run(), describe(b): b.measurement.per_run()}
-    return Comparison.of(sides, "given", [(describe(a), describe(b))]).verdict()
+    looks = widest((a.looks, b.looks))
+    return Comparison.of(sides, "given", [(describe(a), describe(b))], looks=looks).verdict()
 
 
 def describe(r: Result) -> str:

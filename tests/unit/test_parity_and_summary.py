@@ -182,3 +182,19 @@ def test_the_terminal_table_shows_bracketed_marks_as_text() -> None:
     text = console.export_text()
     assert "faster [eager vs compiled]" in text
     assert "[eager vs compiled]: torch/eager (op by op)" in text
+
+
+def test_verdicts_of_runs_that_stopped_once_decided_are_read_under_their_plan() -> None:
+    """Runs made under stop_on: verdict (3 to 10 a side) are read at the plan's level,
+    wider than 95%; results from before (no stop_on) read a fixed 95% interval."""
+    plain = [result("torch", "eager", 0.100, 0.004), result("tensorflow", "graph", 0.107, 0.004)]
+    config = {"stop_on": "verdict", "min_runs": 3, "max_runs": 10}
+    planned = [r.model_copy(update={"timing_config": config}) for r in plain]
+    _, (fixed,) = summarise(plain)
+    _, (sequential,) = summarise(planned)
+    a, b = fixed.comparison(), sequential.comparison()
+    assert a is not None and b is not None and a.ratio == b.ratio
+    assert b.ci_low < a.ci_low and b.ci_high > a.ci_high  # 99.0% against 95%
+    (note,) = [n for n in verdict_notes([sequential]) if n.startswith("Verdicts of")]
+    assert "read after each of runs 3-10 a side, 99.0% intervals keep 95%" in note
+    assert not [n for n in verdict_notes([fixed]) if n.startswith("Verdicts of")]

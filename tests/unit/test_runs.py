@@ -84,6 +84,11 @@ def test_a_group_stops_together_and_no_variant_goes_on_alone() -> None:
     assert group_stop([precise, precise], configs) == ["precision", "precision"]
     budget = [fig(m, steady=4.0) for m in (0.10, 0.11, 0.12)]
     assert group_stop([precise, budget], configs) == ["precision", "budget"]
+    # A decided comparison stops the group at once, its own precision aside.
+    assert group_stop([spread, spread], configs, decided=True) == ["verdict", "verdict"]
+    # Undecided, precision does not stop it; the budget and the cap still do.
+    assert group_stop([precise, precise], configs, decided=False) == [None, None]
+    assert group_stop([budget, budget], configs, decided=False) == ["budget", "budget"]
     # A hard cap stops its case whatever the others need.
     capped = TimingConfig(min_runs=3, max_runs=3, target_ci=0.02, max_time_s=10.0)
     assert group_stop([spread, spread], [capped, CONFIG]) == ["max_runs", None]

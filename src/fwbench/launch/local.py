@@ -47,7 +47,7 @@ from fwbench.launch.process import (
     case_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.measure import load, trackers
+from fwbench.measure import comparison, load, trackers
 from fwbench.measure import runs as case_runs
 from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
 
@@ -164,7 +164,9 @@ class _Group:
         _round(order, self.rounds, timeout_s, on_phase, servers)
         live = [state for state in active if state.active]
         reasons = case_runs.group_stop(
-            [state.figures() for state in live], [state.request.timing for state in live]
+            [state.figures() for state in live],
+            [state.request.timing for state in live],
+            _decided(live),
         )
         for state, reason in zip(live, reasons, strict=True):
             state.stop = reason
@@ -172,6 +174,21 @@ class _Group:
 
     def outcomes(self) -> list[CaseOutcome]:
         return [state.outcome() for state in self.states]
+
+
+def _decided(live: list[_Case]) -> bool | None:
+    """Whether the comparison of a group's variants is decided after this round, read
+    under its sequential plan (from min_runs to max_runs runs a side); None where the
+    group stops on precision instead (a case alone, or `stop_on: precision`)."""
+    configs = [state.request.timing for state in live]
+    if len(live) < 2 or any(c.stop_on != "verdict" for c in configs):
+        return None
+    runs = {state.request.case.key(): state.figures() for state in live}
+    if min(len(r) for r in runs.values()) < max(c.min_runs for c in configs):
+        return False
+    looks = comparison.Looks(min(c.min_runs for c in configs), max(c.max_runs for c in configs))
+    values = {name: comparison.per_run(r) for name, r in runs.items()}
+    return comparison.Comparison.of(values, looks=looks).decided
 
 
 def run_group(

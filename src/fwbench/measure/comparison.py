@@ -9,18 +9,34 @@ table (terminal, HTML, Markdown), study claims, tune, serving, regressions and s
 none reads a run itself. Pure: values in, verdicts out.
 
 The estimator is the run's median of blocks (the only one today: a documented choice, so
-a low quantile can join it). The interval is fixed: a Welch t interval at `confidence`
-on the logs, valid when it is read once, after the runs are made (the driver stops on
-each variant's precision, never on the verdict: a verdict read after every round needs a
-sequential interval to keep its error rate, METHODOLOGY rule 5a).
+a low quantile can join it). The interval is a Welch t interval on the logs, either
+fixed (`confidence`, valid when read once, after the runs are made) or sequential
+(`looks`): when the driver reads the verdict after every round from `first` to `last`
+runs a side and stops once it is decided, each look's interval is at the nominal level
+that keeps the chance of ever calling identical variants different at `alpha` over all
+the looks (METHODOLOGY rule 5a). That level is Pocock's idea, one constant level for
+every look, calibrated here for the Welch t statistic that the verdicts use: the
+`alpha` quantile of the smallest p-value over the looks, in 20,000 simulated A/A
+comparisons of normal per-run values (a fixed seed: the same plan gives the same level
+on every machine). Runs of one side that are correlated in time (a machine's state that
+slows one framework more than the other for minutes) make later looks overconfident: in
+simulation, with successive runs of a side correlated at 0.5, the levels calibrated for
+5% let 5.7% of identical pairs be called different. So a plan of several looks is
+calibrated for SEQUENTIAL_MARGIN x alpha (3%), which keeps 5% under that correlation,
+process offsets, drift and one-sided interference (tests/unit/test_sequential.py); one
+look (a fixed number of runs) reads a plain 95% interval.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
+
+import numpy as np
+from scipy import stats as sps
 
 from fwbench.measure.compare import DEFAULT_BAND, Ratio, Verdict, compare, ratio
 
@@ -67,13 +83,79 @@ class Variant:
         return statistics.geometric_mean(self.values)
 
 
+# Several looks are calibrated for this share of alpha (see the module's docstring).
+SEQUENTIAL_MARGIN = 0.6
+# Beyond this many runs a side, the calibration would simulate too much: Bonferroni over
+# the looks instead (valid, and more conservative).
+_SIMULATED_RUNS = 60
+_SIMULATIONS = 20_000
+
+
+@functools.lru_cache(maxsize=64)
+def nominal_alpha(first: int, last: int, alpha: float = 0.05) -> float:
+    """The two-sided level of each look of a plan that reads the verdict at every round
+    from `first` to `last` runs a side, such that identical variants are called
+    different at some look with probability `alpha` (see the module's docstring)."""
+    looks = list(range(max(first, 2), last + 1))
+    if len(looks) <= 1:
+        return alpha
+    if last > _SIMULATED_RUNS:
+        return alpha / len(looks)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((_SIMULATIONS, last))
+    b = rng.standard_normal((_SIMULATIONS, last))
+    smallest = np.ones(_SIMULATIONS)
+    for n in looks:
+        va, vb = a[:, :n].var(axis=1, ddof=1) / n, b[:, :n].var(axis=1, ddof=1) / n
+        t = (a[:, :n].mean(axis=1) - b[:, :n].mean(axis=1)) / np.sqrt(va + vb)
+        df = (va + vb) ** 2 / ((va**2 + vb**2) / (n - 1))
+        smallest = np.minimum(smallest, 2 * sps.t.sf(np.abs(t), df))
+    return float(np.quantile(smallest, alpha))
+
+
+@dataclass(frozen=True)
+class Looks:
+    """A sequential plan: the verdict is read after each round, from `first` to `last`
+    runs a side, and the comparison stops once it is decided."""
+
+    first: int
+    last: int
+    alpha: float = 0.05
+
+    @property
+    def confidence(self) -> float:
+        """Each look's interval level: wider than 1 - alpha, so that all looks together
+        keep alpha."""
+        if self.last <= max(self.first, 2):
+            return 1.0 - self.alpha
+        return 1.0 - nominal_alpha(self.first, self.last, self.alpha * SEQUENTIAL_MARGIN)
+
+    def describe(self) -> str:
+        if self.last <= max(self.first, 2):
+            return f"{1 - self.alpha:.0%} interval"
+        return (
+            f"read after each of runs {self.first}-{self.last} a side, "
+            f"{self.confidence:.1%} intervals keep {1 - self.alpha:.0%} over all looks"
+        )
+
+
+def widest(plans: Iterable[Looks | None]) -> Looks | None:
+    """The plan a verdict between results must be read under: every look any side's
+    runs could have stopped at (None: none stopped on a verdict, a fixed interval)."""
+    found = [p for p in plans if p is not None]
+    if not found:
+        return None
+    return Looks(min(p.first for p in found), max(p.last for p in found), found[0].alpha)
+
+
 @dataclass(frozen=True)
 class Comparison:
     variants: tuple[Variant, ...]
     rule: PairRule = "fastest_vs_runner_up"
     given: tuple[tuple[str, str], ...] = ()  # rule "given": (a, b) by name
     band: float = DEFAULT_BAND
-    confidence: float = 0.95
+    confidence: float = 0.95  # of a fixed interval; a sequential plan sets its own
+    looks: Looks | None = None
 
     @classmethod
     def of(
@@ -83,10 +165,16 @@ class Comparison:
         given: Sequence[tuple[str, str]] = (),
         band: float = DEFAULT_BAND,
         confidence: float = 0.95,
+        looks: Looks | None = None,
     ) -> Comparison:
         """From name -> per-run values; variants without a value are left out."""
         variants = tuple(Variant(name, tuple(v)) for name, v in values.items() if len(v) > 0)
-        return cls(variants, rule, tuple(given), band, confidence)
+        return cls(variants, rule, tuple(given), band, confidence, looks)
+
+    @property
+    def level(self) -> float:
+        """The confidence of the intervals its verdicts read."""
+        return self.looks.confidence if self.looks is not None else self.confidence
 
     def pairs(self) -> list[tuple[Variant, Variant]]:
         """The pairs this comparison decides (a pair whose side has no runs is left out)."""
@@ -98,7 +186,7 @@ class Comparison:
 
     def verdicts(self) -> list[Verdict]:
         return [
-            compare(a.values, b.values, a.name, b.name, self.band, self.confidence)
+            compare(a.values, b.values, a.name, b.name, self.band, self.level)
             for a, b in self.pairs()
         ]
 
@@ -109,7 +197,7 @@ class Comparison:
 
     def ratios(self) -> list[Ratio]:
         """a / b of each pair, with its interval at `confidence` (regressions, scaling)."""
-        return [ratio(a.values, b.values, self.confidence) for a, b in self.pairs()]
+        return [ratio(a.values, b.values, self.level) for a, b in self.pairs()]
 
     @property
     def decided(self) -> bool:

@@ -16,7 +16,7 @@ from typing import Literal
 from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 
-CaseStop = Literal["precision", "budget", "max_runs", "failed"]
+CaseStop = Literal["precision", "verdict", "budget", "max_runs", "failed"]
 ONE_RUN = "within one process (1 run): excludes between-process variation"
 
 
@@ -55,14 +55,17 @@ def estimate(runs: Sequence[RunFigures]) -> Estimate:
     return Estimate(centre, min(low, centre), max(high, centre), method)
 
 
-def stop_reason(runs: Sequence[RunFigures], config: TimingConfig) -> CaseStop | None:
-    """Why the case may stop adding runs now, or None while it needs more."""
+def stop_reason(
+    runs: Sequence[RunFigures], config: TimingConfig, precision: bool = True
+) -> CaseStop | None:
+    """Why the case may stop adding runs now, or None while it needs more. Without
+    `precision`, its own interval does not stop it (its comparison decides)."""
     n = len(runs)
     if n >= config.max_runs:
         return "max_runs"
     if n < config.min_runs:
         return None
-    if n >= 2 and estimate(runs).half_width <= config.target_ci:
+    if precision and n >= 2 and estimate(runs).half_width <= config.target_ci:
         return "precision"
     if sum(r.steady_s for r in runs) >= config.max_time_s:
         return "budget"
@@ -70,13 +73,20 @@ def stop_reason(runs: Sequence[RunFigures], config: TimingConfig) -> CaseStop | 
 
 
 def group_stop(
-    runs: Sequence[Sequence[RunFigures]], configs: Sequence[TimingConfig]
+    runs: Sequence[Sequence[RunFigures]],
+    configs: Sequence[TimingConfig],
+    decided: bool | None = None,
 ) -> list[CaseStop | None]:
     """Why each case of a group (the variants of one workload, measured in rounds) stops
-    now, or None while it goes on. Variants stay interleaved to the last round: a case
-    whose own rule is met goes on while another needs more runs, so no variant is ever
-    measured alone; only its `max_runs`, a hard cap, stops one case early."""
-    reasons = [stop_reason(r, c) for r, c in zip(runs, configs, strict=True)]
+    now, or None while it goes on. `decided`: whether the group's comparison is decided,
+    read under its sequential plan (None: the group stops on precision instead). Variants
+    stay interleaved to the last round: a case whose own rule is met goes on while
+    another needs more runs, so no variant is ever measured alone; only its `max_runs`,
+    a hard cap, stops one case early."""
+    if decided:
+        return ["verdict"] * len(runs)
+    precision = decided is None
+    reasons = [stop_reason(r, c, precision) for r, c in zip(runs, configs, strict=True)]
     if all(reason is not None for reason in reasons):
         return reasons
     return [reason if reason == "max_runs" else None for reason in reasons]
@@ -92,7 +102,8 @@ def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> lis
             "one run: the interval is within one process and excludes the variation between "
             "processes (usually the larger); use min_runs >= 3 for an interval a rerun confirms"
         )
-    elif est.half_width > config.target_ci:
+    elif est.half_width > config.target_ci and stop != "verdict":
+        # (Stopped once its comparison was decided: its own precision was not the goal.)
         out.append(
             f"precision target not reached: 95% CI is ±{est.half_width:.1%} over "
             f"{len(runs)} runs, target ±{config.target_ci:.1%} ({stop} ended the measurement)"

@@ -54,6 +54,11 @@ class TimingConfig(BaseModel):
     run_time_s: float = Field(2.0, gt=0, allow_inf_nan=False)
     # Stop adding runs when the runs' steady states have taken this long in all.
     max_time_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    # What stops the variants of one workload measured together: "verdict", once their
+    # comparison is decided (a sequential interval keeps its error rate over the rounds:
+    # fwbench.measure.comparison.Looks), or "precision", once each case's interval is
+    # within target_ci. A case measured alone always stops on its precision.
+    stop_on: Literal["precision", "verdict"] = "verdict"
     # Never stop before this much steady-state time (energy counters need a window).
     min_time_s: float = Field(0.0, ge=0)
     # Shortest block, whatever the sync overhead; blocks are also >= 1000x the overhead.

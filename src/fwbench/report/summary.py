@@ -11,7 +11,7 @@ from typing import Any
 
 from fwbench.case import execution_note
 from fwbench.measure.compare import Verdict
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.comparison import Comparison, widest
 from fwbench.result import Result
 
 # FLOP counters of different frameworks may differ a little in what they count.
@@ -50,7 +50,9 @@ class SummaryRow:
 
     def comparison(self) -> Verdict | None:
         """The fastest variant against the runner-up, on their runs."""
-        return Comparison.of({v: _runs(r) for v, r in self.ok.items()}).verdict()
+        ok = self.ok
+        looks = widest(r.looks for r in ok.values())
+        return Comparison.of({v: _runs(r) for v, r in ok.items()}, looks=looks).verdict()
 
     def flops_mismatch(self) -> float | None:
         """Largest relative difference of FLOPs per step between variants, if over 5%."""
@@ -139,7 +141,24 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
 
 def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
     """The lines under a verdict table: what its marks mean and what to do."""
-    return [n for n in (inconclusive_advice(rows), mode_advice(rows)) if n]
+    return [n for n in (inconclusive_advice(rows), mode_advice(rows), plan_note(rows)) if n]
+
+
+def plan_note(rows: Iterable[SummaryRow]) -> str | None:
+    """How verdicts whose runs stopped once decided were read (their intervals are wider
+    than 95%, so that every look together keeps 95%)."""
+    plans = {
+        looks.describe()
+        for row in rows
+        if (looks := widest(r.looks for r in row.ok.values())) is not None
+        and looks.last > max(looks.first, 2)
+    }
+    if not plans:
+        return None
+    return (
+        "Verdicts of variants measured until decided (stop_on: verdict) are sequential: "
+        f"{'; '.join(sorted(plans))}."
+    )
 
 
 def mode_advice(rows: Iterable[SummaryRow]) -> str | None:

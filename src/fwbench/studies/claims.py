@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.comparison import Comparison, widest
 from fwbench.report.figures import downward_trend
 from fwbench.report.scaling import efficiency
 from fwbench.result import Result
@@ -171,7 +171,9 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
             different.setdefault(f"{a.case.model} at {a.case.shape}", why)
             continue
         runs = {str(claim.a): a.measurement.per_run(), str(claim.b): b.measurement.per_run()}
-        v = Comparison.of(runs, "given", [(str(claim.a), str(claim.b))], claim.band).verdict()
+        pair = [(str(claim.a), str(claim.b))]
+        looks = widest((a.looks, b.looks))
+        v = Comparison.of(runs, "given", pair, claim.band, looks=looks).verdict()
         assert v is not None
         text = f"{_label(a, axis)}: {v.text()}"
         if claim.kind == "faster":
