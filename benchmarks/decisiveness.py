@@ -1,0 +1,92 @@
+"""Decisive verdicts on this machine: A/A pairs and positive controls under the default
+(sequential) rule, as a user's interleaved comparison runs them.
+
+Each comparison is one interleaved group through fwbench's own driver: the same case
+twice (A/A: identical variants, which must be called different at most 5% of the time),
+or the same model at two input sizes (positive controls: a real difference of a known
+direction; its size is the ratio of all runs pooled). The group stops once its verdict
+is decided (stop_on: verdict, runs 3 to --max-runs a side) or at --max-runs; the verdict
+is read under the same sequential plan as every view reads it. Prints, per framework and
+pair, how many comparisons were decided (and which way), the runs a side, and the
+minutes they took.
+
+    cd benchmarks && ../.venv/bin/python decisiveness.py [--aa 20] [--controls 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import Counter
+
+from common import measure_group
+
+from fwbench.case import Case
+from fwbench.measure.comparison import Comparison, Looks
+from fwbench.measure.timing import TimingConfig
+
+FRAMEWORKS = {"torch": "eager", "tensorflow": "graph"}
+
+
+def case(framework: str, model: str, size: int) -> Case:
+    return Case.build(
+        framework=framework, mode=FRAMEWORKS[framework], model=model, task="infer",
+        batch_size=4, input_size=size, num_classes=10, threads=1,
+    )  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--aa", type=int, default=20, help="A/A comparisons per framework.")
+    p.add_argument("--controls", type=int, default=10, help="Per framework and size.")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--size", type=int, default=64, help="Input size of the A side.")
+    p.add_argument("--sizes", type=int, nargs="*", default=[68, 72], help="B sides.")
+    p.add_argument("--min-runs", type=int, default=3)
+    p.add_argument("--max-runs", type=int, default=10)
+    p.add_argument("--framework", action="append", choices=list(FRAMEWORKS))
+    a = p.parse_args()
+    timing = TimingConfig(
+        min_runs=a.min_runs, max_runs=a.max_runs, run_time_s=0.5, max_warmup_s=3.0,
+        max_time_s=1e6,  # the rounds end on the verdict or at max_runs, not on a budget
+    )  # fmt: skip
+    looks = Looks(a.min_runs, a.max_runs)
+    print(f"sequential plan: {looks.describe()}; {a.model}, batch 4, 1 thread", flush=True)
+    for framework in a.framework or list(FRAMEWORKS):
+        pairs = [(a.size, a.size, a.aa), *((a.size, s, a.controls) for s in a.sizes)]
+        for size_a, size_b, count in pairs:
+            outcomes: Counter[str] = Counter()
+            runs: list[int] = []
+            ratios: list[float] = []
+            pooled_a: list[float] = []
+            pooled_b: list[float] = []
+            started = time.monotonic()
+            for i in range(count):
+                left, right = measure_group(
+                    [case(framework, a.model, size_a), case(framework, a.model, size_b)], timing
+                )
+                values = {"A": left.per_run(), "B": right.per_run()}
+                v = Comparison.of(values, looks=looks).verdict()
+                assert v is not None
+                key = v.outcome if v.outcome != "faster" else f"{v.faster} faster"
+                outcomes[key] += 1
+                runs.append(min(len(x) for x in values.values()))
+                ratios.append(v.ratio)
+                pooled_a += values["A"]
+                pooled_b += values["B"]
+                print(f"  {framework} {size_a}/{size_b} {i + 1}: {v.text()}", flush=True)
+            minutes = (time.monotonic() - started) / 60
+            truth = statistics.geometric_mean(pooled_b) / statistics.geometric_mean(pooled_a)
+            what = "A/A" if size_a == size_b else f"{size_a} vs {size_b} px"
+            print(
+                f"{framework} {what} (pooled ratio {truth:.3f}): "
+                + ", ".join(f"{k} {n}" for k, n in sorted(outcomes.items()))
+                + f" of {count}; runs a side: median {statistics.median(runs):g}, "
+                f"max {max(runs)}; {minutes / count:.2f} min a comparison",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
