@@ -9,13 +9,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from fwbench.cli.app import main
 from fwbench.errors import SpecError
 from fwbench.outputs import (
     FileArg,
@@ -28,21 +26,9 @@ from fwbench.outputs import (
 from fwbench.store.db import ResultStore
 from fwbench.store.imports import read_records
 
+from .test_robustness import cli
+
 DATA = Path(__file__).parent.parent / "data"
-
-
-def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    old = sys.argv
-    sys.argv = ["fwbench", *argv]
-    try:
-        main()
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    finally:
-        sys.argv = old
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def digest(path: Path) -> str:
