@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from fwbench.explain.compare import side_by_side
-from fwbench.report import figures, scaling
+from fwbench.report import figures, scaling, warnings
 from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
@@ -457,7 +457,8 @@ def render(
             first = False
         sections.append(extra)
     failures = [r for r in results if r.status != "ok"]
-    warn_rows = [[r.case.label(), w] for r in results for w in r.warnings]
+    grouped = warnings.group((r.case.label(), w) for r in results for w in r.warnings)
+    warn_rows = [[g.text(), g.where()] for g in grouped]
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}. '
@@ -484,7 +485,7 @@ def render(
             ),
         ]
     if warn_rows:
-        body += ["<h2>Warnings</h2>", _table(["case", "warning"], warn_rows)]
+        body += ["<h2>Warnings</h2>", _table(["warning", "where"], warn_rows)]
     body += ["<h2>Environment</h2>", _environment(results, serving)]
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"

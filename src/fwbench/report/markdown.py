@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from fwbench.report import scaling
+from fwbench.report import scaling, warnings
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
     cell,
@@ -99,10 +99,10 @@ def render(
     if failures:
         out += ["", "## Cases without a measurement", ""]
         out += [f"- {_code(r.case.label())}: **{r.status}**: {md(r.error)}" for r in failures]
-    warned = [r for r in results if r.warnings]
-    if warned:
+    grouped = warnings.group((r.case.label(), w) for r in results for w in r.warnings)
+    if grouped:
         out += ["", "## Warnings", ""]
-        out += [f"- {_code(r.case.label())}: {md(w)}" for r in warned for w in r.warnings]
+        out += [f"- {md(g.text())} ({md(g.where())})" for g in grouped]
     out += ["", "## Environment", ""]
     seen: set[str] = set()
     recorded: list[Result | ServingResult] = [*results, *serving]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from fwbench.case import execution_note
 from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.comparison import Comparison
+from fwbench.report import warnings
 from fwbench.serve.result import Figure, ServingResult
 
 
@@ -237,14 +238,15 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
             out[0].head,
             out[0].rows,
         )
-    warned = [
-        [f"{r.case.label()} {r.spec.label()}", w]
+    grouped = warnings.group(
+        (f"{r.case.label()} {r.spec.label()}", w)
         for g in _groups(results)
         for r in g
         for w in r.warnings
-    ]
-    if warned:
-        out.append(Table("Serving: warnings", "", ["point", "warning"], warned))
+    )
+    if grouped:
+        rows = [[g.text(), g.where()] for g in grouped]
+        out.append(Table("Serving: warnings", "", ["warning", "where"], rows))
     return out
 
 
