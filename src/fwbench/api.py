@@ -71,18 +71,26 @@ class RunOptions:
         positive_seconds(self.timeout_s, "timeout")
 
 
-def executor_named(name: str, address: str | None = None, spread: int = 1) -> Executor:
+def executor_named(
+    name: str, address: str | None = None, spread: int = 1, budget_s: float | None = None
+) -> Executor:
     """The executor a user names: `local` (this machine; `spread` workloads take turns
-    run by run) or `ray` (a cluster at `address`, "auto" for the one this machine belongs
-    to; None starts Ray on this machine)."""
+    run by run; `budget_s` of wall-clock time shared among the workloads) or `ray` (a
+    cluster at `address`, "auto" for the one this machine belongs to; None starts Ray on
+    this machine)."""
     if spread < 1:
         raise SpecError(f"--spread: must be 1 or more (got {spread})")
     if name == "local":
         if address is not None:
             raise SpecError("--address is for --executor ray; the local executor needs none")
-        return local.LocalExecutor(spread)
+        return local.LocalExecutor(spread, budget_s)
     if spread != 1:
         raise SpecError("--spread: applies to the local executor (Ray runs groups at once)")
+    if budget_s is not None:
+        raise SpecError(
+            "--budget: applies to the local executor (Ray runs groups at once, so there is "
+            "no order in which to share the time)"
+        )
     if name == "ray":
         # Imported here: the module is light, but only a Ray run needs it.
         from fwbench.launch import ray

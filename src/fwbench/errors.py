@@ -34,6 +34,20 @@ def positive_seconds(value: Any, name: str) -> float:
     return float(value)
 
 
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+
+
+def duration_seconds(text: str, name: str) -> float:
+    """`90`, `90s`, `5m`, `1m30s` or `1h` as seconds above 0, or a SpecError naming `name`."""
+    found = _DURATION.fullmatch(text.strip().lower())
+    if not text.strip() or found is None or not any(found.groups()):
+        raise SpecError(
+            f"{name}: {text!r} is not a duration; give seconds or units, e.g. 300, 90s, 5m, 1h"
+        )
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in found.groups())
+    return positive_seconds(hours * 3600 + minutes * 60 + seconds, name)
+
+
 # Lines of a framework's error that say where, not what: TensorFlow's "Graph execution
 # error:" and node back-traces, Keras' "Exception encountered when calling ...", stack
 # frames. The informative line is the first one that is none of these.

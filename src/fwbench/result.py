@@ -29,6 +29,7 @@ so `Result.from_record` reads exported JSON of every earlier version):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validat
 from fwbench.case import Case
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure import comparison
+from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
@@ -223,6 +225,12 @@ class Result(BaseModel):
         return comparison.Looks(int(config.get("min_runs", 1)), int(config.get("max_runs", 1)))
 
     @property
+    def estimator(self) -> str:
+        """The per-run value its verdicts read (timing_config.estimator; the median for
+        results recorded before the choice existed)."""
+        return str(self.timing_config.get("estimator", comparison.DEFAULT_ESTIMATOR))
+
+    @property
     def different_work(self) -> bool:
         """Parameter counts differ between frameworks, or an inference runtime's optimised
         graph lacks a fusion every deployment has (settings.fusion_check, written by
@@ -307,3 +315,23 @@ class Result(BaseModel):
                 "measurement": measurement,
             }
         )
+
+
+def comparison_of(
+    results: Mapping[str, Result],
+    rule: comparison.PairRule = "fastest_vs_runner_up",
+    given: Sequence[tuple[str, str]] = (),
+    band: float = DEFAULT_BAND,
+    confidence: float = 0.95,
+    sequential: bool = True,
+) -> comparison.Comparison:
+    """The comparison of measured results by name, read as they were measured: each
+    side's per-run values by the estimator they were recorded under (where the sides
+    agree), and, with `sequential`, under the widest plan any side's runs could have
+    stopped at (Result.looks). Results without a measurement are left out."""
+    ok = {name: r.measurement for name, r in results.items() if r.measurement is not None}
+    chosen = [r for r in results.values() if r.measurement is not None]
+    estimator = comparison.common_estimator(r.estimator for r in chosen)
+    looks = comparison.widest(r.looks for r in chosen) if sequential else None
+    values = {name: m.per_run(estimator) for name, m in ok.items()}
+    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator)

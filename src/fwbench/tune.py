@@ -18,9 +18,8 @@ from fwbench.case import Case, canonical_options
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
-from fwbench.measure.comparison import Comparison, widest
 from fwbench.models.registry import get_model
-from fwbench.result import Result
+from fwbench.result import Result, comparison_of
 
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
 # has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).
@@ -137,9 +136,8 @@ def _median(r: Result) -> float:
 def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
     if a is None or b is None or a.measurement is None or b.measurement is None:
         return None
-    sides = {describe(a): a.measurement.per_run(), describe(b): b.measurement.per_run()}
-    looks = widest((a.looks, b.looks))
-    return Comparison.of(sides, "given", [(describe(a), describe(b))], looks=looks).verdict()
+    pair = [(describe(a), describe(b))]
+    return comparison_of({describe(a): a, describe(b): b}, "given", pair).verdict()
 
 
 def describe(r: Result) -> str:

@@ -145,3 +145,48 @@ def test_spread_is_refused_where_it_means_nothing() -> None:
     with pytest.raises(SpecError, match="--spread: applies to the local executor"):
         executor_named("ray", spread=2)
     assert executor_named("local", spread=3).spread == 3
+
+
+def test_a_budget_stops_each_workload_at_its_minimum_once_its_share_is_spent(
+    plugin_env: dict[str, str],
+) -> None:
+    from fwbench.launch.local import LocalExecutor
+
+    # Runs that would go on to max_runs (an unreachable precision target), were it not
+    # for the budget: each group gets its minimum, then stops on its spent share.
+    timing = FAST_TIMING.model_copy(
+        update={
+            "min_runs": 2,
+            "max_runs": 4,
+            "target_ci": 1e-9,
+            "stop_on": "precision",
+            "max_time_s": 1e6,
+        }
+    )
+    groups = [
+        [CaseRequest(case=_tiny("torch").model_copy(update={"batch_size": b}), timing=timing,
+                     count_flops=False)] * 2
+        for b in (2, 3)
+    ]  # fmt: skip
+    done = list(LocalExecutor(budget_s=1e-3).run(groups, 300))
+    assert [d.index for d in done] == [0, 1]
+    for d in done:
+        assert [(len(o.runs), o.stop_reason) for o in d.outcomes] == [(2, "time_share")] * 2
+
+
+def test_a_budget_is_shared_among_the_workloads_still_to_run() -> None:
+    import pytest
+
+    from fwbench.api import executor_named
+    from fwbench.errors import SpecError
+    from fwbench.launch.local import LocalExecutor
+
+    executor = LocalExecutor(budget_s=100.0)
+    now = time.monotonic()
+    deadline = executor._deadline(now, groups_left=4, size=1)
+    assert deadline is not None and 24 < deadline - now <= 25.1
+    spent = executor._deadline(now - 200, groups_left=2, size=1)  # over budget: no more
+    assert spent is not None and spent <= time.monotonic()
+    assert LocalExecutor()._deadline(now, 4, 1) is None
+    with pytest.raises(SpecError, match="--budget: applies to the local executor"):
+        executor_named("ray", budget_s=60.0)

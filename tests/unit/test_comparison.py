@@ -7,12 +7,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from fwbench.measure.comparison import Comparison, per_run
+from fwbench.measure.comparison import Comparison, common_estimator, per_run
 
 
 @dataclass(frozen=True)
 class FakeRun:
     median_s: float
+    samples: tuple[float, ...] = ()
 
 
 def test_fastest_against_runner_up_is_decided_on_their_runs() -> None:
@@ -58,5 +59,22 @@ def test_the_band_decides_equivalence() -> None:
 
 def test_the_estimator_is_named_and_checked() -> None:
     assert per_run([FakeRun(0.1), FakeRun(0.2)]) == (0.1, 0.2)
-    with pytest.raises(ValueError, match="unknown estimator 'p10'; valid choices: median"):
-        per_run([FakeRun(0.1)], "p10")
+    with pytest.raises(ValueError, match="unknown estimator 'p50'; valid choices: median, p25"):
+        per_run([FakeRun(0.1)], "p50")
+
+
+def test_low_quantile_estimators_read_the_runs_blocks() -> None:
+    blocks = (0.14, 0.10, 0.11, 0.30, 0.12, 0.13, 0.10, 0.16, 0.11)
+    run = FakeRun(0.12, blocks)
+    assert per_run([run], "median") == (0.12,)  # the run's own median, as recorded
+    assert per_run([run], "min") == (0.10,)
+    assert per_run([run], "p25") == pytest.approx((0.11,))
+    assert per_run([run], "p10") == pytest.approx((0.10,))
+    # A run recorded without its blocks has only its median to give.
+    assert per_run([FakeRun(0.2)], "p25") == (0.2,)
+
+
+def test_results_compared_read_the_estimator_they_were_measured_under() -> None:
+    assert common_estimator(["p25", "p25"]) == "p25"
+    assert common_estimator(["p25", "median"]) == "median"  # both sides read alike
+    assert common_estimator([]) == "median"

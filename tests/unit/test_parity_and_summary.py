@@ -198,3 +198,26 @@ def test_verdicts_of_runs_that_stopped_once_decided_are_read_under_their_plan() 
     (note,) = [n for n in verdict_notes([sequential]) if n.startswith("Verdicts of")]
     assert "read after each of runs 3-10 a side, 99.0% intervals keep 95%" in note
     assert not [n for n in verdict_notes([fixed]) if n.startswith("Verdicts of")]
+
+
+def test_a_table_says_which_per_run_value_its_verdicts_read_and_when_a_budget_ended_them() -> None:
+    def with_timing(r: Result, stop: str = "verdict", **timing: Any) -> Result:
+        assert r.measurement is not None
+        m = r.measurement.model_copy(update={"stop_reason": stop})
+        return r.model_copy(update={"timing_config": timing, "measurement": m})
+
+    fast, slow = result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)
+    _, (row,) = summarise([with_timing(fast), with_timing(slow)])
+    assert not any("Verdicts and their ratios read" in n for n in verdict_notes([row]))
+    _, (low,) = summarise(
+        [with_timing(fast, estimator="p25"), with_timing(slow, "time_share", estimator="p25")]
+    )
+    assert row.comparison() != low.comparison()  # the 25th percentile of each run's blocks
+    notes = verdict_notes([low])
+    assert any(
+        n.startswith("Verdicts and their ratios read each run's 25th-percentile") for n in notes
+    )
+    assert any(n.startswith("--budget: 1 of the comparisons stopped") for n in notes)
+    # Sides measured under different estimators are both read by their medians.
+    _, (mixed,) = summarise([with_timing(fast, estimator="p25"), with_timing(slow)])
+    assert mixed.comparison() == row.comparison()

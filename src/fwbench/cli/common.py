@@ -51,6 +51,14 @@ out = _console(stderr=False)
 
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+BudgetOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Wall-clock time for the whole measurement, e.g. 5m: each workload gets an "
+        "equal share of what is left (time a decided one does not use goes to the next) "
+        "and stops adding runs beyond its minimum once the share is spent."
+    ),
+]
 DEFAULT_DB_PATH = DEFAULT_DB
 
 # A model's dimensions; each model takes some of them (see `fwbench models`), and one left

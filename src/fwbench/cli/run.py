@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     AutotuneOption,
+    BudgetOption,
     DbOption,
     DeviceOption,
     FrameworksOption,
@@ -35,6 +36,8 @@ from fwbench.cli.common import (
     timing_config,
 )
 from fwbench.cli.execute import execute
+from fwbench.errors import duration_seconds
+from fwbench.measure.comparison import DEFAULT_ESTIMATOR
 
 
 def _world_sizes(given: list[int] | None) -> list[int | None]:
@@ -95,6 +98,14 @@ def command(
         ),
     ] = 3,
     max_runs: Annotated[int, typer.Option(help="Worker processes per case at most.")] = 10,
+    estimator: Annotated[
+        str,
+        typer.Option(
+            help="Each run's value that verdicts read: median, p25, p10 or min of its "
+            "timed blocks (docs/methodology.md); times shown stay medians."
+        ),
+    ] = DEFAULT_ESTIMATOR,
+    budget: BudgetOption = None,
     require_idle: Annotated[
         bool,
         typer.Option(
@@ -145,8 +156,16 @@ def command(
         min_runs=min_runs,
         max_runs=max(max_runs, min_runs),
         require_idle=require_idle,
+        estimator=estimator,
     )
-    options = RunOptions(timing=timing, timeout_s=timeout, interleave=interleave, count_flops=flops)
+    budget_s = duration_seconds(budget, "--budget") if budget is not None else None
+    options = RunOptions(
+        timing=timing,
+        timeout_s=timeout,
+        interleave=interleave,
+        count_flops=flops,
+        executor=executor_named("local", budget_s=budget_s),
+    )
     results = execute(cases, db, options)
     if json:
         records = [r.to_record() for r in results]

@@ -11,6 +11,7 @@ from fwbench import sweep as sweeps
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    BudgetOption,
     DbOption,
     JsonOption,
     console,
@@ -19,7 +20,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.cli.serve import execute_serving, log_root, print_tables
-from fwbench.errors import SpecError
+from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch.local import DEFAULT_SPREAD
 from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
@@ -80,6 +81,7 @@ def command(
             "machine belongs to. Without it, Ray is started on this machine."
         ),
     ] = None,
+    budget: BudgetOption = None,
     dry_run: Annotated[bool, typer.Option(help="List the cases and stop.")] = False,
     json: JsonOption = False,
 ) -> None:
@@ -106,7 +108,10 @@ def command(
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:
         check_output(db, "--db")
-    runner = executor_named(executor, address, DEFAULT_SPREAD if spread is None else spread)
+    budget_s = duration_seconds(budget, "--budget") if budget is not None else None
+    runner = executor_named(
+        executor, address, DEFAULT_SPREAD if spread is None else spread, budget_s
+    )
     if dry_run:
         for spec in sweep.serve or [None]:
             for case in sweep.cases:
@@ -129,7 +134,7 @@ def command(
     )
     if sweep.serve:
         unsupported = {
-            "--retry-failed": retry_failed,
+            "--retry-failed": retry_failed, "--budget": budget is not None,
             "--spread": spread is not None, "--executor": executor != "local",
         }  # fmt: skip
         for flag, given in unsupported.items():

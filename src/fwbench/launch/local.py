@@ -82,6 +82,7 @@ class _Case:
                 r.timing.ci_high_s,
                 r.timing.measured_s,
                 r.other_cpu_cores,
+                r.timing.samples,
             )
             for r in self.runs
         ]
@@ -138,10 +139,12 @@ class _Group:
     """A group's cases across their rounds of runs: one round at a time, so rounds of
     several groups can take turns (LocalExecutor's spread)."""
 
-    def __init__(self, requests: list[CaseRequest]) -> None:
+    def __init__(self, requests: list[CaseRequest], deadline: float | None = None) -> None:
         self.states = [_Case.of(r) for r in requests]
         self.rounds = 0
         self.max_rounds = max(r.timing.max_runs for r in requests)
+        # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
+        self.deadline = deadline
 
     @property
     def active(self) -> bool:
@@ -168,6 +171,11 @@ class _Group:
             [state.request.timing for state in live],
             _decided(live),
         )
+        spent = self.deadline is not None and time.monotonic() >= self.deadline
+        if spent and all(len(s.runs) >= s.request.timing.min_runs for s in live):
+            # Its share of the budget is spent and every variant has its minimum (a stop
+            # that never looks at the data keeps the sequential plan's error rate).
+            reasons = [reason or "time_share" for reason in reasons]
         for state, reason in zip(live, reasons, strict=True):
             state.stop = reason
         self.rounds += 1
@@ -188,7 +196,8 @@ def _decided(live: list[_Case]) -> bool | None:
     if min(len(r) for r in runs.values()) < max(c.min_runs for c in configs):
         return False
     looks = comparison.Looks(min(c.min_runs for c in configs), max(c.max_runs for c in configs))
-    values = {name: comparison.per_run(r) for name, r in runs.items()}
+    estimator = comparison.common_estimator(c.estimator for c in configs)
+    values = {name: comparison.per_run(r, estimator) for name, r in runs.items()}
     return comparison.Comparison.of(values, looks=looks).decided
 
 
@@ -197,6 +206,7 @@ def run_group(
     timeout_s: float,
     on_phase: Callable[[str], None] | None = None,
     servers: ForkServers | None = None,
+    deadline: float | None = None,
 ) -> list[CaseOutcome]:
     """Measure a group of cases in rounds of runs (one case alone, or every variant of one
     workload in alternation); one outcome per request, in order.
@@ -206,11 +216,11 @@ def run_group(
     same cores.
     """
     if len(requests) > 1 and any(r.case.strategy for r in requests):
-        return [run_group([r], timeout_s, on_phase, servers)[0] for r in requests]
+        return [run_group([r], timeout_s, on_phase, servers, deadline)[0] for r in requests]
     owned = servers is None
     if servers is None:
         servers = ForkServers(Path(tempfile.mkdtemp(prefix="fwbench-servers-")))
-    group = _Group(requests)
+    group = _Group(requests, deadline)
     try:
         while group.active:
             group.round(timeout_s, on_phase, servers)
@@ -428,10 +438,22 @@ class LocalExecutor:
     unfinished groups of the window in flight (--resume measures them again).
     """
 
-    def __init__(self, spread: int = 1) -> None:
+    def __init__(self, spread: int = 1, budget_s: float | None = None) -> None:
         if spread < 1:
             raise ValueError(f"spread: must be 1 or more (got {spread})")
+        if budget_s is not None and not 0 < budget_s < math.inf:
+            raise ValueError(f"budget: must be a positive number of seconds (got {budget_s})")
         self.spread = spread
+        self.budget_s = budget_s
+
+    def _deadline(self, started: float, groups_left: int, size: int) -> float | None:
+        """When the next `size` groups stop adding rounds beyond their minimum: an equal
+        share of what is left of the budget for each group still to run, so time a
+        decided comparison did not use goes to the open ones after it."""
+        if self.budget_s is None:
+            return None
+        left = self.budget_s - (time.monotonic() - started)
+        return time.monotonic() + max(left, 0.0) * size / groups_left
 
     def connect(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -448,24 +470,44 @@ class LocalExecutor:
     ) -> Iterator[GroupDone]:
         directory = Path(tempfile.mkdtemp(prefix="fwbench-servers-"))
         servers = ForkServers(directory)
+        started = time.monotonic()
         try:
-            window: list[tuple[int, _Group]] = []
+            window: list[tuple[int, list[CaseRequest]]] = []
             for index, group in enumerate(groups):
                 if on_start:
                     for request in group:
                         on_start(request.case)
                 if self.spread == 1 or any(r.case.strategy for r in group):
                     # Data-parallel groups run alone, whole (their ranks fill the cores).
-                    yield GroupDone(index, run_group(list(group), timeout_s, on_status, servers))
+                    deadline = self._deadline(started, len(groups) - index, 1)
+                    outcomes = run_group(list(group), timeout_s, on_status, servers, deadline)
+                    yield GroupDone(index, outcomes)
                     continue
-                window.append((index, _Group(list(group))))
+                window.append((index, list(group)))
                 if len(window) == self.spread:
-                    yield from _take_turns(window, timeout_s, on_status, servers)
+                    yield from self._turns(
+                        window, started, len(groups), timeout_s, on_status, servers
+                    )
                     window = []
-            yield from _take_turns(window, timeout_s, on_status, servers)
+            if window:
+                yield from self._turns(window, started, len(groups), timeout_s, on_status, servers)
         finally:
             servers.close()
             shutil.rmtree(directory, ignore_errors=True)
+
+    def _turns(
+        self,
+        window: list[tuple[int, list[CaseRequest]]],
+        started: float,
+        total: int,
+        timeout_s: float,
+        on_status: OnStatus | None,
+        servers: ForkServers,
+    ) -> Iterator[GroupDone]:
+        """Run a window of `spread` groups taking turns, within their share of the budget."""
+        deadline = self._deadline(started, total - window[0][0], len(window))
+        turns = [(i, _Group(g, deadline)) for i, g in window]
+        yield from _take_turns(turns, timeout_s, on_status, servers)
 
 
 def _take_turns(

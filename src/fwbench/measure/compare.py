@@ -77,6 +77,9 @@ class Verdict:
     outcome: Outcome
     band: float
     runs: tuple[int, int]  # runs of the faster and of the slower side
+    # Inconclusive only: an estimate of the runs a side that would decide it at the
+    # spread these runs showed (None: not estimable, e.g. one run a side).
+    runs_needed: int | None = None
 
     @property
     def significant(self) -> bool:
@@ -94,7 +97,29 @@ class Verdict:
         detail = f"{self.faster} {self.ratio:.2f}x, {self.interval()}"
         if self.outcome == "equivalent":
             return f"equivalent within ±{self.band:.0%} ({detail})"
-        return f"inconclusive ({detail}; {self.runs[0]}+{self.runs[1]} runs)"
+        return f"inconclusive ({detail}; {self.runs[0]}+{self.runs[1]} runs{self.bound()})"
+
+    def rules_out(self) -> float | None:
+        """The largest ratio either way that the interval leaves open: neither side is
+        more than this much faster (None without an interval)."""
+        if not math.isfinite(self.ci_high) or self.ci_low <= 0:
+            return None
+        return max(self.ci_high, 1.0 / self.ci_low)
+
+    def bound(self) -> str:
+        """What an inconclusive verdict still says: what it rules out, and what would
+        decide it."""
+        if self.outcome != "inconclusive" or (most := self.rules_out()) is None:
+            return ""
+        text = f"; neither is more than {most:.2f}x faster"
+        if self.runs_needed is None:
+            return text
+        # Conditional: a difference that looks large after few runs is often smaller
+        # (an inconclusive 1.06x of identical variants would not be decided at all).
+        if self.runs_needed >= RUNS_NEEDED_CAP:
+            return text + f"; were it {self.ratio:.2f}x, over {RUNS_NEEDED_CAP} runs a side"
+        runs = f"about {self.runs_needed} runs a side would likely decide it"
+        return text + f"; were it {self.ratio:.2f}x, {runs}"
 
     def short(self) -> str:
         if self.outcome == "faster":
@@ -102,6 +127,37 @@ class Verdict:
         if self.outcome == "equivalent":
             return f"same within ±{self.band:.0%}"
         return f"inconclusive ({self.ratio:.2f}x)"
+
+
+# Beyond this many runs a side, the estimate says only "over 100".
+RUNS_NEEDED_CAP = 100
+# The chance that the estimated runs decide it, were the difference and the spread what
+# the runs so far showed (the usual sample-size rule: critical value plus this quantile).
+POWER = 0.8
+
+
+def runs_needed(
+    a: Sequence[float], b: Sequence[float], band: float, confidence: float
+) -> int | None:
+    """About how many runs a side would decide a comparison that is inconclusive now:
+    the fewest n at which, were the ratio and the spread (pooled, on the logs) what these
+    runs showed, an interval would clear the band (a difference beyond it) or fit inside
+    it (one within it) with probability POWER. An estimate: the runs so far estimate
+    both only roughly. None without a spread (one run a side, or none at all)."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    spreads = [float(x.var(ddof=1)) for x in (la, lb) if len(x) >= 2]
+    if not spreads or (sd := math.sqrt(float(np.mean(spreads)))) == 0:
+        return None
+    shown, edge = abs(float(la.mean() - lb.mean())), math.log1p(band)
+    room = abs(shown - edge)
+    if room == 0:
+        return RUNS_NEEDED_CAP
+    power = float(sps.norm.ppf(POWER))
+    for n in range(max(len(la), len(lb), 2), RUNS_NEEDED_CAP):
+        critical = float(sps.t.ppf(0.5 + confidence / 2, 2 * n - 2))
+        if (critical + power) * sd * math.sqrt(2 / n) < room:
+            return n
+    return RUNS_NEEDED_CAP
 
 
 def outcome_of(low: float, high: float, band: float) -> Outcome:
@@ -128,13 +184,16 @@ def compare(
     if float(np.mean(np.log(a))) > float(np.mean(np.log(b))):
         a, b, name_a, name_b = b, a, name_b, name_a
     r = ratio(b, a, confidence)  # slower / faster
+    outcome = outcome_of(r.ci_low, r.ci_high, band)
+    needed = runs_needed(a, b, band, confidence) if outcome == "inconclusive" else None
     return Verdict(
         name_a,
         name_b,
         r.value,
         r.ci_low,
         r.ci_high,
-        outcome_of(r.ci_low, r.ci_high, band),
+        outcome,
         band,
         (r.runs_b, r.runs_a),
+        needed,
     )

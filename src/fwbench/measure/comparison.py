@@ -47,11 +47,47 @@ class RunLike(Protocol):
     @property
     def median_s(self) -> float: ...
 
+    @property
+    def samples(self) -> Sequence[float]: ...  # seconds per step, one per timed block
 
+
+def _quantile(q: float) -> Callable[[RunLike], float]:
+    def estimate(run: RunLike) -> float:
+        # A run recorded without its blocks (a driver's figures of an old result) has
+        # only its median to give.
+        return float(np.quantile(run.samples, q)) if len(run.samples) else run.median_s
+
+    return estimate
+
+
+# One value per run, from its timed blocks (seconds per step). Interference on a shared
+# machine only adds time, so a low quantile of a run's blocks moves less from run to run
+# than its median; the minimum is the extreme of that, and depends most on how many
+# blocks a run made (runs of a case take equal durations: TimingConfig.run_time_s).
+# docs/methodology.md ("Which per-run value verdicts read") has the measurements.
 ESTIMATORS: dict[str, Callable[[RunLike], float]] = {
-    "median": lambda run: run.median_s,  # the run's median block (seconds per step)
+    "median": lambda run: run.median_s,  # the run's median block: its typical step
+    "p25": _quantile(0.25),
+    "p10": _quantile(0.10),
+    "min": _quantile(0.0),
 }
-DEFAULT_ESTIMATOR = "median"
+ESTIMATOR_TEXT = {
+    "median": "each run's median block",
+    "p25": "each run's 25th-percentile block",
+    "p10": "each run's 10th-percentile block",
+    "min": "each run's fastest block",
+}
+Estimator = Literal["median", "p25", "p10", "min"]
+DEFAULT_ESTIMATOR: Estimator = "median"
+
+
+def common_estimator(names: Iterable[str]) -> str:
+    """The estimator a verdict between results reads: theirs where they agree; the
+    median where they do not (every run has one, and a verdict must read both sides the
+    same way)."""
+    found = set(names)
+    return found.pop() if len(found) == 1 else "median"
+
 
 # Which pairs a comparison decides: the fastest variant against the runner-up (tables),
 # or pairs named by the caller (a study's a against b, tune's best against its default,
@@ -156,6 +192,7 @@ class Comparison:
     band: float = DEFAULT_BAND
     confidence: float = 0.95  # of a fixed interval; a sequential plan sets its own
     looks: Looks | None = None
+    estimator: str = DEFAULT_ESTIMATOR  # what the values are (ESTIMATORS), for the text
 
     @classmethod
     def of(
@@ -166,10 +203,11 @@ class Comparison:
         band: float = DEFAULT_BAND,
         confidence: float = 0.95,
         looks: Looks | None = None,
+        estimator: str = DEFAULT_ESTIMATOR,
     ) -> Comparison:
         """From name -> per-run values; variants without a value are left out."""
         variants = tuple(Variant(name, tuple(v)) for name, v in values.items() if len(v) > 0)
-        return cls(variants, rule, tuple(given), band, confidence, looks)
+        return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
 
     @property
     def level(self) -> float:

@@ -16,7 +16,9 @@ from typing import Literal
 from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 
-CaseStop = Literal["precision", "verdict", "budget", "max_runs", "failed"]
+# "budget": the case's max_time_s of timed blocks; "time_share": its group's share of a
+# sweep's wall-clock budget (fwbench.launch.local.LocalExecutor's budget_s) was spent.
+CaseStop = Literal["precision", "verdict", "budget", "time_share", "max_runs", "failed"]
 ONE_RUN = "within one process (1 run): excludes between-process variation"
 
 
@@ -29,6 +31,7 @@ class RunFigures:
     ci_high_s: float
     steady_s: float  # seconds of timed blocks
     other_cpu_cores: float | None = None  # CPU other processes used during it, in cores
+    samples: tuple[float, ...] = ()  # its blocks, seconds per step (what estimators read)
 
 
 @dataclass(frozen=True)

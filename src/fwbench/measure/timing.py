@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fwbench.measure import stats
+from fwbench.measure.comparison import DEFAULT_ESTIMATOR, Estimator
 
 Clock = Callable[[], float]
 StopReason = Literal["precision", "budget", "max_samples", "failed"]
@@ -59,6 +60,10 @@ class TimingConfig(BaseModel):
     # fwbench.measure.comparison.Looks), or "precision", once each case's interval is
     # within target_ci. A case measured alone always stops on its precision.
     stop_on: Literal["precision", "verdict"] = "verdict"
+    # The value of each run that verdicts and ratios read (fwbench.measure.comparison
+    # ESTIMATORS), recorded with every result; the case's reported time stays the median
+    # of its runs' medians: its typical step.
+    estimator: Estimator = DEFAULT_ESTIMATOR
     # Never stop before this much steady-state time (energy counters need a window).
     min_time_s: float = Field(0.0, ge=0)
     # Shortest block, whatever the sync overhead; blocks are also >= 1000x the overhead.

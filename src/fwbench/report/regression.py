@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwbench.measure.comparison import Comparison
-from fwbench.result import Result
+from fwbench.result import Result, comparison_of
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05
@@ -83,8 +82,9 @@ def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.
             kind = "unchanged" if old.status == cur.status else "status"
             out.append(Change(label, kind, old, cur))
             continue
-        sides = {"new": cur.measurement.per_run(), "base": old.measurement.per_run()}
-        (r,) = Comparison.of(sides, "given", [("new", "base")], confidence=confidence).ratios()
+        sides = {"new": cur, "base": old}
+        pair = [("new", "base")]
+        (r,) = comparison_of(sides, "given", pair, confidence=confidence, sequential=False).ratios()
         if r.ci_low > 1.0 and r.value - 1 > threshold:
             kind = "regression"
         elif r.ci_high < 1.0 and 1 - r.value > threshold:

@@ -16,8 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwbench.measure.comparison import Comparison
-from fwbench.result import Result
+from fwbench.result import Result, comparison_of
 
 
 @dataclass
@@ -53,8 +52,8 @@ class ScalingPanel:
 def efficiency(base: Result, scaled: Result) -> tuple[float, tuple[float, float] | None]:
     """t_1 / t_N over their runs, and its interval (None with one run on each side)."""
     assert base.measurement is not None and scaled.measurement is not None
-    sides = {"1": base.measurement.per_run(), "N": scaled.measurement.per_run()}
-    (found,) = Comparison.of(sides, "given", [("1", "N")]).ratios()
+    sides = {"1": base, "N": scaled}
+    (found,) = comparison_of(sides, "given", [("1", "N")], sequential=False).ratios()
     return found.value, (found.ci_low, found.ci_high) if found.has_interval else None
 
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import Verdict
-from fwbench.measure.comparison import Comparison, widest
-from fwbench.result import Result
+from fwbench.measure.compare import RUNS_NEEDED_CAP, Verdict
+from fwbench.measure.comparison import ESTIMATOR_TEXT, widest
+from fwbench.result import Result, comparison_of
 
 # FLOP counters of different frameworks may differ a little in what they count.
 FLOPS_TOLERANCE = 0.05
@@ -50,9 +50,7 @@ class SummaryRow:
 
     def comparison(self) -> Verdict | None:
         """The fastest variant against the runner-up, on their runs."""
-        ok = self.ok
-        looks = widest(r.looks for r in ok.values())
-        return Comparison.of({v: _runs(r) for v, r in ok.items()}, looks=looks).verdict()
+        return comparison_of(self.ok).verdict()
 
     def flops_mismatch(self) -> float | None:
         """Largest relative difference of FLOPs per step between variants, if over 5%."""
@@ -141,7 +139,47 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
 
 def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
     """The lines under a verdict table: what its marks mean and what to do."""
-    return [n for n in (inconclusive_advice(rows), mode_advice(rows), plan_note(rows)) if n]
+    notes = (
+        inconclusive_advice(rows),
+        budget_note(rows),
+        mode_advice(rows),
+        plan_note(rows),
+        estimator_note(rows),
+    )
+    return [n for n in notes if n]
+
+
+def budget_note(rows: Iterable[SummaryRow]) -> str | None:
+    """How many comparisons ended because their share of --budget was spent."""
+    ended = [
+        row
+        for row in rows
+        if any(r.measurement.stop_reason == "time_share" for r in row.ok.values() if r.measurement)
+    ]
+    if not ended:
+        return None
+    open_ = sum(1 for row in ended if (v := row.comparison()) and v.outcome == "inconclusive")
+    return (
+        f"--budget: {len(ended)} of the comparisons stopped when their share of the time was "
+        f"spent ({open_} of them inconclusive); a larger budget gives them more runs."
+    )
+
+
+def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
+    """Which per-run value the verdicts read, where it is not the median that the times
+    in the table are."""
+    used = {
+        found.estimator
+        for row in rows
+        if len(row.ok) >= 2 and (found := comparison_of(row.ok)).estimator != "median"
+    }
+    if not used:
+        return None
+    return (
+        f"Verdicts and their ratios read {' / '.join(ESTIMATOR_TEXT[e] for e in sorted(used))} "
+        "(interference only adds time, so it moves less from run to run); the times shown "
+        "are medians, each run's typical step."
+    )
 
 
 def plan_note(rows: Iterable[SummaryRow]) -> str | None:
@@ -188,11 +226,22 @@ def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
     if not unsure:
         return None
     fewest = min(min(v.runs) for v in unsure)
+    needed = sorted(v.runs_needed for v in unsure if v.runs_needed is not None)
+    estimate = ""
+    if needed:
+        low, high = needed[0], needed[-1]
+        span = f"{low}" if low == high else f"{low} to {high}"
+        if high >= RUNS_NEEDED_CAP:
+            span = f"{low} to over {RUNS_NEEDED_CAP}" if low < RUNS_NEEDED_CAP else "over 100"
+        estimate = (
+            f" Were the differences what these runs show, about {span} runs a side would "
+            "likely decide them."
+        )
     return (
         f"{len(unsure)} of {len(verdicts)} verdicts are inconclusive: the runs of a case "
-        f"spread more than the difference (as few as {fewest} runs a side). More runs "
-        "narrow the interval (`--min-runs`/`--max-runs`, or `timing: {min_runs: N}` in a "
-        "sweep); a quieter machine narrows the spread (`--require-idle` waits for one)."
+        f"spread more than the difference (as few as {fewest} runs a side).{estimate} More "
+        "runs narrow the interval (`--max-runs`, or `timing: {max_runs: N}` in a sweep); a "
+        "quieter machine narrows the spread (`--require-idle` waits for one)."
     )
 
 
@@ -220,11 +269,6 @@ def cell(result: Result | None, relative: float | None, short: bool = False) -> 
     if relative is not None:
         text += f" x{relative:.2f}"
     return text
-
-
-def _runs(r: Result) -> tuple[float, ...]:
-    assert r.measurement is not None
-    return r.measurement.per_run()
 
 
 def _median(r: Result) -> float:

@@ -32,10 +32,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.measure.comparison import Comparison, widest
 from fwbench.report.figures import downward_trend
 from fwbench.report.scaling import efficiency
-from fwbench.result import Result
+from fwbench.result import Result, comparison_of
 
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
 OUTCOMES: tuple[str, ...] = ("agrees", "disagrees", "inconclusive", "not measured here")
@@ -170,10 +169,8 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
             why = a.different_work_reason or b.different_work_reason or "different work"
             different.setdefault(f"{a.case.model} at {a.case.shape}", why)
             continue
-        runs = {str(claim.a): a.measurement.per_run(), str(claim.b): b.measurement.per_run()}
         pair = [(str(claim.a), str(claim.b))]
-        looks = widest((a.looks, b.looks))
-        v = Comparison.of(runs, "given", pair, claim.band, looks=looks).verdict()
+        v = comparison_of({str(claim.a): a, str(claim.b): b}, "given", pair, claim.band).verdict()
         assert v is not None
         text = f"{_label(a, axis)}: {v.text()}"
         if claim.kind == "faster":
