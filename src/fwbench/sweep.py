@@ -3,7 +3,8 @@
 Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
 framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`).
 `exclude` is a list of partial cases; a case matching every key of one rule is dropped.
-`timing` overrides measurement settings and `timeout_s` the per-case time limit.
+`timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
+(seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from fwbench.case import Case, default_mode
 from fwbench.distributed.strategies import get_strategy
-from fwbench.errors import SpecError, positive_seconds
+from fwbench.errors import SpecError, duration_seconds, positive_seconds
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
@@ -50,7 +51,7 @@ AXES: tuple[str, ...] = (
 # study: the study whose claims a report of this sweep evaluates (fwbench.studies).
 # serve: serving scenarios (fwbench.serve); each case is served under each of them.
 OTHER_KEYS: tuple[str, ...] = (
-    "name", "description", "exclude", "timing", "timeout_s", "study", "serve",
+    "name", "description", "exclude", "timing", "timeout_s", "budget", "study", "serve",
 )  # fmt: skip
 # Bounds on what a sweep file may ask for: a small file must not exhaust the machine
 # (a YAML alias bomb, a list of millions of values). --max-cases raises the last.
@@ -83,8 +84,10 @@ class Sweep:
         description: str = "",
         study: str | None = None,
         serve: tuple[ServeSpec, ...] = (),
+        budget_s: float | None = None,
     ) -> None:
         self.name = name
+        self.budget_s = budget_s  # wall-clock time shared by its workloads (--budget)
         self.serve = serve
         self.study = study
         self.cases = cases
@@ -174,6 +177,15 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
     timeout = data.get("timeout_s")
     if timeout is not None:
         timeout = positive_seconds(timeout, f"{source}: timeout_s")
+    budget = data.get("budget")
+    if budget is not None:
+        # A number of seconds, or a duration as the flag takes it ("5m").
+        name = f"{source}: budget"
+        budget = (
+            duration_seconds(budget, name)
+            if isinstance(budget, str)
+            else positive_seconds(budget, name)
+        )
     upper = 1
     for axis in AXES:
         upper *= max(1, len(_flat(axes[axis])))
@@ -191,6 +203,7 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
         description=str(data.get("description") or ""),
         study=_study(source, data.get("study")),
         serve=_serve(source, data.get("serve"), cases),
+        budget_s=budget,
     )
 
 

@@ -38,6 +38,27 @@ def test_timing_and_timeout_are_read() -> None:
     s = sweep.parse("model: resnet18\ntiming: {max_time_s: 2}\ntimeout_s: 30\n")
     assert s.timing.max_time_s == 2
     assert s.timeout_s == 30
+    assert s.budget_s is None
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("90", 90.0), ("5m", 300.0), ("1m30s", 90.0)])
+def test_a_budget_is_seconds_or_a_duration(value: str, seconds: float) -> None:
+    assert sweep.parse(f"model: resnet18\nbudget: {value}\n").budget_s == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("5x", "sweep: budget: '5x' is not a duration; give seconds or units, e.g. 300"),
+        ("0", "sweep: budget: must be a finite number of seconds above 0 (got 0)"),
+        ("-1m", "sweep: budget: '-1m' is not a duration"),
+        (".nan", "sweep: budget: must be a finite number of seconds above 0 (got nan)"),
+    ],
+)
+def test_a_bad_budget_is_one_line(value: str, expected: str) -> None:
+    with pytest.raises(SpecError) as err:
+        sweep.parse(f"model: resnet18\nbudget: {value}\n")
+    assert str(err.value).startswith(expected)
 
 
 @pytest.mark.parametrize(

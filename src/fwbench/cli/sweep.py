@@ -108,7 +108,8 @@ def command(
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:
         check_output(db, "--db")
-    budget_s = duration_seconds(budget, "--budget") if budget is not None else None
+    # The flag wins over the file's `budget`.
+    budget_s = duration_seconds(budget, "--budget") if budget is not None else sweep.budget_s
     runner = executor_named(
         executor, address, DEFAULT_SPREAD if spread is None else spread, budget_s
     )
@@ -134,7 +135,7 @@ def command(
     )
     if sweep.serve:
         unsupported = {
-            "--retry-failed": retry_failed, "--budget": budget is not None,
+            "--retry-failed": retry_failed, "--budget": budget_s is not None,
             "--spread": spread is not None, "--executor": executor != "local",
         }  # fmt: skip
         for flag, given in unsupported.items():
