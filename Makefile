@@ -28,6 +28,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The HTML report test opens the report in Debian's chromium (never a downloaded one).
 browser:

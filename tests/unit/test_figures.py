@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fwbench.report.figures import downward_trend
+from fwbench.studies.trends import downward_trend
 
 
 def test_a_falling_time_per_sample_is_a_significant_downward_trend() -> None:

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel case (see launch.py for the protocol's shape).
+"""One rank of a data-parallel case (see rank_group.py for the protocol's shape).
 
 Run as `python -m fwbench.distributed.worker LABEL`, by torchrun or by the launcher,
 with FWBENCH_LAUNCHER=host:port to connect back to and RANK / WORLD_SIZE (torchrun's
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from fwbench.distributed import comm
 from fwbench.distributed.base import DistributedWorkload
-from fwbench.distributed.launch import LAUNCHER_ENV
+from fwbench.distributed.rank_group import LAUNCHER_ENV
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import one_line
 from fwbench.explain import breakdown

@@ -31,7 +31,7 @@ class Strategy:
     devices: tuple[str, ...]  # where it can run; elsewhere a case is recorded unsupported
     modes: tuple[str, ...]
     batch_semantics: str  # how the framework's API takes the batch, for the record
-    # How its processes start (fwbench.distributed.launch): torchrun; one worker per
+    # How its processes start (fwbench.distributed.rank_group): torchrun; one worker per
     # replica, each with its TF_CONFIG; or one worker driving every device.
     launch: Literal["torchrun", "tf_config", "single"] = "single"
     framework: str = ""  # filled in from the entry it is listed on

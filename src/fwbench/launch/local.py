@@ -17,7 +17,7 @@ Trackers (fwbench.measure.trackers) run on both sides.
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
 has imported the framework once; GPU cases and a refused server spawn them instead. The
 ranks of a data-parallel case (torchrun, or one process per TensorFlow worker) answer
-as one worker (fwbench.distributed.launch.RankGroup) and go through the same driver,
+as one worker (fwbench.distributed.rank_group.RankGroup) and go through the same driver,
 one case at a time.
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwbench.distributed.launch import RankGroup
+from fwbench.distributed.rank_group import RankGroup
 from fwbench.errors import one_line
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.forkserver import ForkServers

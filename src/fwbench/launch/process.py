@@ -55,7 +55,7 @@ class WorkerReported(Exception):
 
 class Worker(Protocol):
     """What the measurement driver holds of a case's run: one worker process, or the
-    ranks of a data-parallel case answering as one (fwbench.distributed.launch)."""
+    ranks of a data-parallel case answering as one (fwbench.distributed.rank_group)."""
 
     launcher: str  # how it was started, recorded with the run
 

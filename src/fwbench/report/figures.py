@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scipy import stats as sps
-
 from fwbench.report.summary import summarise
 from fwbench.result import Result
+from fwbench.studies.trends import Trend, downward_trend
 
 
 @dataclass
@@ -73,33 +72,6 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
         if row.different_work:
             panel.note = f"different work at some sizes: {row.different_work_reason}"
     return list(panels.values())
-
-
-@dataclass
-class Trend:
-    rho: float
-    p_value: float
-
-    def describe(self) -> str:
-        if self.p_value < 0.05 and self.rho < 0:
-            verdict = "significant downward trend"
-        else:
-            verdict = "no significant downward trend"
-        return f"{verdict} (Spearman rho={self.rho:.2f}, one-sided p={self.p_value:.2g})"
-
-
-def downward_trend(
-    batch_sizes: Sequence[int], per_sample: Sequence[Sequence[float]]
-) -> Trend | None:
-    """Does time per sample fall as the batch grows? Spearman over one value per run and
-    batch size: blocks of one process are not independent (METHODOLOGY rule 19), and
-    thousands of them would make two batch sizes look like p = 1e-59."""
-    xs = [b for b, samples in zip(batch_sizes, per_sample, strict=True) for _ in samples]
-    ys = [s for samples in per_sample for s in samples]
-    if len(set(batch_sizes)) < 2 or len(ys) < 4:
-        return None
-    res = sps.spearmanr(xs, ys, alternative="less")
-    return Trend(float(res.statistic), float(res.pvalue))
 
 
 @dataclass

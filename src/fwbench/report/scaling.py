@@ -1,13 +1,8 @@
 """Scaling of data-parallel cases: throughput and efficiency against workers. Pure.
 
-Scaling efficiency of N workers = throughput(N) / (N x throughput(1)), for the same
-model, per-replica batch, shape, device, threads per process and strategy (variant).
-With the per-replica batch fixed, the throughputs are N·b/t_N and b/t_1, so the
-efficiency is t_1 / t_N: the ratio of the two step times over their runs, whose 95%
-interval comes from the same Welch interval as the verdicts (compare.ratio). The
-baseline is the strategy itself at world size 1 (DDP with one rank, not plain
-training), so the figure is what adding workers costs, not what the wrapper costs;
-plain training beside it shows in the verdict table, where both share one row.
+Scaling efficiency of N workers = throughput(N) / (N x throughput(1)) = t_1 / t_N, with
+its interval over runs, against the strategy itself at world size 1: `efficiency`, which
+the studies' claims judge too (fwbench.studies.trends says why).
 """
 
 from __future__ import annotations
@@ -16,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwbench.result import Result, comparison_of
+from fwbench.result import Result
+from fwbench.studies.trends import efficiency
 
 
 @dataclass
@@ -47,14 +43,6 @@ class ScalingSeries:
 class ScalingPanel:
     title: str  # the workload at a fixed per-replica batch
     series: list[ScalingSeries] = field(default_factory=list)
-
-
-def efficiency(base: Result, scaled: Result) -> tuple[float, tuple[float, float] | None]:
-    """t_1 / t_N over their runs, and its interval (None with one run on each side)."""
-    assert base.measurement is not None and scaled.measurement is not None
-    sides = {"1": base, "N": scaled}
-    (found,) = comparison_of(sides, "given", [("1", "N")], sequential=False).ratios()
-    return found.value, (found.ci_low, found.ci_high) if found.has_interval else None
 
 
 def _workload(r: Result) -> tuple[Any, ...]:

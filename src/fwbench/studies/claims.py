@@ -10,7 +10,7 @@ and what it says:
   flat_with_batch   average power does not change beyond `band` across batch sizes;
   scales_near_linearly
                     the scaling efficiency of N replicas against 1 of the same strategy
-                    and workload (fwbench.report.scaling) is at least `threshold`.
+                    and workload (fwbench.studies.trends) is at least `threshold`.
 Pairs are judged with the verdicts every report uses (an interval over runs, three
 outcomes), so a claim "agrees" only where a rerun would agree too.
 
@@ -32,9 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.report.figures import downward_trend
-from fwbench.report.scaling import efficiency
 from fwbench.result import Result, comparison_of
+from fwbench.studies.trends import downward_trend, efficiency
 
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
 OUTCOMES: tuple[str, ...] = ("agrees", "disagrees", "inconclusive", "not measured here")
@@ -268,7 +267,7 @@ def _power(claim: Claim, results: list[Result]) -> Finding:
 
 def _scaling(claim: Claim, results: list[Result]) -> Finding:
     """N replicas against 1 of the same strategy and workload: the efficiency t_1 / t_N
-    and its interval over runs (fwbench.report.scaling), against `threshold`."""
+    and its interval over runs (fwbench.studies.trends), against `threshold`."""
     groups: dict[tuple[Any, ...], list[Result]] = {}
     for r in results:
         if r.case.strategy and r.measurement is not None:
