@@ -1,7 +1,10 @@
 """Sweeps: a YAML file (or a built-in preset) that expands to a grid of Cases.
 
 Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
-framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`).
+framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`) whose
+keys are frameworks of the sweep; a framework of the sweep that a mapping leaves out gets
+no case on that axis (on `options`: no options). A key is given once, and not as null:
+left out, it takes its default.
 `exclude` is a list of partial cases; a case matching every key of one rule is dropped.
 `timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
 (seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
@@ -70,6 +73,30 @@ DEFAULTS: dict[str, Any] = {
 # Axes that vary per framework inside a workload (a mapping may name some frameworks
 # only). `options` left out for a framework means none: the framework decides.
 INNER = ("framework", "mode", "options")
+# What a key left out means, for the refusal of `key: null` (YAML's null, or an empty
+# value, is no value: it used to mean the default without saying so).
+LEFT_OUT: dict[str, str] = {
+    "task": f"the default ({DEFAULTS['task'][0]})",
+    "batch_size": f"the default ({DEFAULTS['batch_size'][0]})",
+    "device": f"the default ({DEFAULTS['device'][0]})",
+    "mode": "each framework's default mode",
+    **{dim: "each model's default" for dim in DIMENSIONS},
+    "precision": "the default (fp32)",
+    "layout": "each framework's native layout",
+    "autotune": "the default (off)",
+    "threads": "the default (the physical cores, shared by a case's processes)",
+    "world_size": "the default (one replica)",
+    "strategy": "no strategy (single-process cases)",
+    "options": "none (each framework decides)",
+    "name": "the file's name",
+    "description": "none",
+    "exclude": "no exclusions",
+    "timing": "the default measurement settings",
+    "timeout_s": "the default time limit (--timeout)",
+    "budget": "no budget",
+    "study": "none",
+    "serve": "none",
+}
 
 
 class Sweep:
@@ -128,6 +155,33 @@ def load_file(path: Path, max_cases: int = MAX_CASES) -> Sweep:
     return parse(text, source=str(path), max_cases=max_cases)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, lines: list[int]) -> None:
+        super().__init__(f"duplicate key {key!r}")
+        self.key = key
+        self.lines = lines
+
+
+class _Loader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (PyYAML keeps the last
+    one without a word). Keys brought in by a merge (`<<: *base`) may be overridden."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise _DuplicateKey(key, [seen[key], line])
+                seen[key] = line
+            except TypeError:
+                continue  # an unhashable key: the constructor below says so
+        return super().construct_mapping(node, deep=deep)
+
+
 def _count_values(data: Any, limit: int) -> int:
     """Scalars in `data`, shared (aliased) parts counted each time they are used; stops
     counting past `limit`, so a billion-laughs document costs nothing to reject."""
@@ -148,7 +202,13 @@ def _count_values(data: Any, limit: int) -> int:
 
 def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep:
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader: no Python objects
+    except _DuplicateKey as exc:
+        first, second = exc.lines
+        where = f"at lines {first} and {second}" if first != second else f"on line {first}"
+        raise SpecError(
+            f"{source}: key {exc.key!r} is given twice, {where}; give each key once"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -168,12 +228,15 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
         )
     if "model" not in data:
         raise SpecError(f"{source}: missing key 'model' (a model name or a list of them)")
+    for key, value in data.items():
+        if key in LEFT_OUT and (value is None or (key in AXES and _is_null(value))):
+            raise SpecError(
+                f"{source}: {key}: null is not a value; leave the key out for {LEFT_OUT[key]}"
+            )
     axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis, [None]))) for axis in AXES}
-    excludes = _excludes(source, data.get("exclude") or [])
-    try:
-        timing = TimingConfig(**(data.get("timing") or {}))
-    except (ValidationError, TypeError) as exc:
-        raise SpecError(f"{source}: timing: {_first_error(exc)}") from None
+    _check_framework_keys(source, axes, given="framework" in data)
+    excludes = _excludes(source, data.get("exclude", []))
+    timing = _timing(source, data.get("timing", {}))
     timeout = data.get("timeout_s")
     if timeout is not None:
         timeout = positive_seconds(timeout, f"{source}: timeout_s")
@@ -205,6 +268,40 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
         serve=_serve(source, data.get("serve"), cases),
         budget_s=budget,
     )
+
+
+def _timing(source: str, value: Any) -> TimingConfig:
+    """The `timing` key: a mapping of TimingConfig's settings."""
+    valid = ", ".join(TimingConfig.model_fields)
+    if not isinstance(value, dict):
+        raise SpecError(
+            f"{source}: timing: must be a mapping of settings, e.g. {{min_runs: 5}}; "
+            f"valid keys: {valid}"
+        )
+    unknown = [k for k in value if k not in TimingConfig.model_fields]
+    if unknown:
+        raise SpecError(f"{source}: timing: unknown key {unknown[0]!r}; valid keys: {valid}")
+    try:
+        return TimingConfig(**value)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: timing: {_first_error(exc)}") from None
+
+
+def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> None:
+    """A mapping's keys must be frameworks of the sweep: one that is not would be
+    ignored, and the sweep's frameworks it leaves out lose their cases on that axis."""
+    frameworks = [str(fw) for fw in axes["framework"]]
+    for axis in AXES:
+        value = axes[axis]
+        if not isinstance(value, dict):
+            continue
+        for fw in value:
+            if fw not in frameworks:
+                which = ", ".join(frameworks) + ("" if given else ": the default")
+                raise SpecError(
+                    f"{source}: {axis}: {fw} is not one of the sweep's frameworks ({which}); "
+                    f"add it to `framework` or take it out of `{axis}`"
+                )
 
 
 def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:
@@ -241,8 +338,22 @@ def _axis(source: str, axis: str, value: Any) -> Any:
                 f"{source}: {axis}: unknown framework {bad[0]!r} as a key; "
                 f"valid choices: {', '.join(FRAMEWORKS)}"
             )
+        for fw, v in value.items():
+            if _is_null(v) and axis in LEFT_OUT:
+                raise SpecError(
+                    f"{source}: {axis}: null is not a value (for {fw}); give {fw} a value, "
+                    f"or leave the key out for {LEFT_OUT[axis]}"
+                )
         return {fw: _values(source, axis, v) for fw, v in value.items()}
     return _values(source, axis, value)
+
+
+def _is_null(value: Any) -> bool:
+    """null, or a list of nothing but nulls (a null beside other values has a meaning:
+    `strategy: [ddp, null]` adds the plain cases)."""
+    if isinstance(value, list):
+        return bool(value) and all(v is None for v in value)
+    return value is None
 
 
 # Axes that take a true/false value; on every other axis YAML's true is a mistake (it
@@ -386,12 +497,11 @@ def _matches(case: dict[str, Any], rule: dict[str, list[Any]]) -> bool:
     return all(str(case.get(k)).lower() in {str(v).lower() for v in vs} for k, vs in rule.items())
 
 
-def _first_error(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        return f"{loc}: {err['msg']}"
-    return str(exc)
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
 
 
 def _study(source: str, value: Any) -> str | None:

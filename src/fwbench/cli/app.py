@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -64,11 +65,46 @@ def _say(text: str) -> None:
     console.print(text, highlight=False, soft_wrap=True, markup=False)
 
 
+class ClosedStdout(io.TextIOBase):
+    """sys.stdout when the command was started with it closed (`>&-`): what a command
+    prints there is refused, where Python would drop it (rich) or fail on None (--json),
+    and a command that prints nothing there runs as usual."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise FwbenchError(
+            "cannot write the output: stdout is closed; send it somewhere, e.g. > out.txt"
+        )
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _guard_closed_stdout() -> None:
+    """A closed stdout becomes ClosedStdout; its descriptor 1 goes to /dev/null, so that
+    no file the command opens (the results database) gets descriptor 1 and with it what
+    a library or a worker process writes to stdout."""
+    if sys.stdout is not None:
+        return
+    try:
+        os.fstat(1)
+    except OSError:
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != 1:
+            os.dup2(null, 1)
+            os.close(null)
+    sys.stdout = ClosedStdout()
+
+
 def main() -> None:
     """The one place where any error becomes one line and an exit code: 2 for bad input
-    (fwbench's own errors and pydantic's), 130/143 when interrupted, 1 for a bug, whose
-    traceback goes to a file that the line names."""
+    (fwbench's own errors and pydantic's) and for a closed stdout that output was meant
+    for, 130/143 when interrupted, 1 for a bug, whose traceback goes to a file that the
+    line names. A pipe closed by its reader (`| head -1`) ends the command quietly."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    _guard_closed_stdout()
     try:
         app()  # standalone: usage errors print click's message and exit 2
     except FwbenchError as exc:

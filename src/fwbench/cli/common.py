@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,16 +112,26 @@ NumClassesOption = Annotated[
 ]
 
 
-def timing_config(**fields: Any) -> TimingConfig:
-    """A TimingConfig from flags, or a one-line error naming the flag and its range."""
+def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingConfig:
+    """A TimingConfig from flags, or a one-line error naming the flag and its range.
+
+    `flags` names the flag of a field where it is not the field's name as a flag
+    (max_time_s is --max-time)."""
+
+    def flag(field: str) -> str:
+        return (flags or {}).get(field) or "--" + field.removesuffix("_s").replace("_", "-")
+
     try:
         return TimingConfig(**fields)
     except ValidationError as exc:
         err = exc.errors()[0]
-        name = "--" + str(err["loc"][0]).replace("_s", "").replace("_", "-") if err["loc"] else ""
-        raise SpecError(
-            f"{name}: {str(err['msg']).removeprefix('Value error, ')} (got {err.get('input')!r})"
-        ) from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"]:
+            # A rule between fields ("max_runs (2) is below min_runs (5)"): name the flags.
+            for field in sorted(fields, key=len, reverse=True):
+                msg = re.sub(rf"\b{field}\b", flag(field), msg)
+            raise SpecError(msg) from None
+        raise SpecError(f"{flag(str(err['loc'][0]))}: {msg} (got {err.get('input')!r})") from None
 
 
 def cases_per_framework(

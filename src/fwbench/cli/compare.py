@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,6 +11,7 @@ import typer
 from rich.table import Table
 
 from fwbench.cli.common import JsonOption, console, out, print_json
+from fwbench.errors import SpecError
 from fwbench.report.regression import changes
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
@@ -27,6 +29,13 @@ def command(
 
     Exits 1 when a significant regression beyond --threshold is found, else 0.
     """
+    if not math.isfinite(threshold) or threshold < 0:
+        # nan or inf would let every slowdown pass the gate (no ratio is above them);
+        # below 0 acts as 0, not as what was asked. Exit 2, not the gate's 1.
+        raise SpecError(
+            f"--threshold: must be a finite share of 0 or more, e.g. 0.05 for a 5% "
+            f"slowdown (got {threshold})"
+        )
     with ResultStore(base, read_only=True) as store:
         base_results = store.results()
     with ResultStore(new, read_only=True) as store:

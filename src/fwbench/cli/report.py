@@ -39,7 +39,7 @@ def command(
     ] = None,
 ) -> None:
     """Write a report: verdicts, the studies' charts, failures, warnings, environment."""
-    fmt = report_format(output, format)
+    fmt = report_format(output, format, "-o", format_flag=True)
     if study is not None:
         load_study(study)  # an unknown study is refused before anything is read
     source = results or db
@@ -64,7 +64,7 @@ def command(
             )
     write_report(stored, output, fmt, title, study, serving=served)
     points = f" and {len(served)} serving points" if served else ""
-    console.print(f"report of {len(stored)} results{points} written to {output}")
+    console.print(f"report of {len(stored)} results{points} written to {output} ({fmt})")
 
 
 def study_of(commands: list[str]) -> str | None:

@@ -38,6 +38,9 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.errors import duration_seconds
 from fwbench.measure.comparison import DEFAULT_ESTIMATOR
+from fwbench.measure.timing import TimingConfig
+
+DEFAULT_MAX_RUNS: int = TimingConfig.model_fields["max_runs"].default
 
 
 def _world_sizes(given: list[int] | None) -> list[int | None]:
@@ -97,7 +100,13 @@ def command(
             "the variation between processes."
         ),
     ] = 3,
-    max_runs: Annotated[int, typer.Option(help="Worker processes per case at most.")] = 10,
+    max_runs: Annotated[
+        int | None,
+        typer.Option(
+            help="Worker processes per case at most. "
+            f"[default: {DEFAULT_MAX_RUNS}, or --min-runs if higher]"
+        ),
+    ] = None,
     estimator: Annotated[
         str,
         typer.Option(
@@ -154,7 +163,8 @@ def command(
         target_ci=target_ci,
         max_time_s=max_time,
         min_runs=min_runs,
-        max_runs=max(max_runs, min_runs),
+        # Left out, it rises to --min-runs; given, one below --min-runs is refused.
+        max_runs=max_runs if max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs),
         require_idle=require_idle,
         estimator=estimator,
     )

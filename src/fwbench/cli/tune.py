@@ -115,6 +115,12 @@ def command(
     }
     workload: dict[str, Any] = {"model": model, "task": task, "batch_size": batch_size}
     workload |= {"device": device, "threads": default_threads()} | dims
+    # Screening: one run per candidate. The fastest of many noisy estimates is biased low
+    # (the winner's curse), so the pick is then confirmed, below, in fresh runs. Both are
+    # checked before anything is listed or run; --max-time sets each run's time too.
+    flags = {"max_time_s": "--max-time", "run_time_s": "--max-time"}
+    screen = timing_config(flags, max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1)
+    confirm_timing = timing_config(flags, max_time_s=3 * max_time)
     defaults = {fw: tune.default_case(fw, workload) for fw in frameworks}
     candidates = tune.search_space(
         frameworks, workload, mode or (), precision or (), threads or (), framework_options or ()
@@ -126,9 +132,6 @@ def command(
         console.print(f"{len(cases)} candidates")
         return
     console.print(f"tuning [bold]{model}[/bold] {task}: {len(cases)} candidates into {db}")
-    # Screening: one run per candidate. The fastest of many noisy estimates is biased low
-    # (the winner's curse), so the pick is then confirmed, below, in fresh runs.
-    screen = timing_config(max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1)
     results = execute(cases, db, RunOptions(timing=screen, timeout_s=timeout, interleave=False))
     picked = tune.choose(frameworks, results, defaults)
     finalists = list(
@@ -139,7 +142,7 @@ def command(
         "interleaved runs"
     )
     confirm = RunOptions(
-        timing=timing_config(max_time_s=3 * max_time),
+        timing=confirm_timing,
         timeout_s=timeout,
         group_by=lambda case: "finalists",
     )

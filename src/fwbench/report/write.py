@@ -17,8 +17,21 @@ from fwbench.serve.result import ServingResult
 FORMATS = ("html", "md")
 
 
-def report_format(output: Path | None, fmt: str | None) -> str:
+def report_format(
+    output: Path | None, fmt: str | None, flag: str = "--report", format_flag: bool = False
+) -> str:
+    """The format of a report: --format, else the extension of its path (`flag`), else
+    html where no path is given (the default report.html). A file path with no extension
+    is refused, as `export` refuses it: it would get HTML without saying so. A special
+    file (`/dev/stdout`, a FIFO) or a folder takes html: the one format that is a single
+    file (a folder is then refused by check_report_path)."""
     suffix = output.suffix.lstrip(".").lower() if output and output.suffix else ""
+    if output is not None and not fmt and not suffix and not is_special(output):
+        how = ", or give --format html|md" if format_flag else ""
+        raise SpecError(
+            f"{flag} {output}: no extension to tell the report's format; valid extensions: "
+            f".html, .md (e.g. {output.name}.html){how}"
+        )
     found = fmt or suffix or "html"
     if found not in FORMATS:
         raise SpecError(f"unknown report format {found!r}; valid choices: {', '.join(FORMATS)}")
