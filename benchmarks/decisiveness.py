@@ -66,7 +66,7 @@ def main() -> None:
                 left, right = measure_group(
                     [case(framework, a.model, size_a), case(framework, a.model, size_b)], timing
                 )
-                values = {"A": left.per_run(), "B": right.per_run()}
+                values = {"A": left.per_run(timing.estimator), "B": right.per_run(timing.estimator)}
                 v = Comparison.of(values, looks=looks).verdict()
                 assert v is not None
                 key = v.outcome if v.outcome != "faster" else f"{v.faster} faster"

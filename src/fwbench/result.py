@@ -99,7 +99,7 @@ class Measurement(Blocks):
     runs: tuple[Run, ...] = ()  # empty in results recorded before runs (schema <= 6)
     ci_method: str = "within one process (recorded before runs)"
 
-    def per_run(self, estimator: str = comparison.DEFAULT_ESTIMATOR) -> tuple[float, ...]:
+    def per_run(self, estimator: str = "median") -> tuple[float, ...]:
         """One value per process, by the estimator: what verdicts, ratios and trends are
         built on (fwbench.measure.comparison). A result recorded before runs is one."""
         return comparison.per_run(self.runs, estimator) or (self.step_time_s.median,)
@@ -228,7 +228,7 @@ class Result(BaseModel):
     def estimator(self) -> str:
         """The per-run value its verdicts read (timing_config.estimator; the median for
         results recorded before the choice existed)."""
-        return str(self.timing_config.get("estimator", comparison.DEFAULT_ESTIMATOR))
+        return str(self.timing_config.get("estimator", "median"))
 
     @property
     def different_work(self) -> bool:

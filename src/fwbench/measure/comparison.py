@@ -8,8 +8,9 @@ whether it is decided. Every view that says "A is faster than B" builds one: the
 table (terminal, HTML, Markdown), study claims, tune, serving, regressions and scaling;
 none reads a run itself. Pure: values in, verdicts out.
 
-The estimator is the run's median of blocks (the only one today: a documented choice, so
-a low quantile can join it). The interval is a Welch t interval on the logs, either
+The estimator turns a run's blocks into its one value: the median by default, or a low
+quantile or the minimum (ESTIMATORS; docs/methodology.md, "Which per-run value verdicts
+read"). The interval is a Welch t interval on the logs, either
 fixed (`confidence`, valid when read once, after the runs are made) or sequential
 (`looks`): when the driver reads the verdict after every round from `first` to `last`
 runs a side and stops once it is decided, each look's interval is at the nominal level
@@ -78,7 +79,11 @@ ESTIMATOR_TEXT = {
     "min": "each run's fastest block",
 }
 Estimator = Literal["median", "p25", "p10", "min"]
-DEFAULT_ESTIMATOR: Estimator = "median"
+# The 25th percentile: in every condition measured (docs/methodology.md) it spread no
+# more from run to run than the median, and 20-30% less in most, while its ratios stayed
+# within 1-2% of the medians'. The minimum is best under heavy interference, worst on a
+# quiet machine, and depends most on how many blocks a run made.
+DEFAULT_ESTIMATOR: Estimator = "p25"
 
 
 def common_estimator(names: Iterable[str]) -> str:
@@ -95,8 +100,10 @@ def common_estimator(names: Iterable[str]) -> str:
 PairRule = Literal["fastest_vs_runner_up", "given"]
 
 
-def per_run(runs: Sequence[RunLike], estimator: str = DEFAULT_ESTIMATOR) -> tuple[float, ...]:
-    """One value per worker process: what verdicts, ratios and trends are built on."""
+def per_run(runs: Sequence[RunLike], estimator: str = "median") -> tuple[float, ...]:
+    """One value per worker process, by the estimator: what verdicts and ratios are built
+    on (the estimator their results were measured under), and trends and charts (the
+    median: each run's typical step)."""
     try:
         estimate = ESTIMATORS[estimator]
     except KeyError:

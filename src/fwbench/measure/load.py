@@ -127,5 +127,7 @@ def busy_warning(loads: Sequence[float | None], busy_cores: float) -> str | None
     return (
         f"busy machine: other processes used {worst:.2f} cores during run "
         f"{worst_run + 1} ({len(busy)} of {len(loads)} runs over {busy_cores:g}); "
-        "its times may be inflated: rerun on an idle machine (or --require-idle)"
+        "its times may be inflated: rerun on an idle machine (or --require-idle), or, "
+        "where other work cannot stop, read each run's fastest block (--estimator min, "
+        "the value least moved by interference: docs/methodology.md)"
     )
