@@ -14,6 +14,7 @@ import pytest
 from fwbench.measure.timing import TimingConfig
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
+DATA = Path(__file__).parent / "data"
 
 # Enough to exercise every stage of the timing loop, quickly: one short run per case
 # (tests about the statistics over runs ask for more).
@@ -31,6 +32,18 @@ FAST_TIMING_YAML = (
     "timing: {min_warmup_steps: 1, max_warmup_s: 0.3, min_samples: 5, max_time_s: 0.3, "
     "run_time_s: 0.3, min_runs: 1, max_runs: 1}\n"
 )
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small results database, imported once per test module (no benchmark runs)."""
+    from fwbench.store.db import ResultStore
+    from fwbench.store.imports import read_records
+
+    db = tmp_path_factory.mktemp("stored") / "results.duckdb"
+    with ResultStore(db) as store:
+        store.add_many(read_records(DATA / "results-schema8.json"), "import")
+    return db
 
 
 def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, str]:

@@ -17,21 +17,8 @@ from fwbench.api import RunOptions
 from fwbench.errors import SpecError
 from fwbench.measure.timing import TimingConfig
 from fwbench.report.write import report_format
-from fwbench.store.db import ResultStore
-from fwbench.store.imports import read_records
 
 from .test_robustness import cli
-
-DATA = Path(__file__).parent.parent / "data"
-
-
-@pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small results database, imported once (no benchmark runs)."""
-    db = tmp_path_factory.mktemp("stored") / "results.duckdb"
-    with ResultStore(db) as store:
-        store.add_many(read_records(DATA / "results-schema8.json"), "import")
-    return db
 
 
 def refused(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> str:

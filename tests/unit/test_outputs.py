@@ -23,8 +23,6 @@ from fwbench.outputs import (
     report_output,
     write_atomically,
 )
-from fwbench.store.db import ResultStore
-from fwbench.store.imports import read_records
 
 from .test_robustness import cli
 
@@ -33,15 +31,6 @@ DATA = Path(__file__).parent.parent / "data"
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small results database, imported once (no benchmark runs)."""
-    db = tmp_path_factory.mktemp("stored") / "results.duckdb"
-    with ResultStore(db) as store:
-        store.add_many(read_records(DATA / "results-schema8.json"), "import")
-    return db
 
 
 @pytest.fixture
