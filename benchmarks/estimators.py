@@ -30,17 +30,16 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from common import measure_group
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Comparison, Looks
+from fwbench.measure.comparison import ESTIMATORS, Comparison, Looks
 from fwbench.measure.timing import TimingConfig
 
 FRAMEWORKS = {"torch": "eager", "tensorflow": "graph"}
-ESTIMATOR_ORDER = ("median", "p25", "p10", "min")
 
 
 def case(framework: str, model: str, size: int, threads: int) -> Case:
@@ -108,13 +107,19 @@ def _collect(a: argparse.Namespace) -> None:
             )
 
 
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the collection stored it: its blocks (what fwbench's estimators read)."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+
 def _value(run: dict, estimator: str) -> float:
-    samples = run["samples"]
-    if estimator == "median":
-        return statistics.median(samples)
-    if estimator == "min":
-        return min(samples)
-    return float(np.quantile(samples, int(estimator[1:]) / 100))
+    return ESTIMATORS[estimator](StoredRun(tuple(run["samples"])))
 
 
 def _replay(a: list[float], b: list[float], looks: Looks) -> tuple[str, int, float]:
@@ -141,7 +146,7 @@ def evaluate(path: Path) -> None:
         sizes = groups[0]["sizes"]
         print(f"\n{framework}: {len(groups)} groups, {runs} runs a side; {looks.describe()}")
         pairs = [(0, 1), (0, 2), (1, 2), *((0, i) for i in range(3, len(sizes)))]
-        for estimator in ESTIMATOR_ORDER:
+        for estimator in ESTIMATORS:
             spreads = []
             for g in groups:
                 for side in g["sides"]:

@@ -329,9 +329,8 @@ def comparison_of(
     side's per-run values by the estimator they were recorded under (where the sides
     agree), and, with `sequential`, under the widest plan any side's runs could have
     stopped at (Result.looks). Results without a measurement are left out."""
-    ok = {name: r.measurement for name, r in results.items() if r.measurement is not None}
-    chosen = [r for r in results.values() if r.measurement is not None]
-    estimator = comparison.common_estimator(r.estimator for r in chosen)
-    looks = comparison.widest(r.looks for r in chosen) if sequential else None
-    values = {name: m.per_run(estimator) for name, m in ok.items()}
+    ok = {name: (r, r.measurement) for name, r in results.items() if r.measurement is not None}
+    estimator = comparison.common_estimator(r.estimator for r, _ in ok.values())
+    looks = comparison.widest(r.looks for r, _ in ok.values()) if sequential else None
+    values = {name: m.per_run(estimator) for name, (_, m) in ok.items()}
     return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator)
