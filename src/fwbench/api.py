@@ -182,11 +182,13 @@ def result_from_outcome(
     timing_config: TimingConfig,
     host: dict[str, Any],
     peak: tuple[float | None, str],
+    result_id: str | None = None,
 ) -> Result:
     """Assemble the stored record; the host environment goes into every record so an
-    exported row stands on its own."""
+    exported row stands on its own. `result_id` names the record an earlier outcome of
+    the same case (its runs so far) was stored under, so this one replaces it."""
     common: dict[str, Any] = {
-        "result_id": uuid.uuid4().hex,
+        "result_id": result_id or uuid.uuid4().hex,
         "run_id": run_id,
         "recorded_at": datetime.now(),
         "case": case,
@@ -352,14 +354,18 @@ def _request(case: Case, options: RunOptions) -> CaseRequest:
 
 def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
     """Cases a resumed run skips: every stored one, or with retry_failed the ones whose
-    latest result is not a failure."""
+    latest result is not a failure; never one whose latest result is unfinished (the
+    command ended in the middle of its runs)."""
     if not options.resume:
         return set()
-    done = store.recorded_keys()
-    if options.retry_failed:
-        failed = {"error", "timeout", "oom"}
-        done = {r.case_key for r in store.latest(done) if r.status not in failed}
-    return done
+    recorded = store.recorded_keys()
+    failed = {"error", "timeout", "oom"} if options.retry_failed else set()
+    return {
+        r.case_key
+        for r in store.latest(recorded)
+        if r.status not in failed
+        and not (r.measurement and r.measurement.stop_reason == "unfinished")
+    }
 
 
 def run_cases(
@@ -397,6 +403,8 @@ def run_cases(
             options.timeout_s,
             on_status,
         )
+        # One record per case, rewritten as its runs come in: (group, place) -> result_id.
+        ids: dict[tuple[int, int], str] = {}
         for finished in options.executor.run(requests, options.timeout_s, on_start, on_status):
             group = batches[finished.index]
             if finished.lost is not None:
@@ -404,15 +412,24 @@ def run_cases(
                 continue
             # On a cluster, each result carries the node that measured it.
             where = finished.host if finished.host is not None else host
-            for case, outcome in zip(group, finished.outcomes, strict=True):
+            for place, (case, outcome) in enumerate(zip(group, finished.outcomes, strict=True)):
                 # Mixed precision runs on the tensor cores / AMX: its share is of that peak.
                 peak_dtype = case.precision or "fp32"
                 peak = store.best_peak(host_key(where), case.device, peak_dtype, case.threads)
+                result_id = ids.setdefault((finished.index, place), uuid.uuid4().hex)
                 result = result_from_outcome(
-                    case, run_id, outcome, counts, options.timing, where, (peak, peak_dtype)
+                    case,
+                    run_id,
+                    outcome,
+                    counts,
+                    options.timing,
+                    where,
+                    (peak, peak_dtype),
+                    result_id,
                 )
                 store.add(result)
-                yield result
+                if finished.final:
+                    yield result
     if lost:
         raise ExecutorError(
             f"{len(lost)} of {len(todo)} cases were not recorded (first: {lost[0]}); "

@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -122,7 +124,14 @@ def test_spread_workloads_take_turns_run_by_run(plugin_env: dict[str, str]) -> N
             if "building" in text:
                 seen.append((text.split(":")[0], " b2 " if " b2 " in text else " b3 "))
 
-        done = list(LocalExecutor(spread).run(groups, 300, on_status=status))
+        handed = list(LocalExecutor(spread).run(groups, 300, on_status=status))
+        # After round 1 each group's one run so far is handed back, then the group whole.
+        so_far = [d for d in handed if not d.final]
+        assert sorted(d.index for d in so_far) == [0, 1]
+        assert all(
+            [len(o.runs), o.stop_reason] == [1, "unfinished"] for d in so_far for o in d.outcomes
+        )
+        done = [d for d in handed if d.final]
         assert sorted(d.index for d in done) == [0, 1]
         for d in done:
             (outcome,) = d.outcomes
@@ -168,7 +177,7 @@ def test_a_budget_stops_each_workload_at_its_minimum_once_its_share_is_spent(
                      count_flops=False)] * 2
         for b in (2, 3)
     ]  # fmt: skip
-    done = list(LocalExecutor(budget_s=1e-3).run(groups, 300))
+    done = [d for d in LocalExecutor(budget_s=1e-3).run(groups, 300) if d.final]
     assert [d.index for d in done] == [0, 1]
     for d in done:
         assert [(len(o.runs), o.stop_reason) for o in d.outcomes] == [(2, "time_share")] * 2
@@ -190,3 +199,41 @@ def test_a_budget_is_shared_among_the_workloads_still_to_run() -> None:
     assert LocalExecutor()._deadline(now, 4, 1) is None
     with pytest.raises(SpecError, match="--budget: applies to the local executor"):
         executor_named("ray", budget_s=60.0)
+
+
+def test_a_command_ended_in_the_middle_of_a_group_keeps_its_finished_runs(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    """Each round's runs are stored as they finish; a resumed command measures the
+    unfinished cases again, and the last record of a case is its whole measurement."""
+    import pytest
+
+    from fwbench.api import done_keys
+    from fwbench.launch.executor import GroupDone
+    from fwbench.launch.local import LocalExecutor
+
+    class EndsAfterOneRound(LocalExecutor):
+        def run(self, *args: Any, **kwargs: Any) -> Iterator[GroupDone]:
+            for done in super().run(*args, **kwargs):
+                yield done
+                if not done.final:
+                    raise KeyboardInterrupt  # what Ctrl-C raises in the command
+
+    timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+    cases = [_tiny("torch"), _tiny("torch").model_copy(update={"batch_size": 3})]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        ended = RunOptions(timing=timing, count_flops=False, executor=EndsAfterOneRound())
+        with pytest.raises(KeyboardInterrupt):
+            list(run_cases(cases, store, "ended", ended))
+        (kept,) = store.results()  # the first workload's one run; the second never began
+        assert kept.measurement is not None
+        assert (len(kept.measurement.runs), kept.measurement.stop_reason) == (1, "unfinished")
+        assert any(w.startswith("unfinished: the command ended after 1") for w in kept.warnings)
+        resumed = RunOptions(timing=timing, count_flops=False, resume=True)
+        assert done_keys(store, resumed) == set()
+        again = list(run_cases(cases, store, "resumed", resumed))
+        assert [len(r.measurement.runs) for r in again if r.measurement] == [2, 2]
+        latest = store.latest(c.key() for c in cases)
+        assert [r.measurement.stop_reason for r in latest if r.measurement] == ["max_runs"] * 2
+        # One record per case and command: the second round's replaced the first's.
+        assert len(store.results(run_id="resumed")) == 2

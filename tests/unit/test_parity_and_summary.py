@@ -221,3 +221,16 @@ def test_a_table_says_which_per_run_value_its_verdicts_read_and_when_a_budget_en
     # Sides measured under different estimators are both read by their medians.
     _, (mixed,) = summarise([with_timing(fast, estimator="p25"), with_timing(slow)])
     assert mixed.comparison() == row.comparison()
+
+
+def test_a_table_says_which_comparisons_hold_runs_of_a_command_that_ended() -> None:
+    fast, slow = result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)
+    assert slow.measurement is not None
+    cut = slow.model_copy(
+        update={"measurement": slow.measurement.model_copy(update={"stop_reason": "unfinished"})}
+    )
+    _, (whole,) = summarise([fast, slow])
+    _, (row,) = summarise([fast, cut])
+    assert not any(n.startswith("unfinished:") for n in verdict_notes([whole]))
+    (note,) = [n for n in verdict_notes([row]) if n.startswith("unfinished:")]
+    assert note.startswith("unfinished: 1 of the comparisons") and "--resume" in note

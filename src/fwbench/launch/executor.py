@@ -34,6 +34,10 @@ class GroupDone:
     # Set when the executor could not get an outcome at all (a Ray node lost more often
     # than the retries allow): nothing was measured, so nothing is recorded.
     lost: str | None = None
+    # False: the outcomes so far of a group that goes on (its cases stopped by
+    # "unfinished"), handed back so that a command killed mid-group keeps its runs; the
+    # group's final GroupDone replaces them.
+    final: bool = True
 
 
 class Executor(Protocol):
@@ -53,7 +57,8 @@ class Executor(Protocol):
         on_start: OnStart | None = None,
         on_status: OnStatus | None = None,
     ) -> Iterator[GroupDone]:
-        """Run every group (inside `connect()`); yield each as soon as it is done.
+        """Run every group (inside `connect()`); yield each as soon as it is done, and
+        optionally its outcomes so far before that (`final` False).
 
         `timeout_s` applies to each case, from the moment its group starts to run.
         """

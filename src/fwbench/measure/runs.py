@@ -17,8 +17,12 @@ from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 
 # "budget": the case's max_time_s of timed blocks; "time_share": its group's share of a
-# sweep's wall-clock budget (fwbench.launch.local.LocalExecutor's budget_s) was spent.
-CaseStop = Literal["precision", "verdict", "budget", "time_share", "max_runs", "failed"]
+# sweep's wall-clock budget (fwbench.launch.local.LocalExecutor's budget_s) was spent;
+# "unfinished": the command ended (was killed) before the case's rule was met, and what
+# its finished runs found was kept.
+CaseStop = Literal[
+    "precision", "verdict", "budget", "time_share", "max_runs", "failed", "unfinished"
+]
 ONE_RUN = "within one process (1 run): excludes between-process variation"
 
 

@@ -142,6 +142,7 @@ def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
     notes = (
         inconclusive_advice(rows),
         budget_note(rows),
+        unfinished_note(rows),
         mode_advice(rows),
         plan_note(rows),
         estimator_note(rows),
@@ -162,6 +163,22 @@ def budget_note(rows: Iterable[SummaryRow]) -> str | None:
     return (
         f"--budget: {len(ended)} of the comparisons stopped when their share of the time was "
         f"spent ({open_} of them inconclusive); a larger budget gives them more runs."
+    )
+
+
+def unfinished_note(rows: Iterable[SummaryRow]) -> str | None:
+    """How many comparisons hold a case whose command ended in the middle of its runs."""
+    cut = sum(
+        1
+        for row in rows
+        if any(r.measurement.stop_reason == "unfinished" for r in row.ok.values() if r.measurement)
+    )
+    if not cut:
+        return None
+    return (
+        f"unfinished: {cut} of the comparisons hold runs of a command that ended before its "
+        "stopping rule was met (their verdicts read the runs made); --resume measures them "
+        "again."
     )
 
 

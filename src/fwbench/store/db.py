@@ -156,11 +156,17 @@ class ResultStore:
         return run_id
 
     def add(self, result: Result) -> None:
-        """Store one result atomically: a killed sweep loses at most the case in flight."""
+        """Store one result atomically, in place of the one stored under its result_id
+        (the same case's runs so far): a killed sweep loses at most the run in flight."""
         row = columns.row(result)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        self._transaction([(f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))])
+        self._transaction(
+            [
+                ("DELETE FROM results WHERE result_id = ?", [result.result_id]),
+                (f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values())),
+            ]
+        )
 
     def add_many(self, results: Sequence[Result], command: str) -> int:
         """Store results made elsewhere (an import) in one transaction; those already here

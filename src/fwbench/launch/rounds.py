@@ -1,0 +1,340 @@
+"""One round of runs: every case of a group gets one fresh worker process, built and
+warmed up in turn, then timed block by block in alternation.
+
+The worker protocol of a run (build, calibrate, steady, blocks, finish) and what the
+driver keeps of a case across its runs (`CaseRuns`) live here; which groups run, how
+many rounds and in what order is fwbench.launch.local's job. Each block after a switch
+between processes begins with one untimed step, so a cold cache is not timed (rule 17),
+and a noisy machine's drift hits all variants alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwbench.distributed.rank_group import RankGroup
+from fwbench.errors import one_line
+from fwbench.launch.forkserver import ForkServers
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
+from fwbench.launch.process import (
+    Worker,
+    WorkerGone,
+    WorkerProcess,
+    WorkerReported,
+    case_env,
+)
+from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.measure import load, trackers
+from fwbench.measure import runs as case_runs
+from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
+
+
+@dataclass
+class CaseRuns:
+    """The launcher's state of one case of a group, across its runs."""
+
+    request: CaseRequest
+    tracking: dict[str, trackers.Guarded] = field(default_factory=dict)  # driver trackers
+    runs: list[MeasuredRun] = field(default_factory=list)
+    report: CaseReport | None = None
+    ended: CaseOutcome | None = None  # a failure, or a report without a measurement
+    stop: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    # The outcome once made: its trackers' results are read once.
+    final: CaseOutcome | None = None
+
+    @classmethod
+    def of(cls, request: CaseRequest) -> CaseRuns:
+        state = cls(request)
+        state.tracking = trackers.driver_trackers(request.case, state.warnings.append)
+        return state
+
+    @property
+    def active(self) -> bool:
+        return self.ended is None and self.stop is None
+
+    def figures(self) -> list[case_runs.RunFigures]:
+        return [
+            case_runs.RunFigures(
+                r.timing.median_s,
+                r.timing.ci_low_s,
+                r.timing.ci_high_s,
+                r.timing.measured_s,
+                r.other_cpu_cores,
+                r.timing.samples,
+            )
+            for r in self.runs
+        ]
+
+    def outcome(self) -> CaseOutcome:
+        """Everything its runs found, once no more runs will be made."""
+        if self.ended is not None:
+            return self.ended
+        assert self.report is not None
+        if self.final is None:
+            config = self.request.timing
+            stop = self.stop or "failed"
+            self.final = CaseOutcome(
+                self.report,
+                None,
+                tuple(self.runs),
+                {name: tracker("result") for name, tracker in self.tracking.items()},
+                stop,
+                (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
+            )
+        return self.final
+
+    def so_far(self) -> CaseOutcome | None:
+        """The outcome if the command ended now: the runs made so far, stopped by
+        "unfinished" where more were due; None before its first run is done. The driver
+        trackers are left running (reading one ends its window): an unfinished case
+        carries none of their figures."""
+        if not self.active:
+            return self.outcome() if self.ended is not None or self.report else None
+        if self.report is None:
+            return None
+        stop = "unfinished"
+        return CaseOutcome(
+            self.report,
+            None,
+            tuple(self.runs),
+            {},
+            stop,
+            (
+                *self.warnings,
+                *case_runs.warnings(self.figures(), stop, self.request.timing),
+                f"unfinished: the command ended after {len(self.runs)} of this case's runs, "
+                "before its stopping rule was met; --resume measures it again",
+            ),
+        )
+
+
+class _Runner:
+    """The launcher's side of one run in the steady state."""
+
+    def __init__(self, state: CaseRuns, worker: Worker, prepared: Prepared) -> None:
+        self.state = state
+        self.worker = worker
+        self.prepared = prepared
+        # One untimed step before each block when blocks alternate between processes, and
+        # blocks of at least min_block_s then.
+        self.warm = 0
+        self.min_block_s = 0.0
+
+    def block(self) -> tuple[float, int]:
+        steps = self.prepared.steps_per_block
+        tracking = self.state.tracking.values()
+        tokens = [tracker("before_block") for tracker in tracking]
+        wall = time.perf_counter()
+        self.worker.send({"op": "block", "warm": self.warm, "steps": steps})
+        message = self.worker.receive()
+        if message["event"] != "block":
+            raise WorkerReported(message.get("report", {}))
+        seconds = float(message["seconds"])
+        wall = time.perf_counter() - wall
+        for tracker, token in zip(tracking, tokens, strict=True):
+            tracker("after_block", token, wall, steps)
+        if self.warm and 0 < seconds < self.min_block_s:
+            # Warmup's estimate of a step was high: lengthen the blocks that follow.
+            longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
+            self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
+        return seconds, steps
+
+
+def end_case(
+    state: CaseRuns, failure: WorkerFailure | None, report: CaseReport | None = None
+) -> None:
+    """A run failed: a case with measured runs keeps them (and says what happened to the
+    next); one without becomes the failure."""
+    what = (
+        failure.error
+        if failure
+        else f"{report.status if report else '?'}: " + str(report.error if report else "")
+    )
+    if state.runs:
+        state.stop = "failed"
+        state.warnings.append(f"run {len(state.runs) + 1} failed and no more were made: {what}")
+        return
+    state.ended = CaseOutcome(report, failure)
+
+
+def run_round(
+    order: list[CaseRuns],
+    round_index: int,
+    timeout_s: float,
+    on_phase: Callable[[str], None] | None,
+    servers: ForkServers,
+) -> None:
+    deadline = time.monotonic() + timeout_s * len(order)
+    runners: list[_Runner] = []
+    workers: list[Worker] = []
+    try:
+        for state in order:
+            case = state.request.case
+            if on_phase:
+                on_phase(f"run {round_index + 1}: building and warming up {case.label()}")
+            request = state.request
+            if round_index > 0:  # FLOPs, profiles and traces are taken once, in the first run
+                request = request.model_copy(
+                    update={"count_flops": False, "profile_steps": 0, "trace_path": None}
+                )
+            try:
+                worker = _start(request, round_index, deadline, timeout_s, servers)
+            except Exception as exc:
+                end_case(
+                    state, WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", "")
+                )
+                continue
+            workers.append(worker)
+            try:
+                worker.send(request)
+                prepared = _prepare(worker, request.timing)
+            except WorkerGone as gone:
+                end_case(state, gone.failure)
+                continue
+            except WorkerReported as reported:
+                end_case(state, None, CaseReport.model_validate(reported.report))
+                continue
+            except Exception as exc:
+                end_case(state, _broken(worker, exc))
+                continue
+            runners.append(_Runner(state, worker, prepared))
+        if runners:
+            if on_phase:
+                on_phase(
+                    f"run {round_index + 1}: measuring "
+                    + " | ".join(r.state.request.case.label() for r in runners)
+                )
+            _measure(runners)
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def _start(
+    request: CaseRequest,
+    round_index: int,
+    deadline: float,
+    timeout_s: float,
+    servers: ForkServers,
+) -> Worker:
+    """A fresh worker for one run: the ranks of a data-parallel case, else one process
+    forked from the framework's fork server (spawned on a GPU: CUDA does not survive a
+    fork once any import has touched the driver)."""
+    case = request.case
+    if case.strategy:
+        return RankGroup(request, deadline, timeout_s)
+    env = case_env(case)
+    server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
+    return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
+
+
+def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
+    """First step, warmup and block size (`timing.calibrate` under the case's rules),
+    then the steady state. A single process calibrates itself, its warmup steps back to
+    back; a RankGroup drives its ranks through the same rules in lockstep."""
+
+    def answer(event: str) -> dict[str, Any]:
+        message = worker.receive()
+        if message["event"] != event:
+            raise WorkerReported(message.get("report", {}))
+        return message
+
+    answer("built")
+    worker.send({"op": "calibrate", "timing": config.model_dump()})
+    prepared = Prepared(**answer("calibrated")["prepared"])
+    worker.send({"op": "steady"})
+    answer("steady")
+    return prepared
+
+
+def _measure(runners: list[_Runner]) -> None:
+    config = max((r.state.request.timing for r in runners), key=lambda c: c.run_time_s)
+    run_config = config.for_run()
+    tracking = [t for r in runners for t in r.state.tracking.values()]
+    # Some trackers need a long enough window (energy counters, to be read reliably).
+    window = max((t.min_window_s for t in tracking), default=0.0)
+    if window > run_config.min_time_s:
+        run_config = run_config.model_copy(update={"min_time_s": window})
+    if len(runners) > 1:
+        for runner in runners:
+            runner.warm = 1
+            runner.min_block_s = config.min_switch_block_s
+            runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
+    other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
+    for tracker in tracking:
+        tracker("start")
+    try:
+        found = steady(
+            [r.block for r in runners], [r.prepared.steps_per_block for r in runners], run_config
+        )
+    finally:
+        for tracker in tracking:
+            tracker("stop")
+    other = other_load.other_cores()
+    for runner, run in zip(runners, found, strict=True):
+        kept = _finish(runner, run, other)
+        for tracker in runner.state.tracking.values():
+            tracker("end_run", kept)
+
+
+def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
+    """End one run: its final report, and the run kept if it was measured."""
+    state = runner.state
+    try:
+        if isinstance(run.error, WorkerReported):
+            end_case(state, None, CaseReport.model_validate(run.error.report))
+            return False
+        if run.error is not None:
+            raise run.error
+        runner.worker.send({"op": "finish"})
+        report = CaseReport.model_validate(runner.worker.receive()["report"])
+    except WorkerGone as gone:
+        end_case(state, gone.failure)
+        return False
+    except Exception as exc:
+        end_case(state, _broken(runner.worker, exc))
+        return False
+    if report.status != "ok":
+        end_case(state, None, report)
+        return False
+    timing = finish(runner.prepared, run, state.request.timing)
+    launcher = runner.worker.launcher
+    state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))
+    if state.report is None:
+        state.report = report
+    else:
+        _check_compiles(state, report)
+    return True
+
+
+def _broken(worker: Worker, exc: BaseException) -> WorkerFailure:
+    """The driver could not talk to a worker (a garbled message, a reset connection):
+    the run's failure, never the sweep's."""
+    return WorkerFailure("error", f"driver lost the worker: {one_line(exc)}", worker.log_tail())
+
+
+def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
+    """Blocks long enough that switching processes between them costs nothing measurable."""
+    step = prepared.warmup_s / prepared.warmup_steps if prepared.warmup_steps else 0.0
+    step = step or prepared.first_step_s
+    if step <= 0:
+        return prepared
+    steps = max(prepared.steps_per_block, math.ceil(min_block_s / step))
+    return dataclasses.replace(prepared, steps_per_block=steps)
+
+
+def _check_compiles(state: CaseRuns, report: CaseReport) -> None:
+    """Recompilations are read per run; the first run's are in its report's settings."""
+    before = report.settings.get("compiles_after_warmup")
+    after = report.settings.get("compiles_after_timing")
+    if before is not None and after is not None and after > before:
+        state.warnings.append(
+            f"run {len(state.runs)} recompiled {after - before} time(s) inside its timed "
+            "blocks: its steady state includes compilation"
+        )
