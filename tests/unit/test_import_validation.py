@@ -170,3 +170,16 @@ def test_any_record_is_imported_and_reports_or_is_refused_in_one_line(
             argv = ["export", "-o", str(tmp / "x.csv")]
         code, _, err = cli([*argv, "--db", str(db)], capsys)
         assert code == 0, (argv, err)
+
+
+def test_a_long_import_shows_its_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwbench.cli import imports
+
+    export = write(tmp_path / "x.json", [record(result_id=f"r{i}") for i in range(5)])
+    monkeypatch.setattr(imports, "LONG_IMPORT", 5)
+    code, _, err = cli(["import", str(export), "--db", str(tmp_path / "r.duckdb")], capsys)
+    assert code == 0, err
+    assert "checking x.json" in err and "writing" in err and "5/5" in err
+    assert err.rstrip().endswith("5 results imported into " + str(tmp_path / "r.duckdb"))
