@@ -8,11 +8,12 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
+from pydantic import ValidationError
 
-from fwbench.case import Case
+from fwbench.case import Case, validation_message
 from fwbench.errors import StoreError
 from fwbench.result import (
     SCHEMA_VERSION,
@@ -22,8 +23,11 @@ from fwbench.result import (
     StepTime,
 )
 from fwbench.serve.result import ServingResult
-from fwbench.store import columns
+from fwbench.store import columns, schema
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
+
+_Row = TypeVar("_Row")
+_Read = TypeVar("_Read")
 
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
@@ -61,7 +65,10 @@ class ResultStore:
 
     def _connect(self, read_only: bool) -> Any:
         try:
-            return duckdb.connect(str(self.path), read_only=read_only)
+            # Without replacement scans a missing table is an error, not whichever Python
+            # variable of the caller happens to have its name.
+            config: dict[str, Any] = {"python_enable_replacements": False}
+            return duckdb.connect(str(self.path), read_only=read_only, config=config)
         except duckdb.Error as exc:
             raise StoreError(_open_error(self.path, exc)) from None
 
@@ -108,6 +115,11 @@ class ResultStore:
 
     def _ensure_schema(self, read_only: bool) -> None:
         version = self._version()
+        if version is not None and version <= SCHEMA_VERSION:
+            # A damaged file is named here, not by the first query or migration it breaks.
+            found = schema.damage(schema.columns_of(self.con), version)
+            if found:
+                raise StoreError(f"{self.path} is damaged: {found}")
         if version is None:
             if read_only:
                 raise StoreError(f"{self.path} holds no fwbench results")
@@ -227,14 +239,27 @@ class ResultStore:
 
     # reading --------------------------------------------------------------
 
+    def _read_row(self, table: str, row_id: Any, read: Callable[[_Row], _Read], row: _Row) -> _Read:
+        """`read(row)`, or a one-line StoreError naming the damaged row: a cell edited or
+        cut by hand (invalid JSON, a value no result can have) stops the read there."""
+        try:
+            return read(row)
+        except ValidationError as exc:
+            why = validation_message(exc)
+        except (ValueError, TypeError, KeyError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise StoreError(f"{self.path} is damaged: {table} row {row_id!r}: {why}")
+
     def serving(self, run_id: str | None = None) -> list[ServingResult]:
-        sql = "SELECT record FROM serving"
+        sql = "SELECT record, result_id FROM serving"
         params: list[Any] = []
         if run_id is not None:
             sql += " WHERE run_id = ?"
             params.append(run_id)
         rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
-        return [ServingResult.model_validate_json(r[0]) for r in rows]
+        return [
+            self._read_row("serving", r[1], ServingResult.model_validate_json, r[0]) for r in rows
+        ]
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
         """The machine's attainable FLOP/s: the best any framework reached here.
@@ -277,7 +302,7 @@ class ResultStore:
         cur = self.con.execute(sql, params)
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        results = [_from_row(r) for r in rows]
+        results = [self._read_row("results", r["result_id"], _from_row, r) for r in rows]
         if case_keys is not None:
             keys = set(case_keys)
             results = [r for r in results if r.case_key in keys]
@@ -348,10 +373,22 @@ def _open_error(path: Path, exc: duckdb.Error) -> str:
     return f"cannot open results file {path}: {text}"
 
 
+def _json_cell(row: dict[str, Any], name: str) -> Any:
+    """The JSON a cell holds (None when empty), or a ValueError naming the column."""
+    text = row.get(name)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise ValueError(f"{name}: not JSON ({why})") from None
+
+
 def _from_row(row: dict[str, Any]) -> Result:
     measurement = None
     if row["median_s"] is not None:
-        runs = tuple(Run.model_validate(r) for r in json.loads(row.get("runs") or "[]"))
+        runs = tuple(Run.model_validate(r) for r in _json_cell(row, "runs") or [])
         measurement = Measurement(
             step_time_s=StepTime(
                 median=row["median_s"], ci_low=row["ci_low_s"], ci_high=row["ci_high_s"]
@@ -372,7 +409,7 @@ def _from_row(row: dict[str, Any]) -> Result:
         measurement=measurement,
         param_count=row["param_count"],
         warnings=tuple(row["warnings"] or ()),
-        **{c.name: json.loads(row[c.name]) if row[c.name] else {} for c in columns.of_kind("json")},
+        **{c.name: _json_cell(row, c.name) or {} for c in columns.of_kind("json")},
         **{
             c.name: c.model.model_validate_json(row[c.name]) if row[c.name] and c.model else None
             for c in columns.of_kind("model")
