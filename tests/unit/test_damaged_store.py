@@ -4,7 +4,12 @@ leaves the file as it was."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -14,6 +19,7 @@ from fwbench.store.db import ResultStore
 
 from .test_parity_and_summary import result
 from .test_robustness import cli
+from .test_store import DATA
 
 # Columns cannot be dropped while the case_key index depends on the table.
 UNINDEXED = "DROP INDEX results_case_key"
@@ -85,3 +91,62 @@ def test_a_damaged_database_is_named_in_one_line_and_left_as_it_was(
     assert err.count("\n") == 1, err
     assert db.read_bytes() == before
     assert not out.with_suffix(".md").exists() and not out.with_suffix(".json").exists()
+
+
+# --- a database in a directory that cannot be written (defect 7) ------------------------
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[Path]:
+    """A directory this process cannot create files in, holding r.duckdb (one result,
+    its own file writable) and old.duckdb (schema 9, to be migrated). Made read-only by
+    its mode, or as root (whom modes do not stop) by the immutable attribute."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with ResultStore(folder / "r.duckdb") as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+    with gzip.open(DATA / "results-schema9.duckdb.gz") as src:
+        (folder / "old.duckdb").write_bytes(src.read())
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    chattr = shutil.which("chattr")
+    made = chattr and subprocess.run([chattr, "+i", str(folder)], capture_output=True)
+    if not made or made.returncode != 0:
+        pytest.skip("running as root, whom a directory's mode does not stop, and chattr +i failed")
+    try:
+        yield folder
+    finally:
+        subprocess.run([str(chattr), "-i", str(folder)], check=True)
+
+
+@pytest.mark.parametrize(
+    ("db", "command", "why"),
+    [
+        ("r.duckdb", "import", ""),
+        ("new.duckdb", "import", ""),
+        ("old.duckdb", "results", " (it was written by an older fwbench and must be migrated)"),
+    ],
+)
+def test_a_database_in_a_directory_that_cannot_be_written_is_one_line(
+    unwritable: Path, capsys: pytest.CaptureFixture[str], db: str, command: str, why: str
+) -> None:
+    export = unwritable.parent / "in.json"
+    other = result("tensorflow", "graph", 0.2, 0.001)
+    export.write_text(json.dumps([other.to_record()]))
+    path = unwritable / db
+    before = path.read_bytes() if path.exists() else None
+    argv = ["import", str(export)] if command == "import" else [command]
+    code, _, err = cli([*argv, "--db", str(path)], capsys)
+    assert (code, err) == (
+        2,
+        f"error: cannot write results file {path}{why}: its directory {unwritable} is not "
+        f"writable, and DuckDB writes its log {db}.wal beside the file; make the directory "
+        "writable or pass --db PATH elsewhere\n",
+    )
+    assert (path.read_bytes() if path.exists() else None) == before
+    # Reading a file of the current schema needs no write.
+    code, _, err = cli(["results", "--db", str(unwritable / "r.duckdb")], capsys)
+    assert code == 0, err

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -49,11 +51,14 @@ class ResultStore:
                 raise StoreError(
                     f"cannot create results file {self.path}: {exc.strerror or exc}"
                 ) from None
+        if not read_only:
+            self._check_writable()
         self.con = self._connect(read_only)
         try:
             if read_only and self._needs_migration():
                 # A file from an older fwbench is migrated on first read, as on write.
                 self.con.close()
+                self._check_writable("it was written by an older fwbench and must be migrated")
                 self.con = self._connect(read_only=False)
                 self._ensure_schema(read_only=False)
                 self.con.close()
@@ -62,6 +67,14 @@ class ResultStore:
         except BaseException:
             self.con.close()
             raise
+
+    def _check_writable(self, why: str = "") -> None:
+        """Refuse up front a file DuckDB could open but not write: it writes a log
+        (FILE.wal) beside the file, so the directory must be writable, not only the file.
+        Checked by access(2), which also sees an immutable directory (as root)."""
+        parent = self.path.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(_unwritable(self.path, why))
 
     def _connect(self, read_only: bool) -> Any:
         try:
@@ -144,7 +157,7 @@ class ResultStore:
                 except BaseException:
                     self.con.rollback()
                     raise
-                self.con.commit()
+                self._commit()
 
     def _transaction(self, statements: Iterable[tuple[str, list[Any] | None]]) -> None:
         self.con.begin()
@@ -154,7 +167,20 @@ class ResultStore:
         except BaseException:
             self.con.rollback()
             raise
-        self.con.commit()
+        self._commit()
+
+    def _commit(self) -> None:
+        """Commit, or a StoreError when the write cannot reach the disk (the directory
+        turned read-only, the disk is full); the transaction is then rolled back."""
+        try:
+            self.con.commit()
+        except (duckdb.IOException, duckdb.TransactionException) as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.con.rollback()
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if ".wal" in text and ("denied" in text or "not permitted" in text):
+                raise StoreError(_unwritable(self.path)) from None
+            raise StoreError(f"cannot write results file {self.path}: {text}") from None
 
     # writing --------------------------------------------------------------
 
@@ -210,7 +236,7 @@ class ResultStore:
         except BaseException:
             self.con.rollback()
             raise
-        self.con.commit()
+        self._commit()
         return len(new)
 
     def put_param_count(
@@ -364,6 +390,15 @@ def _insert_columns(con: Any, table: str, names: Sequence[str], rows: list[list[
     unnested = ", ".join(f"unnest(${i})" for i in range(1, len(names) + 1))
     by_column = [list(values) for values in zip(*rows, strict=True)]
     con.execute(f"INSERT INTO {table} ({', '.join(names)}) SELECT {unnested}", by_column)
+
+
+def _unwritable(path: Path, why: str = "") -> str:
+    because = f" ({why})" if why else ""
+    return (
+        f"cannot write results file {path}{because}: its directory {path.parent} is not "
+        f"writable, and DuckDB writes its log {path.name}.wal beside the file; make the "
+        "directory writable or pass --db PATH elsewhere"
+    )
 
 
 def _open_error(path: Path, exc: duckdb.Error) -> str:
