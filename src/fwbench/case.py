@@ -40,6 +40,8 @@ LAYOUTS: tuple[str, ...] = ("channels_first", "channels_last")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 # Validation context key: accept a model no loaded plugin registers (Case.recorded).
 PLUGIN_MODELS = "plugin_models"
+# Validation context key: a stored case, checked field by field only (Case.stored).
+STORED = "stored"
 MAX_BATCH_SIZE = 1 << 24
 MAX_INPUT_SIZE = 8192
 MAX_SEQ_LEN = 1 << 20
@@ -86,7 +88,9 @@ class Case(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _normalise(cls, data: Any) -> Any:
+    def _normalise(cls, data: Any, validation: ValidationInfo) -> Any:
+        if (validation.context or {}).get(STORED):
+            return data  # stored as it was made: normalising could change its key
         if isinstance(data, dict):
             data = _drop_defaults(data)
             data = _distributed_defaults(data)
@@ -107,6 +111,8 @@ class Case(BaseModel):
 
     @model_validator(mode="after")
     def _check(self, validation: ValidationInfo) -> Case:
+        if (validation.context or {}).get(STORED):
+            return self
         if self.framework not in FRAMEWORKS:
             raise ValueError(
                 f"framework: unknown framework {self.framework!r}; "
@@ -218,10 +224,13 @@ class Case(BaseModel):
 
     @classmethod
     def stored(cls, fields: dict[str, Any]) -> Case:
-        """A case as a results file or export stored it, not re-validated: it stays
-        readable when its model's plugin is not loaded (cases are validated where they
-        are made, in Case.build). Fields it did not have take their defaults."""
-        return cls.model_construct(**{f: fields[f] for f in cls.model_fields if f in fields})
+        """A case as a results file stored it. Its fields' types and ranges are checked
+        (a value no case can have, a batch of 0, would break the reports that read it),
+        not the registries: it stays readable when its framework's or model's plugin is
+        not loaded (cases are validated where they are made, in Case.build). Fields it
+        did not have take their defaults. Raises ValidationError."""
+        given = {f: fields[f] for f in cls.model_fields if f in fields}
+        return cls.model_validate(given, context={STORED: True})
 
     def key(self) -> str:
         """Stable identity of the case: the same fields give the same key on any machine.

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fwbench.store.db import ResultStore
 
@@ -150,3 +152,62 @@ def test_a_database_in_a_directory_that_cannot_be_written_is_one_line(
     # Reading a file of the current schema needs no write.
     code, _, err = cli(["results", "--db", str(unwritable / "r.duckdb")], capsys)
     assert code == 0, err
+
+
+# --- reports of whatever a store holds (defect 5) ---------------------------------------
+
+CASE_COLUMNS = {
+    "batch_size": st.integers(min_value=-3, max_value=3) | st.none(),
+    "global_batch_size": st.integers(min_value=-3, max_value=3) | st.none(),
+    "world_size": st.integers(min_value=-2, max_value=3) | st.none(),
+    "threads": st.integers(min_value=-2, max_value=3) | st.none(),
+    "input_size": st.integers(min_value=-2, max_value=3) | st.none(),
+    "num_classes": st.integers(min_value=-2, max_value=3) | st.none(),
+    "seq_len": st.integers(min_value=-2, max_value=3) | st.none(),
+    "framework": st.sampled_from(["nope", "", "torch", "tensorflow"]) | st.none(),
+    "model": st.sampled_from(["nope", "", "bert-base", "resnet18"]) | st.none(),
+    "mode": st.sampled_from(["nope", "", "graph", "compile"]) | st.none(),
+    "device": st.sampled_from(["tpu", "", "cuda"]) | st.none(),
+    "task": st.sampled_from(["nope", "", "infer"]) | st.none(),
+    "precision": st.sampled_from(["fp8", "", "bf16"]) | st.none(),
+    "layout": st.sampled_from(["diagonal", "channels_last"]) | st.none(),
+    "strategy": st.sampled_from(["nope", "ddp"]) | st.none(),
+    "options": st.sampled_from(["=", "onednn=off", "x"]) | st.none(),
+    "error": st.sampled_from(["a\x00b", "", "\x1b[31m"]) | st.none(),
+}
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(changes=st.dictionaries(st.sampled_from(sorted(CASE_COLUMNS)), st.data(), max_size=4))
+def test_reports_read_whatever_case_values_a_store_holds(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    changes: dict[str, st.DataObject],
+) -> None:
+    tmp = tmp_path_factory.mktemp("store")
+    db = tmp / "r.duckdb"
+    with ResultStore(db) as store:
+        for framework, mode, median in (("torch", "eager", 0.1), ("tensorflow", "graph", 0.12)):
+            base = result(framework, mode, median, 0.001)
+            for task in ("train", "infer"):
+                case = base.case.model_copy(update={"task": task})
+                store.add(
+                    base.model_copy(update={"case": case, "result_id": base.result_id + task})
+                )
+    con = duckdb.connect(str(db))
+    for column, data in changes.items():
+        value = data.draw(CASE_COLUMNS[column])
+        con.execute(f"UPDATE results SET {column} = ? WHERE result_id LIKE 'torch%'", [value])
+    con.close()
+    for argv in (
+        ["results"],
+        ["report", "-o", str(tmp / "r.md")],
+        ["report", "-o", str(tmp / "r.html")],
+        ["export", "-o", str(tmp / "r.json")],
+    ):
+        code, _, err = cli([*argv, "--db", str(db)], capsys)
+        assert code == 0 or (code == 2 and err.count("\n") == 1), (argv, err)
