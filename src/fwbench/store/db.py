@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 from pydantic import ValidationError
@@ -35,6 +35,22 @@ DEFAULT_DB = Path("fwbench-results/results.duckdb")
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
 BULK_ROWS = 10_000
 RUN_COLUMNS = ["run_id", "started_at", "command", "host"]
+
+
+class Row(NamedTuple):
+    """A result as the results table stores it, with what its run's row needs."""
+
+    result_id: str
+    run_id: str
+    recorded_at: datetime
+    host: str  # the host it ran on, as JSON
+    values: tuple[Any, ...]  # in the order of columns.names()
+
+    @classmethod
+    def of(cls, r: Result) -> Row:
+        host = json.dumps(r.environment.get("host", {}), default=str)
+        values = tuple(columns.row(r).values())
+        return cls(r.result_id, r.run_id, r.recorded_at, host, values)
 
 
 class ResultStore:
@@ -205,31 +221,40 @@ class ResultStore:
 
     def add_many(
         self,
-        results: Sequence[Result],
+        results: Iterable[Result],
         command: str,
         progress: Callable[[int], None] | None = None,
     ) -> int:
         """Store results made elsewhere (an import) in one transaction; those already here
         (same result_id) are skipped. Returns how many were added; `progress` hears how
-        many more rows were written after each batch of them.
+        many more rows were written after each batch of them."""
+        return self.add_rows([Row.of(r) for r in results], command, progress)
+
+    def add_rows(
+        self,
+        rows: Sequence[Row],
+        command: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """`add_many` of results already made rows (Row.of): an import of many holds its
+        rows, which take less memory than the Results they were made from.
 
         Rows go in by column, BULK_ROWS at a time (INSERT ... SELECT unnest of one list
         per column): a statement per row made 100k records take minutes."""
         here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
         known = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
-        new = list({r.result_id: r for r in results if r.result_id not in here}.values())
+        new = list({r.result_id: r for r in rows if r.result_id not in here}.values())
         runs: list[list[Any]] = []
         for r in new:
             if r.run_id not in known:
                 known.add(r.run_id)
-                host = json.dumps(r.environment.get("host", {}), default=str)
-                runs.append([r.run_id, r.recorded_at, command, host])
+                runs.append([r.run_id, r.recorded_at, command, r.host])
         self.con.begin()
         try:
             for start in range(0, len(runs), BULK_ROWS):
                 _insert_columns(self.con, "runs", RUN_COLUMNS, runs[start : start + BULK_ROWS])
             for start in range(0, len(new), BULK_ROWS):
-                chunk = [list(columns.row(r).values()) for r in new[start : start + BULK_ROWS]]
+                chunk = [list(r.values) for r in new[start : start + BULK_ROWS]]
                 _insert_columns(self.con, "results", columns.names(), chunk)
                 if progress is not None:
                     progress(len(chunk))

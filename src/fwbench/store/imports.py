@@ -23,6 +23,15 @@ def read_records(
     warn: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Result]:
+    """Every record in a JSON export, as `iter_records` reads them."""
+    return list(iter_records(path, warn, progress))
+
+
+def iter_records(
+    path: Path,
+    warn: Callable[[str], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Result]:
     """Every record in a JSON export (`fwbench export`, `run --json`, `results --json`),
     each validated as a result made here is (Result.from_record), and checked to fit the
     database's columns. `warn` hears of cases of models no loaded plugin registers;
@@ -46,7 +55,6 @@ def read_records(
     # without the escape need not be walked for one.
     nul_escaped = b"\\u0000" in raw
     del raw
-    results = []
     unknown: set[str] = set()
     for i in range(1, len(records) + 1):
         # Each parsed record is let go once validated: a large export is not held twice.
@@ -66,10 +74,9 @@ def read_records(
                 f"{path}: model {model!r} is not registered here (a plugin's model?); "
                 "its cases are imported without checking their dimensions"
             )
-        results.append(result)
+        yield result
         if progress is not None and (i % PROGRESS_EVERY == 0 or i == len(records)):
             progress(i, len(records))
-    return results
 
 
 def _read(record: dict[str, Any], nul_escaped: bool) -> Result:
