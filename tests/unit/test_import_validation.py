@@ -46,6 +46,7 @@ def write(path: Path, records: Any) -> Path:
         ({"model": MISSING}, "model: missing"),
         ({"batch_size": "eight"}, "batch_size: "),
         ({"batch_size": 10**30}, "batch_size: "),
+        ({"batch_size": 1e30}, "batch_size: Input should be a valid integer (got 1e+30)"),
         ({"threads": 2**63}, "threads: "),
         # 5: records that broke later commands
         ({"batch_size": 0}, "batch_size: "),
