@@ -14,7 +14,8 @@ from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.store.db import ResultStore, Row
 from fwbench.store.imports import iter_records
 
-# Records from which an import shows its progress (validation runs at ~10k records/s).
+# Records from which an import shows its progress: checking runs at a few thousand
+# records a second, so from 20k the wait is long enough to show.
 LONG_IMPORT = 20_000
 
 
