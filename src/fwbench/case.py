@@ -13,7 +13,14 @@ import os
 from typing import Any, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from fwbench.distributed import strategies
 from fwbench.errors import SpecError
@@ -31,6 +38,10 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16")
 LAYOUTS: tuple[str, ...] = ("channels_first", "channels_last")
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
+# Validation context key: accept a model no loaded plugin registers (Case.recorded).
+PLUGIN_MODELS = "plugin_models"
+# Validation context key: a stored case, checked field by field only (Case.stored).
+STORED = "stored"
 MAX_BATCH_SIZE = 1 << 24
 MAX_INPUT_SIZE = 8192
 MAX_SEQ_LEN = 1 << 20
@@ -77,7 +88,9 @@ class Case(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _normalise(cls, data: Any) -> Any:
+    def _normalise(cls, data: Any, validation: ValidationInfo) -> Any:
+        if (validation.context or {}).get(STORED):
+            return data  # stored as it was made: normalising could change its key
         if isinstance(data, dict):
             data = _drop_defaults(data)
             data = _distributed_defaults(data)
@@ -97,7 +110,9 @@ class Case(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> Case:
+    def _check(self, validation: ValidationInfo) -> Case:
+        if (validation.context or {}).get(STORED):
+            return self
         if self.framework not in FRAMEWORKS:
             raise ValueError(
                 f"framework: unknown framework {self.framework!r}; "
@@ -157,6 +172,10 @@ class Case(BaseModel):
                 "strategy: data-parallel cases run fp32 in the framework's native layout "
                 "for now; leave out precision, layout and autotune"
             )
+        if find_model(self.model) is None and (validation.context or {}).get(PLUGIN_MODELS):
+            # A recorded case of a plugin's model that is not loaded here: everything but
+            # the model's own dimensions is checked.
+            return self
         try:
             spec = get_model(self.model)
         except SpecError as exc:
@@ -194,11 +213,24 @@ class Case(BaseModel):
             raise SpecError(validation_message(exc)) from None
 
     @classmethod
+    def recorded(cls, fields: dict[str, Any]) -> Case:
+        """The case of a record read from elsewhere (an export being imported), validated as
+        Case.build validates one, except that a model no loaded plugin registers is taken
+        (its dimensions unchecked): the caller can warn with `find_model`. Strict: JSON
+        has its types, and `true` or "8" in a batch size is damage, not a batch of 1 or 8.
+        Raises ValidationError."""
+        given = {f: fields[f] for f in cls.model_fields if f in fields}
+        return cls.model_validate(given, strict=True, context={PLUGIN_MODELS: True})
+
+    @classmethod
     def stored(cls, fields: dict[str, Any]) -> Case:
-        """A case as a results file or export stored it, not re-validated: it stays
-        readable when its model's plugin is not loaded (cases are validated where they
-        are made, in Case.build). Fields it did not have take their defaults."""
-        return cls.model_construct(**{f: fields[f] for f in cls.model_fields if f in fields})
+        """A case as a results file stored it. Its fields' types and ranges are checked
+        (a value no case can have, a batch of 0, would break the reports that read it),
+        not the registries: it stays readable when its framework's or model's plugin is
+        not loaded (cases are validated where they are made, in Case.build). Fields it
+        did not have take their defaults. Raises ValidationError."""
+        given = {f: fields[f] for f in cls.model_fields if f in fields}
+        return cls.model_validate(given, context={STORED: True})
 
     def key(self) -> str:
         """Stable identity of the case: the same fields give the same key on any machine.
@@ -394,6 +426,8 @@ def validation_message(exc: ValidationError) -> str:
         return f"{loc}: invalid value {err.get('input')!r}; valid choices: {expected}"
     if err["type"] == "extra_forbidden":
         return f"unknown key {loc!r}"
+    if err["type"] == "missing":
+        return f"{loc}: missing"
     if loc and not msg.startswith(f"{loc}:"):
         return f"{loc}: {msg} (got {err.get('input')!r})"
     return msg

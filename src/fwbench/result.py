@@ -29,6 +29,7 @@ so `Result.from_record` reads exported JSON of every earlier version):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -48,7 +49,8 @@ STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 
 
 class StepTime(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Infinity and NaN are no time (json reads them; a damaged export can hold them).
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     median: float = Field(gt=0)
     ci_low: float = Field(gt=0)
@@ -64,7 +66,7 @@ class StepTime(BaseModel):
 class Blocks(BaseModel):
     """Timed blocks and how they were reached: start-up, warmup, block size, stop."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
 
     samples: tuple[float, ...] = Field(min_length=1)  # seconds per step, one per block
     steps_per_block: int = Field(ge=1)
@@ -290,8 +292,10 @@ class Result(BaseModel):
 
         Every field added since version 1 has a default that means what the database
         migrations fill in (None: not measured then; no runs: one process), so an older
-        record reads the way the same result reads from a migrated database. Derived keys
-        (case_key, throughput, different_work, global_batch_size) are recomputed.
+        record reads the way the same result reads from a migrated database. The case is
+        validated (Case.recorded); derived keys (case_key, throughput, different_work,
+        global_batch_size) are recomputed, and a record whose own differ is refused: it
+        was edited or damaged, and would be stored as something it does not say.
         """
         version = record.get("schema_version")
         if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
@@ -300,7 +304,7 @@ class Result(BaseModel):
                 f"(1 to {SCHEMA_VERSION}); a newer fwbench wrote it?"
             )
         # Fields a record of its version did not have take the defaults they had then.
-        case = Case.stored(record)
+        case = Case.recorded(record)
         measurement = None
         if record.get("step_time_s"):
             fields = {f: record[f] for f in Measurement.model_fields if f in record}
@@ -308,13 +312,38 @@ class Result(BaseModel):
                 {**fields, "step_time_s": record["step_time_s"], "samples": record["samples"]}
             )
         known = set(cls.model_fields) - {"case", "measurement"}
-        return cls.model_validate(
+        result = cls.model_validate(
             {
                 **{k: v for k, v in record.items() if k in known and v is not None},
                 "case": case,
                 "measurement": measurement,
             }
         )
+        result._check_derived(record)
+        return result
+
+    def _check_derived(self, record: dict[str, Any]) -> None:
+        for key, ours in (
+            ("case_key", self.case_key),
+            ("global_batch_size", self.case.global_batch_size),
+            ("different_work", self.different_work),
+            ("throughput", self.throughput),
+        ):
+            given = record.get(key)
+            if given is None or key not in record:
+                continue
+            same = (
+                isinstance(given, int | float)
+                and not isinstance(given, bool)
+                and math.isclose(given, ours, rel_tol=1e-9)
+                if isinstance(ours, float)
+                else type(given) is type(ours) and given == ours
+            )
+            if not same:
+                raise ValueError(
+                    f"{key}: {given!r} does not match the record's case and measurement "
+                    f"({ours!r}); was it edited?"
+                )
 
 
 def comparison_of(

@@ -243,3 +243,25 @@ def test_the_table_its_exports_and_the_record_follow_one_declared_column_map(
         export(store, "csv", tmp_path / "r.csv")
     header = (tmp_path / "r.csv").read_text().splitlines()[0].split(",")
     assert header == columns.names()
+
+
+def test_a_bulk_import_writes_every_row_in_batches_and_reports_its_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwbench.store import db as store_db
+
+    monkeypatch.setattr(store_db, "BULK_ROWS", 3)
+    base = [result("torch", "eager", 0.1, 0.001), result("tensorflow", "graph", 0, 0, "oom")]
+    many = [
+        r.model_copy(update={"result_id": f"x{i}", "run_id": f"run{i % 4}"})
+        for i, r in enumerate(base * 5)
+    ]
+    done: list[int] = []
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        assert store.add_many(many, "import", progress=done.append) == 10
+        back = store.results()
+        runs = sorted(r["run_id"] for r in store.runs())
+    assert done == [3, 3, 3, 1]
+    assert runs == ["run0", "run1", "run2", "run3"]
+    by_id = {r.result_id: r.to_record() for r in back}
+    assert by_id == {r.result_id: r.to_record() for r in many}

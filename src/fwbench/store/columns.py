@@ -204,3 +204,19 @@ def names() -> list[str]:
 
 def of_kind(kind: Kind) -> list[Column]:
     return [c for c in RESULT_COLUMNS if c.kind == kind]
+
+
+# What DuckDB's integer types hold: a value outside is refused at INSERT, after the file
+# was opened; a record is checked against them before anything is written.
+_INTEGER_RANGE = {"INTEGER": 1 << 31, "BIGINT": 1 << 63}
+
+
+def out_of_range(values: dict[str, Any]) -> str | None:
+    """The first column of a row (`row`) whose integer does not fit its SQL type, as
+    "NAME: why", or None."""
+    for c in RESULT_COLUMNS:
+        bound = _INTEGER_RANGE.get(c.sql)
+        value = values.get(c.name)
+        if bound is not None and isinstance(value, int) and not -bound <= value < bound:
+            return f"{c.name}: {value} is out of range (a {c.sql} column holds up to {bound - 1})"
+    return None

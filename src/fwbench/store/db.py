@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
+from pydantic import ValidationError
 
-from fwbench.case import Case
+from fwbench.case import Case, validation_message
 from fwbench.errors import StoreError
 from fwbench.result import (
     SCHEMA_VERSION,
@@ -22,10 +25,32 @@ from fwbench.result import (
     StepTime,
 )
 from fwbench.serve.result import ServingResult
-from fwbench.store import columns
+from fwbench.store import columns, schema
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 
+_Row = TypeVar("_Row")
+_Read = TypeVar("_Read")
+
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
+# Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
+BULK_ROWS = 10_000
+RUN_COLUMNS = ["run_id", "started_at", "command", "host"]
+
+
+class Row(NamedTuple):
+    """A result as the results table stores it, with what its run's row needs."""
+
+    result_id: str
+    run_id: str
+    recorded_at: datetime
+    host: str  # the host it ran on, as JSON
+    values: tuple[Any, ...]  # in the order of columns.names()
+
+    @classmethod
+    def of(cls, r: Result) -> Row:
+        host = json.dumps(r.environment.get("host", {}), default=str)
+        values = tuple(columns.row(r).values())
+        return cls(r.result_id, r.run_id, r.recorded_at, host, values)
 
 
 class ResultStore:
@@ -42,11 +67,14 @@ class ResultStore:
                 raise StoreError(
                     f"cannot create results file {self.path}: {exc.strerror or exc}"
                 ) from None
+        if not read_only:
+            self._check_writable()
         self.con = self._connect(read_only)
         try:
             if read_only and self._needs_migration():
                 # A file from an older fwbench is migrated on first read, as on write.
                 self.con.close()
+                self._check_writable("it was written by an older fwbench and must be migrated")
                 self.con = self._connect(read_only=False)
                 self._ensure_schema(read_only=False)
                 self.con.close()
@@ -56,9 +84,20 @@ class ResultStore:
             self.con.close()
             raise
 
+    def _check_writable(self, why: str = "") -> None:
+        """Refuse up front a file DuckDB could open but not write: it writes a log
+        (FILE.wal) beside the file, so the directory must be writable, not only the file.
+        Checked by access(2), which also sees an immutable directory (as root)."""
+        parent = self.path.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(_unwritable(self.path, why))
+
     def _connect(self, read_only: bool) -> Any:
         try:
-            return duckdb.connect(str(self.path), read_only=read_only)
+            # Without replacement scans a missing table is an error, not whichever Python
+            # variable of the caller happens to have its name.
+            config: dict[str, Any] = {"python_enable_replacements": False}
+            return duckdb.connect(str(self.path), read_only=read_only, config=config)
         except duckdb.Error as exc:
             raise StoreError(_open_error(self.path, exc)) from None
 
@@ -105,6 +144,11 @@ class ResultStore:
 
     def _ensure_schema(self, read_only: bool) -> None:
         version = self._version()
+        if version is not None and version <= SCHEMA_VERSION:
+            # A damaged file is named here, not by the first query or migration it breaks.
+            found = schema.damage(schema.columns_of(self.con), version)
+            if found:
+                raise StoreError(f"{self.path} is damaged: {found}")
         if version is None:
             if read_only:
                 raise StoreError(f"{self.path} holds no fwbench results")
@@ -129,7 +173,7 @@ class ResultStore:
                 except BaseException:
                     self.con.rollback()
                     raise
-                self.con.commit()
+                self._commit()
 
     def _transaction(self, statements: Iterable[tuple[str, list[Any] | None]]) -> None:
         self.con.begin()
@@ -139,7 +183,20 @@ class ResultStore:
         except BaseException:
             self.con.rollback()
             raise
-        self.con.commit()
+        self._commit()
+
+    def _commit(self) -> None:
+        """Commit, or a StoreError when the write cannot reach the disk (the directory
+        turned read-only, the disk is full); the transaction is then rolled back."""
+        try:
+            self.con.commit()
+        except (duckdb.IOException, duckdb.TransactionException) as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.con.rollback()
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if ".wal" in text and ("denied" in text or "not permitted" in text):
+                raise StoreError(_unwritable(self.path)) from None
+            raise StoreError(f"cannot write results file {self.path}: {text}") from None
 
     # writing --------------------------------------------------------------
 
@@ -168,29 +225,49 @@ class ResultStore:
             ]
         )
 
-    def add_many(self, results: Sequence[Result], command: str) -> int:
+    def add_many(
+        self,
+        results: Iterable[Result],
+        command: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
         """Store results made elsewhere (an import) in one transaction; those already here
-        (same result_id) are skipped. Returns how many were added."""
+        (same result_id) are skipped. Returns how many were added; `progress` hears how
+        many more rows were written after each batch of them."""
+        return self.add_rows([Row.of(r) for r in results], command, progress)
+
+    def add_rows(
+        self,
+        rows: Sequence[Row],
+        command: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:
+        """`add_many` of results already made rows (Row.of): an import of many holds its
+        rows, which take less memory than the Results they were made from.
+
+        Rows go in by column, BULK_ROWS at a time (INSERT ... SELECT unnest of one list
+        per column): a statement per row made 100k records take minutes."""
         here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
-        runs = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
-        new = list({r.result_id: r for r in results if r.result_id not in here}.values())
-        statements: list[tuple[str, list[Any] | None]] = []
+        known = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
+        new = list({r.result_id: r for r in rows if r.result_id not in here}.values())
+        runs: list[list[Any]] = []
         for r in new:
-            if r.run_id not in runs:
-                runs.add(r.run_id)
-                host = json.dumps(r.environment.get("host", {}), default=str)
-                statements.append(
-                    (
-                        "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                        [r.run_id, r.recorded_at, command, host],
-                    )
-                )
-            row = columns.row(r)
-            cols, marks = ", ".join(row), ", ".join("?" for _ in row)
-            statements.append(
-                (f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values()))
-            )
-        self._transaction(statements)
+            if r.run_id not in known:
+                known.add(r.run_id)
+                runs.append([r.run_id, r.recorded_at, command, r.host])
+        self.con.begin()
+        try:
+            for start in range(0, len(runs), BULK_ROWS):
+                _insert_columns(self.con, "runs", RUN_COLUMNS, runs[start : start + BULK_ROWS])
+            for start in range(0, len(new), BULK_ROWS):
+                chunk = [list(r.values) for r in new[start : start + BULK_ROWS]]
+                _insert_columns(self.con, "results", columns.names(), chunk)
+                if progress is not None:
+                    progress(len(chunk))
+        except BaseException:
+            self.con.rollback()
+            raise
+        self._commit()
         return len(new)
 
     def put_param_count(
@@ -219,14 +296,27 @@ class ResultStore:
 
     # reading --------------------------------------------------------------
 
+    def _read_row(self, table: str, row_id: Any, read: Callable[[_Row], _Read], row: _Row) -> _Read:
+        """`read(row)`, or a one-line StoreError naming the damaged row: a cell edited or
+        cut by hand (invalid JSON, a value no result can have) stops the read there."""
+        try:
+            return read(row)
+        except ValidationError as exc:
+            why = validation_message(exc)
+        except (ValueError, TypeError, KeyError) as exc:
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise StoreError(f"{self.path} is damaged: {table} row {row_id!r}: {why}")
+
     def serving(self, run_id: str | None = None) -> list[ServingResult]:
-        sql = "SELECT record FROM serving"
+        sql = "SELECT record, result_id FROM serving"
         params: list[Any] = []
         if run_id is not None:
             sql += " WHERE run_id = ?"
             params.append(run_id)
         rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
-        return [ServingResult.model_validate_json(r[0]) for r in rows]
+        return [
+            self._read_row("serving", r[1], ServingResult.model_validate_json, r[0]) for r in rows
+        ]
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
         """The machine's attainable FLOP/s: the best any framework reached here.
@@ -269,7 +359,7 @@ class ResultStore:
         cur = self.con.execute(sql, params)
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        results = [_from_row(r) for r in rows]
+        results = [self._read_row("results", r["result_id"], _from_row, r) for r in rows]
         if case_keys is not None:
             keys = set(case_keys)
             results = [r for r in results if r.case_key in keys]
@@ -324,6 +414,24 @@ def _serving_row(r: ServingResult) -> dict[str, Any]:
     }
 
 
+def _insert_columns(con: Any, table: str, names: Sequence[str], rows: list[list[Any]]) -> None:
+    """Insert `rows` (values in the order of `names`) in one statement, a list per column."""
+    if not rows:
+        return
+    unnested = ", ".join(f"unnest(${i})" for i in range(1, len(names) + 1))
+    by_column = [list(values) for values in zip(*rows, strict=True)]
+    con.execute(f"INSERT INTO {table} ({', '.join(names)}) SELECT {unnested}", by_column)
+
+
+def _unwritable(path: Path, why: str = "") -> str:
+    because = f" ({why})" if why else ""
+    return (
+        f"cannot write results file {path}{because}: its directory {path.parent} is not "
+        f"writable, and DuckDB writes its log {path.name}.wal beside the file; make the "
+        "directory writable or pass --db PATH elsewhere"
+    )
+
+
 def _open_error(path: Path, exc: duckdb.Error) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "lock" in text.lower():
@@ -331,10 +439,22 @@ def _open_error(path: Path, exc: duckdb.Error) -> str:
     return f"cannot open results file {path}: {text}"
 
 
+def _json_cell(row: dict[str, Any], name: str) -> Any:
+    """The JSON a cell holds (None when empty), or a ValueError naming the column."""
+    text = row.get(name)
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        raise ValueError(f"{name}: not JSON ({why})") from None
+
+
 def _from_row(row: dict[str, Any]) -> Result:
     measurement = None
     if row["median_s"] is not None:
-        runs = tuple(Run.model_validate(r) for r in json.loads(row.get("runs") or "[]"))
+        runs = tuple(Run.model_validate(r) for r in _json_cell(row, "runs") or [])
         measurement = Measurement(
             step_time_s=StepTime(
                 median=row["median_s"], ci_low=row["ci_low_s"], ci_high=row["ci_high_s"]
@@ -355,7 +475,7 @@ def _from_row(row: dict[str, Any]) -> Result:
         measurement=measurement,
         param_count=row["param_count"],
         warnings=tuple(row["warnings"] or ()),
-        **{c.name: json.loads(row[c.name]) if row[c.name] else {} for c in columns.of_kind("json")},
+        **{c.name: _json_cell(row, c.name) or {} for c in columns.of_kind("json")},
         **{
             c.name: c.model.model_validate_json(row[c.name]) if row[c.name] and c.model else None
             for c in columns.of_kind("model")

@@ -30,7 +30,10 @@ takes a connection at version v to version v + 1 inside one transaction.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any
+
+import duckdb
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -221,3 +224,57 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     8: _to_v9,
     9: _to_v10,
 }
+
+
+@cache
+def tables_of(version: int) -> dict[str, tuple[str, ...]]:
+    """The tables of a results file at `version` and their columns, as the migrations make
+    them (built in memory: what a file of that version must hold)."""
+    con = duckdb.connect(":memory:")
+    try:
+        for sql in CREATE_V1:
+            con.execute(sql)
+        for v in range(1, version):
+            MIGRATIONS[v](con)
+        return columns_of(con)
+    finally:
+        con.close()
+
+
+def columns_of(con: Any) -> dict[str, tuple[str, ...]]:
+    """The tables a connection's database holds, each with its columns in order."""
+    rows = con.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    found: dict[str, tuple[str, ...]] = {}
+    for table, column in rows:
+        found[table] = (*found.get(table, ()), column)
+    return found
+
+
+def damage(found: dict[str, tuple[str, ...]], version: int) -> str | None:
+    """What is wrong with a file's tables (`columns_of`) for the schema version its meta
+    table states, as one phrase, or None. Tables and columns of the user's own beside
+    ours are left alone, unless a later version's migration would add them (a file whose
+    stated version is older than its tables)."""
+    later = tables_of(max(MIGRATIONS) + 1)
+    for table, wanted in tables_of(version).items():
+        if table not in found:
+            return f"its {table} table is missing"
+        missing = [c for c in wanted if c not in found[table]]
+        if missing:
+            return f"its {table} table lacks column {', '.join(missing)}"
+        ahead = [c for c in found[table] if c not in wanted and c in later.get(table, ())]
+        if ahead:
+            return (
+                f"its {table} table has column {', '.join(ahead)} of a schema after the "
+                f"version {version} its meta table states"
+            )
+    ahead = [t for t in found if t in later and t not in tables_of(version)]
+    if ahead:
+        return (
+            f"it has table {', '.join(ahead)} of a schema after the version {version} "
+            "its meta table states"
+        )
+    return None

@@ -1,0 +1,186 @@
+"""`fwbench import` of damaged or hostile exports (issue "Nothing lost, nothing crashes",
+defects 4 and 5): every record is validated as a result made here is, so a refused
+import is one line naming the file, the record and the field, exit code 2, and no
+database is made or changed; what is imported reads back and reports."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fwbench.store.db import ResultStore
+
+from .test_parity_and_summary import result
+from .test_robustness import cli
+
+MISSING = object()
+
+
+def record(**changes: Any) -> dict[str, Any]:
+    """A valid record of a result, with `changes` (MISSING: the key left out)."""
+    rec = json.loads(json.dumps(result("torch", "eager", 0.1, 0.001).to_record()))
+    for key, value in changes.items():
+        if value is MISSING:
+            rec.pop(key)
+        else:
+            rec[key] = value
+    return rec
+
+
+def write(path: Path, records: Any) -> Path:
+    path.write_text(json.dumps(records))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        # 4: exceptions that went through
+        ({"framework": MISSING}, "framework: missing"),
+        ({"model": MISSING}, "model: missing"),
+        ({"batch_size": "eight"}, "batch_size: "),
+        ({"batch_size": 10**30}, "batch_size: "),
+        ({"batch_size": 1e30}, "batch_size: Input should be a valid integer (got 1e+30)"),
+        ({"threads": 2**63}, "threads: "),
+        # 5: records that broke later commands
+        ({"batch_size": 0}, "batch_size: "),
+        ({"batch_size": -1}, "batch_size: "),
+        ({"batch_size": True}, "batch_size: "),
+        ({"batch_size": 8.5}, "batch_size: "),
+        ({"framework": "nope"}, "framework: unknown framework 'nope'"),
+        ({"mode": "nope"}, "mode: PyTorch has no 'nope' mode"),
+        ({"device": "tpu"}, "device: invalid value 'tpu'"),
+        ({"task": "nope"}, "task: unknown task 'nope'"),
+        ({"precision": "fp8"}, "precision: invalid value 'fp8'"),
+        ({"input_size": 0}, "input_size: "),
+        ({"seq_len": 128}, "seq_len: does not apply to resnet18"),
+        ({"case_key": "0000"}, "case_key: '0000' does not match"),
+        ({"throughput": float("-inf")}, "throughput: -inf does not match"),
+        ({"global_batch_size": 0}, "global_batch_size: 0 does not match"),
+        ({"error": "a\x00b"}, "error: contains a NUL byte"),
+        ({"environment": {"host\x00": 1}}, "environment.host\x00: contains a NUL byte"),
+        (
+            {"step_time_s": {"median": 0.1, "ci_low": 0.09, "ci_high": float("inf")}},
+            "step_time_s.ci_high: ",
+        ),
+        ({"samples": [float("nan")]}, "samples.0: "),
+        ({"param_count": 2**63}, "param_count: 9223372036854775808 is out of range"),
+        ({"steps_per_block": 2**40}, "steps_per_block: 1099511627776 is out of range"),
+    ],
+)
+def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any], says: str
+) -> None:
+    bad = write(tmp_path / "bad.json", [record(), record(**changes, result_id="second")])
+    db = tmp_path / "new.duckdb"
+    code, _, err = cli(["import", str(bad), "--db", str(db)], capsys)
+    assert code == 2, err
+    assert err.startswith(f"error: {bad}: record 2: {says}"), err
+    assert err.count("\n") == 1, err
+    assert not db.exists() and not db.with_name("new.duckdb.wal").exists()
+    # A database that existed is left as it was, byte for byte.
+    existing = tmp_path / "old.duckdb"
+    with ResultStore(existing) as store:
+        store.add(result("tensorflow", "graph", 0.2, 0.001))
+    before = existing.read_bytes()
+    code, _, err = cli(["import", str(bad), "--db", str(existing)], capsys)
+    assert code == 2 and existing.read_bytes() == before, err
+
+
+def test_json_nested_deeper_than_the_reader_goes_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", str(deep), "--db", str(db)], capsys)
+    assert (code, err) == (2, f"error: {deep}: not a JSON export: nested too deeply\n")
+    assert not db.exists()
+    nested: Any = 1
+    for _ in range(900):  # within json's limit, deep inside a record
+        nested = [nested]
+    write(deep, [record(environment={"x": nested})])
+    code, _, err = cli(["import", str(deep), "--db", str(db)], capsys)
+    assert code in (0, 2) and err.count("\n") == 1, err
+
+
+def test_a_model_no_plugin_registers_here_is_imported_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rec = record(model="plugin-net")
+    for derived in ("case_key", "throughput", "global_batch_size", "different_work"):
+        rec.pop(derived)
+    export = write(tmp_path / "x.json", [rec])
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
+    assert code == 0, err
+    assert "model 'plugin-net' is not registered here" in err
+    with ResultStore(db, read_only=True) as store:
+        (back,) = store.results()
+    assert back.case.model == "plugin-net"
+    # Impossible values are refused whatever the model.
+    write(export, [{**rec, "batch_size": 0}])
+    code, _, err = cli(["import", str(export), "--db", str(tmp_path / "b.duckdb")], capsys)
+    assert code == 2 and "batch_size: " in err
+
+
+FIELDS = ["batch_size", "threads", "input_size", "num_classes", "framework", "model", "mode"]
+FIELDS += ["device", "task", "precision", "layout", "autotune", "world_size", "strategy"]
+FIELDS += ["options", "status", "error", "case_key", "throughput", "samples", "step_time_s"]
+FIELDS += ["build_s", "warmup_steps", "runs", "recorded_at", "result_id", "schema_version"]
+values = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=8),
+    st.sampled_from(["torch", "resnet18", "cuda", "infer", "fp16", "channels_last", "ddp"]),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3),
+)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(changes=st.dictionaries(st.sampled_from(FIELDS), values, min_size=1, max_size=3))
+def test_any_record_is_imported_and_reports_or_is_refused_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    changes: dict[str, Any],
+) -> None:
+    tmp = tmp_path_factory.mktemp("any")
+    export = tmp / "x.json"
+    second = record(**{"result_id": "b", **copy.deepcopy(changes)})
+    export.write_text(json.dumps([record(), second]))
+    db = tmp / "r.duckdb"
+    code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
+    assert code in (0, 2) and err.count("\n") == 1, err
+    if code == 2:
+        assert err.startswith(f"error: {export}: record 2: ") and not db.exists(), err
+        return
+    for argv in (["results"], ["report", "-o", str(tmp / "r.md")], ["export", "-o", "x.csv"]):
+        if argv[0] == "export":
+            argv = ["export", "-o", str(tmp / "x.csv")]
+        code, _, err = cli([*argv, "--db", str(db)], capsys)
+        assert code == 0, (argv, err)
+
+
+def test_a_long_import_shows_its_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwbench.cli import imports
+
+    export = write(tmp_path / "x.json", [record(result_id=f"r{i}") for i in range(5)])
+    monkeypatch.setattr(imports, "LONG_IMPORT", 5)
+    code, _, err = cli(["import", str(export), "--db", str(tmp_path / "r.duckdb")], capsys)
+    assert code == 0, err
+    assert "checking x.json" in err and "writing" in err and "5/5" in err
+    assert err.rstrip().endswith("5 results imported into " + str(tmp_path / "r.duckdb"))
