@@ -62,6 +62,50 @@ BudgetOption = Annotated[
 ]
 DEFAULT_DB_PATH = DEFAULT_DB
 
+# The timing flags, declared once: `run` sets them over TimingConfig's defaults, `sweep`
+# over its file's `timing:` (timing_flags). Left out (None), a flag changes nothing.
+_TIMING_DEFAULTS = TimingConfig()
+TargetCiOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Stop adding runs when the case's 95% CI is within +-this share. "
+        f"[default: {_TIMING_DEFAULTS.target_ci:g}]"
+    ),
+]
+MaxTimeOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Seconds of timed blocks per case, over all its runs, at most. "
+        f"[default: {_TIMING_DEFAULTS.max_time_s:g}]"
+    ),
+]
+MinRunsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Worker processes per case at least; 1 gives an interval that excludes the "
+        f"variation between processes. [default: {_TIMING_DEFAULTS.min_runs}]"
+    ),
+]
+MaxRunsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Worker processes per case at most. "
+        f"[default: {_TIMING_DEFAULTS.max_runs}, or --min-runs if higher]"
+    ),
+]
+EstimatorOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Each run's value that verdicts read: median, p25, p10 or min of its timed "
+        f"blocks (docs/methodology.md); times shown stay medians. "
+        f"[default: {_TIMING_DEFAULTS.estimator}]"
+    ),
+]
+RequireIdleOption = Annotated[
+    bool,
+    typer.Option(help="Wait (30 s) for other processes to go quiet before each run, or refuse."),
+]
+
 # A model's dimensions; each model takes some of them (see `fwbench models`), and one left
 # out takes the model's default.
 InputSizeOption = Annotated[
@@ -132,6 +176,37 @@ def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingC
                 msg = re.sub(rf"\b{field}\b", flag(field), msg)
             raise SpecError(msg) from None
         raise SpecError(f"{flag(str(err['loc'][0]))}: {msg} (got {err.get('input')!r})") from None
+
+
+def timing_flags(
+    base: TimingConfig,
+    *,
+    target_ci: float | None = None,
+    max_time: float | None = None,
+    min_runs: int | None = None,
+    max_runs: int | None = None,
+    estimator: str | None = None,
+    require_idle: bool = False,
+) -> TimingConfig:
+    """`base` with the timing flags that were given; a one-line error naming a flag out
+    of range. --max-runs left out rises to --min-runs; given below it, it is refused."""
+    given: dict[str, Any] = {
+        "target_ci": target_ci,
+        "max_time_s": max_time,
+        "min_runs": min_runs,
+        "max_runs": max_runs,
+        "estimator": estimator,
+        "require_idle": require_idle or None,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if min_runs is not None and max_runs is None:
+        given["max_runs"] = max(base.max_runs, min_runs)
+    if not given:
+        return base
+    # Only the given fields are named in an error, so a rule broken by the base alone
+    # (a sweep file's own timing) is not blamed on a flag.
+    fields = base.model_dump(exclude=set(given)) | given
+    return timing_config(None, **fields)
 
 
 def cases_per_framework(

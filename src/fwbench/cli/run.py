@@ -14,17 +14,23 @@ from fwbench.cli.common import (
     BudgetOption,
     DbOption,
     DeviceOption,
+    EstimatorOption,
     FrameworksOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
     LayoutOption,
+    MaxRunsOption,
+    MaxTimeOption,
+    MinRunsOption,
     ModelOption,
     ModesOption,
     NumClassesOption,
     OptionsOption,
     PrecisionOption,
+    RequireIdleOption,
     SeqLenOption,
+    TargetCiOption,
     TaskOption,
     VocabSizeOption,
     cases_per_framework,
@@ -33,14 +39,11 @@ from fwbench.cli.common import (
     print_json,
     scaling_table,
     summary_table,
-    timing_config,
+    timing_flags,
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import duration_seconds
-from fwbench.measure.comparison import DEFAULT_ESTIMATOR
 from fwbench.measure.timing import TimingConfig
-
-DEFAULT_MAX_RUNS: int = TimingConfig.model_fields["max_runs"].default
 
 
 def _world_sizes(given: list[int] | None) -> list[int | None]:
@@ -85,42 +88,13 @@ def command(
         ),
     ] = None,
     db: DbOption = DEFAULT_DB_PATH,
-    target_ci: Annotated[
-        float,
-        typer.Option(help="Stop adding runs when the case's 95% CI is within +-this share."),
-    ] = 0.02,
-    max_time: Annotated[
-        float,
-        typer.Option(help="Seconds of timed blocks per case, over all its runs, at most."),
-    ] = 10.0,
-    min_runs: Annotated[
-        int,
-        typer.Option(
-            help="Worker processes per case at least; 1 gives an interval that excludes "
-            "the variation between processes."
-        ),
-    ] = 3,
-    max_runs: Annotated[
-        int | None,
-        typer.Option(
-            help="Worker processes per case at most. "
-            f"[default: {DEFAULT_MAX_RUNS}, or --min-runs if higher]"
-        ),
-    ] = None,
-    estimator: Annotated[
-        str,
-        typer.Option(
-            help="Each run's value that verdicts read: median, p25, p10 or min of its "
-            "timed blocks (docs/methodology.md); times shown stay medians."
-        ),
-    ] = DEFAULT_ESTIMATOR,
+    target_ci: TargetCiOption = None,
+    max_time: MaxTimeOption = None,
+    min_runs: MinRunsOption = None,
+    max_runs: MaxRunsOption = None,
+    estimator: EstimatorOption = None,
     budget: BudgetOption = None,
-    require_idle: Annotated[
-        bool,
-        typer.Option(
-            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
-        ),
-    ] = False,
+    require_idle: RequireIdleOption = False,
     timeout: Annotated[float, typer.Option(help="Seconds before the worker is stopped.")] = (
         DEFAULT_TIMEOUT_S
     ),
@@ -159,14 +133,14 @@ def command(
             world_size=workers,
         )
     ]
-    timing = timing_config(
+    timing = timing_flags(
+        TimingConfig(),
         target_ci=target_ci,
-        max_time_s=max_time,
+        max_time=max_time,
         min_runs=min_runs,
-        # Left out, it rises to --min-runs; given, one below --min-runs is refused.
-        max_runs=max_runs if max_runs is not None else max(DEFAULT_MAX_RUNS, min_runs),
-        require_idle=require_idle,
+        max_runs=max_runs,
         estimator=estimator,
+        require_idle=require_idle,
     )
     budget_s = duration_seconds(budget, "--budget") if budget is not None else None
     options = RunOptions(
