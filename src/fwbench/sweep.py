@@ -61,9 +61,9 @@ OTHER_KEYS: tuple[str, ...] = (
 MAX_FILE_BYTES = 1 << 20
 MAX_VALUES = 100_000  # scalars in the loaded document, aliases counted as expanded
 MAX_CASES = 10_000
+# The framework axis left out is the core comparison (the registry's core frameworks; the
+# others when named), asked of the registry when a file is read: plugins may add to it.
 DEFAULTS: dict[str, Any] = {
-    # The core comparison (the registry's core frameworks); the others when named.
-    "framework": core_frameworks(),
     "task": ["train"],
     "batch_size": [32],
     "device": ["cpu"],
@@ -233,7 +233,8 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
             raise SpecError(
                 f"{source}: {key}: null is not a value; leave the key out for {LEFT_OUT[key]}"
             )
-    axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis, [None]))) for axis in AXES}
+    defaults = {**DEFAULTS, "framework": core_frameworks()}
+    axes = {axis: _axis(source, axis, data.get(axis, defaults.get(axis, [None]))) for axis in AXES}
     _check_framework_keys(source, axes, given="framework" in data)
     excludes = _excludes(source, data.get("exclude", []))
     timing = _timing(source, data.get("timing", {}))
