@@ -80,3 +80,24 @@ register(
         description="one convolution (tests only)",
     )
 )
+
+
+def _torch_wrong_shape(num_classes: int, input_size: int) -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * input_size * input_size, num_classes + 1))
+
+
+# Logits of one class too many: only a check of the output's shape notices (inference has
+# no loss, and cross-entropy takes the extra class).
+register(
+    ModelSpec(
+        name="wrong_shape",
+        family="test",
+        input_kind="image",
+        default_input_size=4,
+        min_input_size=1,
+        builders={"torch": _torch_wrong_shape},
+        description="returns one class too many (tests only)",
+    )
+)

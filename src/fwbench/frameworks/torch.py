@@ -13,7 +13,13 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.frameworks.base import (
+    Adapter,
+    OutputShapeError,
+    Workload,
+    check_output_shape,
+    require_task,
+)
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
@@ -45,6 +51,7 @@ class TorchWorkload(Workload):
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=case.precision == "fp16")
         self.trace_s: float | None = None
+        self.case, self.objective, self.unchecked = case, spec.objective, True
         self.forward: Any = self.model
         self.compiled = case.mode.startswith("compile")
         if case.mode == "script":
@@ -71,14 +78,29 @@ class TorchWorkload(Workload):
     def step(self) -> None:
         if self.optimizer is None:
             with torch.inference_mode(), self.autocast:
-                self.forward(*self.inputs)
+                out = self.forward(*self.inputs)
+            if self.unchecked:
+                self._check(out)
             return
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast:
-            loss = self.loss_fn(self.forward(*self.inputs), self.target)
+            out = self.forward(*self.inputs)
+            if self.unchecked:
+                self._check(out)
+            loss = self.loss_fn(out, self.target)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
+
+    def _check(self, out: Any) -> None:
+        # The first step's output only: the check must cost the timed steps nothing.
+        shape = getattr(out, "shape", None)
+        if shape is None:
+            raise OutputShapeError(
+                f"model {self.case.model} returned a {type(out).__name__}, not a tensor of logits"
+            )
+        check_output_shape(self.case, self.objective, tuple(shape))
+        self.unchecked = False
 
     def compile_count(self) -> int | None:
         if not self.compiled:
