@@ -13,6 +13,8 @@ left out, it takes its default.
 from __future__ import annotations
 
 import itertools
+import math
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -121,6 +123,68 @@ class Sweep:
         self.timing = timing
         self.timeout_s = timeout_s
         self.description = description
+
+
+# Seconds a run costs besides its measured blocks: the worker's start, the model's build,
+# its first step and warmup. Measured by the project on its 2-core VM for the quick
+# preset's small models (about 3.3 s a run); larger models, compiled modes and GPUs take
+# longer, so an estimate from it is the least a sweep of those takes.
+RUN_OVERHEAD_S = 3.3
+# A sweep estimated to take longer than this, or with more cases, runs only after a yes.
+CONFIRM_S = 2 * 3600.0
+CONFIRM_CASES = 1000
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a sweep's cases take, run one after another: runs per case x (overhead
+    + measured time per run), from the timing settings alone."""
+
+    cases: int
+    runs: tuple[int, int]  # fewest, most per case
+    run_s: float  # measured time per run (its blocks)
+    low_s: float
+    high_s: float
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return self.cases > CONFIRM_CASES or self.low_s > CONFIRM_S
+
+    def describe(self) -> str:
+        runs = (
+            f"{self.runs[0]}" if self.runs[0] == self.runs[1] else f"{self.runs[0]}-{self.runs[1]}"
+        )
+        span = _duration(self.low_s)
+        if _duration(self.high_s) != span:
+            span = f"{span} to {_duration(self.high_s)}"
+        return (
+            f"estimated {span} ({runs} runs per case x ({RUN_OVERHEAD_S:g} s to start, build "
+            f"and warm up + {self.run_s:g} s measuring); longer for large models and compiled "
+            "modes)"
+        )
+
+
+def estimate(cases: int, timing: TimingConfig, budget_s: float | None = None) -> Estimate:
+    """The sweep's duration from its timing settings: a case makes min_runs runs, and adds
+    runs (up to max_runs) until its runs' blocks reach max_time_s; a budget cuts the runs
+    beyond min_runs."""
+    run_s = min(timing.run_time_s, timing.max_time_s)
+    most = min(timing.max_runs, max(timing.min_runs, math.ceil(timing.max_time_s / run_s)))
+    per_run = RUN_OVERHEAD_S + run_s
+    low, high = cases * timing.min_runs * per_run, cases * most * per_run
+    if budget_s is not None:
+        high = max(low, min(high, budget_s))
+    return Estimate(cases, (timing.min_runs, most), run_s, low, high)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
 
 def presets() -> list[str]:
