@@ -2,9 +2,9 @@
 
 Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
 framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`) whose
-keys are frameworks of the sweep; a framework of the sweep that a mapping leaves out gets
-no case on that axis (on `options`: no options). A key is given once, and not as null:
-left out, it takes its default.
+keys are frameworks of the sweep. It names every framework of the sweep (one left out would
+get no case: refused), but on `options`, where one left out gets no options. A key is given
+once, and not as null: left out, it takes its default.
 `exclude` is a list of partial cases; a case matching every key of one rule is dropped.
 `timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
 (seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
@@ -353,20 +353,32 @@ def _timing(source: str, value: Any) -> TimingConfig:
 
 
 def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> None:
-    """A mapping's keys must be frameworks of the sweep: one that is not would be
-    ignored, and the sweep's frameworks it leaves out lose their cases on that axis."""
+    """A mapping's keys must be the sweep's frameworks: a key that is not one would be
+    ignored, and a framework left out (but on `options`, where that means none) would
+    lose every case, the sweep running without it and without a word."""
     frameworks = [str(fw) for fw in axes["framework"]]
+    which = ", ".join(frameworks) + ("" if given else ": the default")
     for axis in AXES:
         value = axes[axis]
         if not isinstance(value, dict):
             continue
         for fw in value:
             if fw not in frameworks:
-                which = ", ".join(frameworks) + ("" if given else ": the default")
                 raise SpecError(
                     f"{source}: {axis}: {fw} is not one of the sweep's frameworks ({which}); "
                     f"add it to `framework` or take it out of `{axis}`"
                 )
+        missing = [fw for fw in frameworks if fw not in value]
+        if missing and axis != "options":
+            fw = missing[0]
+            # Its default mode, else what the mapping gives the first framework it names.
+            shown = [default_mode(fw) or "..."] if axis == "mode" else next(iter(value.values()))
+            example = shown[0] if len(shown) == 1 else f"[{', '.join(map(str, shown))}]"
+            raise SpecError(
+                f"{source}: {axis}: no value for {fw}, one of the sweep's frameworks "
+                f"({which}), which would get no case; add `{fw}: {example}` to `{axis}` "
+                f"or take {fw} out of `framework`"
+            )
 
 
 def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:

@@ -35,6 +35,43 @@ def test_per_framework_values_and_excludes() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "framework: [torch, tensorflow]\nmode: {torch: eager}\n",
+            "mode: no value for tensorflow, one of the sweep's frameworks (torch, tensorflow), "
+            "which would get no case; add `tensorflow: graph` to `mode` or take tensorflow "
+            "out of `framework`",
+        ),
+        (  # the default frameworks
+            "mode: {torch: compile}\n",
+            "mode: no value for tensorflow, one of the sweep's frameworks (torch, tensorflow: "
+            "the default), which would get no case; add `tensorflow: graph` to `mode` or take "
+            "tensorflow out of `framework`",
+        ),
+        (
+            "framework: [torch, tensorflow]\nbatch_size: {tensorflow: [1, 8]}\n",
+            "batch_size: no value for torch, one of the sweep's frameworks (torch, tensorflow), "
+            "which would get no case; add `torch: [1, 8]` to `batch_size` or take torch out "
+            "of `framework`",
+        ),
+    ],
+)
+def test_a_mapping_that_leaves_out_a_framework_is_refused(text: str, expected: str) -> None:
+    # It used to drop every case of that framework without a word.
+    with pytest.raises(SpecError) as err:
+        sweep.parse("model: resnet18\n" + text)
+    assert str(err.value) == f"sweep: {expected}"
+
+
+def test_options_left_out_for_a_framework_mean_none() -> None:
+    s = sweep.parse(
+        "model: resnet18\nframework: [torch, tensorflow]\noptions: {tensorflow: onednn=off}\n"
+    )
+    assert [c.variant for c in s.cases] == ["torch/eager", "tensorflow/graph/onednn=off"]
+
+
 def test_timing_and_timeout_are_read() -> None:
     s = sweep.parse("model: resnet18\ntiming: {max_time_s: 2}\ntimeout_s: 30\n")
     assert s.timing.max_time_s == 2
