@@ -38,6 +38,27 @@ def test_a_wrong_output_shape_fails_the_case_in_both_tasks(
         assert results[("tiny_cnn", task)].status == "ok"
 
 
+def test_the_keras_frameworks_check_inference_too(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    frameworks = ("tensorflow", "keras-jax", "keras-torch")
+    cases = [
+        Case.build(
+            framework=fw, model="wrong_shape", task="infer", batch_size=2, num_classes=10,
+            threads=1,
+        )
+        for fw in frameworks
+    ]  # fmt: skip
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        options = RunOptions(timing=FAST_TIMING, count_flops=False)
+        results = {r.case.framework: r for r in run_cases(cases, store, "s", options)}
+    for fw in frameworks:
+        assert results[fw].status == "error", (fw, results[fw].status)
+        assert (results[fw].error or "").startswith(
+            "OutputShapeError: model wrong_shape returned output of shape (2, 11)"
+        ), fw
+
+
 def test_each_objective_names_the_shape_it_takes() -> None:
     lm = Case.build(framework="torch", model="lstm_lm", batch_size=2, seq_len=8)
     check_output_shape(lm, "lm", (2, 8, int(lm.vocab_size or 0)))

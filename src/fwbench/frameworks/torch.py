@@ -15,9 +15,8 @@ from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import (
     Adapter,
-    OutputShapeError,
+    OutputCheck,
     Workload,
-    check_output_shape,
     require_task,
 )
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
@@ -51,7 +50,7 @@ class TorchWorkload(Workload):
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=case.precision == "fp16")
         self.trace_s: float | None = None
-        self.case, self.objective, self.unchecked = case, spec.objective, True
+        self.check = OutputCheck(case, spec.objective)
         self.forward: Any = self.model
         self.compiled = case.mode.startswith("compile")
         if case.mode == "script":
@@ -79,28 +78,18 @@ class TorchWorkload(Workload):
         if self.optimizer is None:
             with torch.inference_mode(), self.autocast:
                 out = self.forward(*self.inputs)
-            if self.unchecked:
-                self._check(out)
+            if self.check.pending:
+                self.check(out)
             return
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast:
             out = self.forward(*self.inputs)
-            if self.unchecked:
-                self._check(out)
+            if self.check.pending:
+                self.check(out)
             loss = self.loss_fn(out, self.target)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()
-
-    def _check(self, out: Any) -> None:
-        # The first step's output only: the check must cost the timed steps nothing.
-        shape = getattr(out, "shape", None)
-        if shape is None:
-            raise OutputShapeError(
-                f"model {self.case.model} returned a {type(out).__name__}, not a tensor of logits"
-            )
-        check_output_shape(self.case, self.objective, tuple(shape))
-        self.unchecked = False
 
     def compile_count(self) -> int | None:
         if not self.compiled:
