@@ -180,3 +180,29 @@ def test_a_long_sweep_runs_only_with_yes(
         "compiled modes); pass --yes to run it"
     )
     assert not db.exists()
+
+
+def test_at_a_terminal_a_long_sweep_asks_and_a_no_starts_nothing(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text(f"framework: torch\nmodel: resnet18\nbatch_size: {list(range(1, 1002))}\n")
+    db = tmp_path / "r.duckdb"
+    main, terminal = pty.openpty()
+    os.write(main, b"n\n")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(db)],
+            stdin=terminal, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert done.returncode == 1, done.stderr
+    assert "1001 cases, estimated 4.4 h to 7.4 h" in done.stderr
+    assert "Run it? [y/N]:" in done.stderr
+    assert done.stderr.strip().endswith("not started")
+    assert not db.exists()
