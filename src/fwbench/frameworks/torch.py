@@ -13,12 +13,7 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import (
-    Adapter,
-    OutputCheck,
-    Workload,
-    require_task,
-)
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"

@@ -90,7 +90,8 @@ class _Threads:
                 os.killpg(worker.pid, signal.SIGKILL)
 
 
-_thread = threading.local()
+# The _Threads of the in_threads call the current thread runs for, if any.
+_local = threading.local()
 K = TypeVar("K")
 T = TypeVar("T")
 
@@ -105,11 +106,11 @@ def in_threads(calls: Mapping[K, Callable[[], T]]) -> dict[K, T]:
     threads = _Threads()
 
     def run(call: Callable[[], T]) -> T:
-        _thread.group = threads
+        _local.group = threads
         try:
             return call()
         finally:
-            _thread.group = None
+            _local.group = None
 
     pool = ThreadPoolExecutor(len(calls))
     try:
@@ -184,7 +185,7 @@ class WorkerProcess:
         timeout_s: float,
         server: ForkServer | str | None = None,
     ) -> None:
-        self._threads: _Threads | None = getattr(_thread, "group", None)
+        self._threads: _Threads | None = getattr(_local, "group", None)
         if self._threads is not None and self._threads.stopped:
             raise WorkersStopped(label)
         self.deadline = deadline
