@@ -64,6 +64,7 @@ def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, s
     monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
     monkeypatch.setattr(trackers, "_TRACKERS", dict(trackers._TRACKERS))
     monkeypatch.setattr(plugins, "_loaded", False)
+    monkeypatch.setattr(plugins, "_failure", None)
     for module in modules:
         # A plugin imported by an earlier test would not register again: import it afresh.
         monkeypatch.delitem(sys.modules, module, raising=False)

@@ -2,9 +2,9 @@
 
 Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
 framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`) whose
-keys are frameworks of the sweep; a framework of the sweep that a mapping leaves out gets
-no case on that axis (on `options`: no options). A key is given once, and not as null:
-left out, it takes its default.
+keys are frameworks of the sweep. It names every framework of the sweep (one left out would
+get no case: refused), but on `options`, where one left out gets no options. A key is given
+once, and not as null: left out, it takes its default.
 `exclude` is a list of partial cases; a case matching every key of one rule is dropped.
 `timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
 (seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
@@ -13,6 +13,8 @@ left out, it takes its default.
 from __future__ import annotations
 
 import itertools
+import math
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -61,9 +63,9 @@ OTHER_KEYS: tuple[str, ...] = (
 MAX_FILE_BYTES = 1 << 20
 MAX_VALUES = 100_000  # scalars in the loaded document, aliases counted as expanded
 MAX_CASES = 10_000
+# The framework axis left out is the core comparison (the registry's core frameworks; the
+# others when named), asked of the registry when a file is read: plugins may add to it.
 DEFAULTS: dict[str, Any] = {
-    # The core comparison (the registry's core frameworks); the others when named.
-    "framework": core_frameworks(),
     "task": ["train"],
     "batch_size": [32],
     "device": ["cpu"],
@@ -121,6 +123,68 @@ class Sweep:
         self.timing = timing
         self.timeout_s = timeout_s
         self.description = description
+
+
+# Seconds a run costs besides its measured blocks: the worker's start, the model's build,
+# its first step and warmup. Measured by the project on its 2-core VM for the quick
+# preset's small models (about 3.3 s a run); larger models, compiled modes and GPUs take
+# longer, so an estimate from it is the least a sweep of those takes.
+RUN_OVERHEAD_S = 3.3
+# A sweep estimated to take longer than this, or with more cases, runs only after a yes.
+CONFIRM_S = 2 * 3600.0
+CONFIRM_CASES = 1000
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """How long a sweep's cases take, run one after another: runs per case x (overhead
+    + measured time per run), from the timing settings alone."""
+
+    cases: int
+    runs: tuple[int, int]  # fewest, most per case
+    run_s: float  # measured time per run (its blocks)
+    low_s: float
+    high_s: float
+
+    @property
+    def needs_confirmation(self) -> bool:
+        return self.cases > CONFIRM_CASES or self.low_s > CONFIRM_S
+
+    def describe(self) -> str:
+        runs = (
+            f"{self.runs[0]}" if self.runs[0] == self.runs[1] else f"{self.runs[0]}-{self.runs[1]}"
+        )
+        span = _duration(self.low_s)
+        if _duration(self.high_s) != span:
+            span = f"{span} to {_duration(self.high_s)}"
+        return (
+            f"estimated {span} ({runs} runs per case x ({RUN_OVERHEAD_S:g} s to start, build "
+            f"and warm up + {self.run_s:g} s measuring); longer for large models and compiled "
+            "modes)"
+        )
+
+
+def estimate(cases: int, timing: TimingConfig, budget_s: float | None = None) -> Estimate:
+    """The sweep's duration from its timing settings: a case makes min_runs runs, and adds
+    runs (up to max_runs) until its runs' blocks reach max_time_s; a budget cuts the runs
+    beyond min_runs."""
+    run_s = min(timing.run_time_s, timing.max_time_s)
+    most = min(timing.max_runs, max(timing.min_runs, math.ceil(timing.max_time_s / run_s)))
+    per_run = RUN_OVERHEAD_S + run_s
+    low, high = cases * timing.min_runs * per_run, cases * most * per_run
+    if budget_s is not None:
+        high = max(low, min(high, budget_s))
+    return Estimate(cases, (timing.min_runs, most), run_s, low, high)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 48 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
 
 
 def presets() -> list[str]:
@@ -233,7 +297,8 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
             raise SpecError(
                 f"{source}: {key}: null is not a value; leave the key out for {LEFT_OUT[key]}"
             )
-    axes = {axis: _axis(source, axis, data.get(axis, DEFAULTS.get(axis, [None]))) for axis in AXES}
+    defaults = {**DEFAULTS, "framework": core_frameworks()}
+    axes = {axis: _axis(source, axis, data.get(axis, defaults.get(axis, [None]))) for axis in AXES}
     _check_framework_keys(source, axes, given="framework" in data)
     excludes = _excludes(source, data.get("exclude", []))
     timing = _timing(source, data.get("timing", {}))
@@ -288,20 +353,32 @@ def _timing(source: str, value: Any) -> TimingConfig:
 
 
 def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> None:
-    """A mapping's keys must be frameworks of the sweep: one that is not would be
-    ignored, and the sweep's frameworks it leaves out lose their cases on that axis."""
+    """A mapping's keys must be the sweep's frameworks: a key that is not one would be
+    ignored, and a framework left out (but on `options`, where that means none) would
+    lose every case, the sweep running without it and without a word."""
     frameworks = [str(fw) for fw in axes["framework"]]
+    which = ", ".join(frameworks) + ("" if given else ": the default")
     for axis in AXES:
         value = axes[axis]
         if not isinstance(value, dict):
             continue
         for fw in value:
             if fw not in frameworks:
-                which = ", ".join(frameworks) + ("" if given else ": the default")
                 raise SpecError(
                     f"{source}: {axis}: {fw} is not one of the sweep's frameworks ({which}); "
                     f"add it to `framework` or take it out of `{axis}`"
                 )
+        missing = [fw for fw in frameworks if fw not in value]
+        if missing and axis != "options":
+            fw = missing[0]
+            # Its default mode, else what the mapping gives the first framework it names.
+            shown = [default_mode(fw) or "..."] if axis == "mode" else next(iter(value.values()))
+            example = shown[0] if len(shown) == 1 else f"[{', '.join(map(str, shown))}]"
+            raise SpecError(
+                f"{source}: {axis}: no value for {fw}, one of the sweep's frameworks "
+                f"({which}), which would get no case; add `{fw}: {example}` to `{axis}` "
+                f"or take {fw} out of `framework`"
+            )
 
 
 def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:

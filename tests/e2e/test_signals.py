@@ -69,3 +69,38 @@ def test_sigterm_stops_with_one_line_and_leaves_no_worker_or_folder(tmp_path: Pa
     # What was stored stays, and the sweep resumes from it.
     again = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--resume")
     assert again.returncode == 0, again.stderr
+
+
+def test_sigterm_stops_models_at_once_while_a_builder_hangs(plugin_env: dict[str, str]) -> None:
+    # Counting waits on its workers in threads, which a signal does not reach: the hung
+    # worker held `models` for its 1800 s time-out, and a retry started another after it.
+    models = subprocess.Popen(
+        [sys.executable, "-m", "fwbench", "models", "--model", "hang", "--model", "tiny_cnn",
+         "--framework", "torch", "--no-flops"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=plugin_env,
+    )  # fmt: skip
+    parent = psutil.Process(models.pid)
+    deadline = time.monotonic() + 120
+    worker = None
+    while worker is None and time.monotonic() < deadline:
+        for child in parent.children(recursive=True):
+            if (worker_label(child.pid) or "").startswith("count:"):
+                worker = child
+                break
+        time.sleep(0.02)
+    assert worker is not None, "no count worker started"
+    folder = Path(os.readlink(f"/proc/{worker.pid}/fd/2")).parent
+    time.sleep(1)  # the worker is building `hang` by now
+    os.kill(models.pid, signal.SIGTERM)
+    try:
+        _, err = models.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        for proc in [*parent.children(recursive=True), parent]:
+            proc.kill()
+        raise
+    assert models.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("terminated:")
+    assert "Traceback" not in err
+    psutil.wait_procs([worker], timeout=15)
+    assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+    assert not folder.exists()

@@ -80,3 +80,38 @@ register(
         description="one convolution (tests only)",
     )
 )
+
+
+def _torch_wrong_shape(num_classes: int, input_size: int) -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * input_size * input_size, num_classes + 1))
+
+
+def _keras_wrong_shape(num_classes: int, input_size: int) -> Any:
+    import keras
+
+    from fwbench.models.keras_resnet import image_shape
+
+    return keras.Sequential(
+        [
+            keras.Input(image_shape(input_size)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(num_classes + 1),
+        ]
+    )
+
+
+# Logits of one class too many: only a check of the output's shape notices (inference has
+# no loss, and cross-entropy takes the extra class).
+register(
+    ModelSpec(
+        name="wrong_shape",
+        family="test",
+        input_kind="image",
+        default_input_size=4,
+        min_input_size=1,
+        builders={"torch": _torch_wrong_shape, "tensorflow": _keras_wrong_shape},
+        description="returns one class too many (tests only)",
+    )
+)

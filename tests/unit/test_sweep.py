@@ -6,6 +6,7 @@ import pytest
 
 from fwbench import sweep
 from fwbench.errors import SpecError
+from fwbench.measure.timing import TimingConfig
 
 
 def test_grid_expands_with_frameworks_innermost() -> None:
@@ -32,6 +33,43 @@ def test_per_framework_values_and_excludes() -> None:
         ("torch/eager", 8),
         ("tensorflow/graph", 8),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "framework: [torch, tensorflow]\nmode: {torch: eager}\n",
+            "mode: no value for tensorflow, one of the sweep's frameworks (torch, tensorflow), "
+            "which would get no case; add `tensorflow: graph` to `mode` or take tensorflow "
+            "out of `framework`",
+        ),
+        (  # the default frameworks
+            "mode: {torch: compile}\n",
+            "mode: no value for tensorflow, one of the sweep's frameworks (torch, tensorflow: "
+            "the default), which would get no case; add `tensorflow: graph` to `mode` or take "
+            "tensorflow out of `framework`",
+        ),
+        (
+            "framework: [torch, tensorflow]\nbatch_size: {tensorflow: [1, 8]}\n",
+            "batch_size: no value for torch, one of the sweep's frameworks (torch, tensorflow), "
+            "which would get no case; add `torch: [1, 8]` to `batch_size` or take torch out "
+            "of `framework`",
+        ),
+    ],
+)
+def test_a_mapping_that_leaves_out_a_framework_is_refused(text: str, expected: str) -> None:
+    # It used to drop every case of that framework without a word.
+    with pytest.raises(SpecError) as err:
+        sweep.parse("model: resnet18\n" + text)
+    assert str(err.value) == f"sweep: {expected}"
+
+
+def test_options_left_out_for_a_framework_mean_none() -> None:
+    s = sweep.parse(
+        "model: resnet18\nframework: [torch, tensorflow]\noptions: {tensorflow: onednn=off}\n"
+    )
+    assert [c.variant for c in s.cases] == ["torch/eager", "tensorflow/graph/onednn=off"]
 
 
 def test_timing_and_timeout_are_read() -> None:
@@ -103,3 +141,68 @@ def test_quick_preset_covers_what_the_readme_promises() -> None:
     assert {c.task for c in s.cases} == {"train", "infer"}
     assert len({c.batch_size for c in s.cases}) >= 2
     assert max(c.input_size for c in s.cases) <= 96
+
+
+def test_a_sweeps_duration_is_estimated_from_its_timing() -> None:
+    quick = sweep.load_preset("quick")
+    found = sweep.estimate(len(quick.cases), quick.timing)
+    # 24 cases x 3 runs x (3.3 s overhead + 0.5 s of blocks)
+    assert found.low_s == found.high_s == pytest.approx(24 * 3 * 3.8)
+    assert found.describe().startswith("estimated 5 min (3 runs per case x (3.3 s")
+    assert not found.needs_confirmation
+    # Defaults: 3 runs, more (up to max_time_s / run_time_s = 5) while undecided.
+    big = sweep.estimate(10_000, TimingConfig())
+    assert big.runs == (3, 5)
+    assert big.describe().startswith("estimated 44.2 h to 3.1 days (3-5 runs per case")
+    assert big.needs_confirmation
+    # A budget cuts runs beyond the minimum, never the minimum.
+    assert sweep.estimate(10_000, TimingConfig(), budget_s=60).high_s == big.low_s
+    assert sweep.estimate(1001, TimingConfig(min_runs=1, max_runs=1)).needs_confirmation
+    assert not sweep.estimate(1000, TimingConfig(min_runs=1, max_runs=1)).needs_confirmation
+
+
+def test_a_long_sweep_runs_only_with_yes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .test_robustness import cli
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text(f"framework: torch\nmodel: resnet18\nbatch_size: {list(range(1, 1002))}\n")
+    code, _, err = cli(["sweep", str(spec), "--dry-run"], capsys)
+    assert code == 0
+    assert err.strip().splitlines()[-1].startswith("1001 cases; estimated 4.4 h to 7.4 h")
+    db = tmp_path / "r.duckdb"
+    code, out, err = cli(["sweep", str(spec), "--db", str(db)], capsys)
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"error: sweep {spec}: 1001 cases, estimated 4.4 h to 7.4 h (3-5 runs per case x "
+        "(3.3 s to start, build and warm up + 2 s measuring); longer for large models and "
+        "compiled modes); pass --yes to run it"
+    )
+    assert not db.exists()
+
+
+def test_at_a_terminal_a_long_sweep_asks_and_a_no_starts_nothing(tmp_path: Path) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    spec = tmp_path / "big.yaml"
+    spec.write_text(f"framework: torch\nmodel: resnet18\nbatch_size: {list(range(1, 1002))}\n")
+    db = tmp_path / "r.duckdb"
+    main, terminal = pty.openpty()
+    os.write(main, b"n\n")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(db)],
+            stdin=terminal, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert done.returncode == 1, done.stderr
+    assert "1001 cases, estimated 4.4 h to 7.4 h" in done.stderr
+    assert "Run it? [y/N]:" in done.stderr
+    assert done.stderr.strip().endswith("not started")
+    assert not db.exists()

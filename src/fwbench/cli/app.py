@@ -12,6 +12,7 @@ import traceback
 import typer
 from pydantic import ValidationError
 
+from fwbench import plugins
 from fwbench.case import validation_message
 from fwbench.cli import (
     compare,
@@ -106,6 +107,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     _guard_closed_stdout()
     try:
+        _check_plugins(sys.argv[1:])
         app()  # standalone: usage errors print click's message and exit 2
     except FwbenchError as exc:
         _say(f"error: {exc}")
@@ -123,6 +125,18 @@ def main() -> None:
         path = _write_traceback(exc)
         _say(f"error: unexpected {type(exc).__name__}: {exc} (traceback in {path})")
         sys.exit(1)
+
+
+def _check_plugins(argv: list[str]) -> None:
+    """A broken plugin stops every command before it starts, in the line of its error:
+    the registries would hold only part of what FWBENCH_PLUGINS names. Help still shows,
+    saying which plugin failed."""
+    failure = plugins.failure()
+    if failure is None:
+        return
+    if argv and "--help" not in argv:
+        raise failure
+    app.info.help = f"{app.info.help}\n\nEvery command refuses until this is fixed: {failure}."
 
 
 def _write_traceback(exc: BaseException) -> str:

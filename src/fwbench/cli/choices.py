@@ -3,8 +3,12 @@ list what this install offers, so they cannot drift from it."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from fwbench.case import DEVICES, LAYOUTS, PRECISIONS
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
+from fwbench.plugins import PluginError
 from fwbench.tasks import task_names
 
 
@@ -12,15 +16,32 @@ def _join(values: list[str] | tuple[str, ...]) -> str:
     return " | ".join(values)
 
 
+def _listed(text: Callable[..., str]) -> Callable[..., str]:
+    """A help text from the registries, or what stops them where a plugin is broken: the
+    help is built when the CLI is imported and must still show (commands then refuse)."""
+
+    @functools.wraps(text)
+    def listed(*args: str) -> str:
+        try:
+            return text(*args)
+        except PluginError as exc:
+            return f"(choices not listed: {exc})"
+
+    return listed
+
+
+@_listed
 def frameworks_help(extra: str = "repeat to compare frameworks.") -> str:
     return f"{_join(list(FRAMEWORKS))}; {extra}"
 
 
+@_listed
 def modes_help() -> str:
     per_framework = "; ".join(f"{name}: {', '.join(i.modes)}" for name, i in FRAMEWORKS.items())
     return f"{per_framework}. One for all frameworks, or one each."
 
 
+@_listed
 def options_help() -> str:
     per_framework = "; ".join(
         f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
@@ -33,6 +54,7 @@ def options_help() -> str:
     )
 
 
+@_listed
 def strategies_help() -> str:
     per_framework = "; ".join(
         f"{name}: {', '.join(s.name for s in i.strategies)}"
@@ -42,11 +64,31 @@ def strategies_help() -> str:
     return f"Data parallelism ({per_framework}); one for all frameworks, or one each."
 
 
+@_listed
+def tune_modes_help() -> str:
+    slow = ", ".join(m for i in FRAMEWORKS.values() for m in i.slow_modes)
+    return f"Modes to try (repeat). [default: every mode but the slow ones: {slow}]"
+
+
+@_listed
+def tune_options_help() -> str:
+    per_framework = "; ".join(
+        f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
+        for name, i in FRAMEWORKS.items()
+        if i.settings
+    )
+    return (
+        "The frameworks' own settings to try (repeat), NAME=VALUE[,NAME=VALUE], each for the "
+        f"frameworks that have it; 'default' tries none. [default: every value of every "
+        f"setting: {per_framework}]"
+    )
+
+
 PRECISION_HELP = f"{_join(PRECISIONS)}: tf32 on cuda only; bf16, fp16 mixed. [default: fp32]"
 LAYOUT_HELP = f"{_join(LAYOUTS)} (image models). [default: the framework's own]"
-TASK_HELP = _join(task_names())
+TASK_HELP = _listed(lambda: _join(task_names()))()
 DEVICE_HELP = _join(DEVICES)
-CORE_HELP = ", ".join(core_frameworks())
+CORE_HELP = _listed(lambda: ", ".join(core_frameworks()))()
 
 
 def _starting(values: list[str] | tuple[str, ...], incomplete: str) -> list[str]:

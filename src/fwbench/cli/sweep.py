@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -82,7 +83,19 @@ def command(
         ),
     ] = None,
     budget: BudgetOption = None,
-    dry_run: Annotated[bool, typer.Option(help="List the cases and stop.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option(help="List the cases, estimate how long they take, and stop.")
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help=f"Run a sweep of more than {sweeps.CONFIRM_CASES} cases, or estimated to take "
+            f"more than {sweeps.CONFIRM_S / 3600:g} h, without asking (refused without it "
+            "when not interactive).",
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Run every case of a sweep, each in its own worker; a failed case never stops it."""
@@ -118,7 +131,11 @@ def command(
             for case in sweep.cases:
                 console.print(case.label() + (f" {spec.label()}" if spec else ""))
         points = len(sweep.cases) * len(sweep.serve)
-        console.print(f"{points} serving points" if sweep.serve else f"{len(sweep.cases)} cases")
+        if sweep.serve:
+            console.print(f"{points} serving points")
+        else:
+            found = sweeps.estimate(len(sweep.cases), sweep.timing, budget_s)
+            console.print(f"{len(sweep.cases)} cases; {found.describe()}", markup=False)
         return
     # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
     timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
@@ -143,6 +160,7 @@ def command(
                 raise SpecError(f"{flag}: not available for serving sweeps (a serve key) yet")
         _serve(sweep, db, timing, timeout_s, reports, formats, json, resume)
         return
+    _confirm(sweep, sweeps.estimate(len(sweep.cases), timing, budget_s), yes)
     on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}{on}")
     results = execute(sweep.cases, db, options)
@@ -153,6 +171,19 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}", study=sweep.study)
         console.print(f"report written to {path}")
+
+
+def _confirm(sweep: sweeps.Sweep, found: sweeps.Estimate, yes: bool) -> None:
+    """A sweep of days is a mistake more often than a plan: it starts on a yes, typed or
+    given as --yes, never by default."""
+    if yes or not found.needs_confirmation:
+        return
+    what = f"sweep {sweep.name}: {len(sweep.cases)} cases, {found.describe()}"
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise SpecError(f"{what}; pass --yes to run it")
+    if not typer.confirm(f"{what}. Run it?", err=True):
+        console.print("not started", markup=False)
+        raise typer.Exit(1)
 
 
 def _serve(

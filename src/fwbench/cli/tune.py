@@ -56,9 +56,7 @@ def command(
     mode: Annotated[
         list[str] | None,
         typer.Option(
-            help="Modes to try (repeat). [default: every mode but the slow ones: "
-            + ", ".join(m for i in FRAMEWORKS.values() for m in i.slow_modes)
-            + "]",
+            help=choices.tune_modes_help(),
             autocompletion=choices.complete_mode,
         ),
     ] = None,
@@ -77,15 +75,7 @@ def command(
         list[str] | None,
         typer.Option(
             "--options",
-            help="The frameworks' own settings to try (repeat), NAME=VALUE[,NAME=VALUE], "
-            "each for the frameworks that have it; 'default' tries none. [default: every "
-            "value of every setting: "
-            + "; ".join(
-                f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
-                for name, i in FRAMEWORKS.items()
-                if i.settings
-            )
-            + "]",
+            help=choices.tune_options_help(),
         ),
     ] = None,
     max_time: Annotated[float, typer.Option(help="Seconds of measuring per candidate.")] = 3.0,

@@ -29,6 +29,50 @@ def require_task(case: Case, implemented: tuple[str, ...]) -> None:
         )
 
 
+class OutputShapeError(ValueError):
+    """The model's output is not the logits its objective takes."""
+
+
+def check_output_shape(case: Case, objective: str, shape: tuple[int, ...]) -> None:
+    """Refuse logits of another shape than the model's objective takes (docs/adding-a-
+    model.md): inference has no loss to fail on them and would be timed on another
+    model's work, and cross-entropy takes more classes than asked for without a word."""
+    b = case.batch_size
+    expected: tuple[tuple[str, int | None], ...]
+    if objective == "classify":
+        expected = (("batch", b), ("num_classes", case.num_classes))
+    elif objective == "lm":
+        expected = (("batch", b), ("seq_len", case.seq_len), ("vocab_size", case.vocab_size))
+    else:  # ctc: frames may be fewer than the input's (a strided front end)
+        expected = (("batch", b), ("frames", None), ("num_classes", case.num_classes))
+    matches = len(shape) == len(expected) and all(
+        want is None or got == want for got, (_, want) in zip(shape, expected, strict=False)
+    )
+    if not matches:
+        wanted = " x ".join(name if want is None else f"{name} {want}" for name, want in expected)
+        raise OutputShapeError(
+            f"model {case.model} returned output of shape {tuple(shape)}; its objective "
+            f"{objective} takes logits of {wanted}"
+        )
+
+
+class OutputCheck:
+    """check_output_shape on the first step's output, then nothing: the timed steps pay
+    one attribute read."""
+
+    def __init__(self, case: Case, objective: str) -> None:
+        self.case, self.objective, self.pending = case, objective, True
+
+    def __call__(self, out: Any) -> None:
+        shape = getattr(out, "shape", None)
+        if shape is None:
+            raise OutputShapeError(
+                f"model {self.case.model} returned a {type(out).__name__}, not a tensor of logits"
+            )
+        check_output_shape(self.case, self.objective, tuple(int(d) for d in shape))
+        self.pending = False
+
+
 class Workload(ABC):
     """A built model with its synthetic data already on the device, ready to step."""
 

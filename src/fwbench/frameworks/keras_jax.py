@@ -16,7 +16,7 @@ from typing import Any
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
-from fwbench.frameworks.base import Workload
+from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     count_trainable,
@@ -75,9 +75,14 @@ class KerasJaxWorkload(Workload):
         self.jit = jit
         self.last: Any = None
         self.settings_: dict[str, Any] = {}
+        self.check = OutputCheck(case, spec.objective)
+        self.infers = case.task != "train"
 
     def step(self) -> None:
         self.last, self.state = self.fn(self.state, self.x, self.y)
+        # Inference returns the logits (training, the loss).
+        if self.check.pending and self.infers:
+            self.check(self.last)
 
     def sync(self) -> None:
         import jax

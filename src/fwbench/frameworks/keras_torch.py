@@ -13,7 +13,7 @@ from typing import Any
 os.environ["KERAS_BACKEND"] = "torch"  # read once, when keras is first imported
 
 from fwbench.case import Case
-from fwbench.frameworks.base import Workload
+from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     count_trainable,
@@ -42,14 +42,19 @@ class KerasTorchWorkload(Workload):
             self.optimizer.build(model.trainable_variables)
         self.on_gpu = case.device == "cuda"
         self.settings_: dict[str, Any] = {}
+        self.check = OutputCheck(case, spec.objective)
 
     def step(self) -> None:
         torch = self.torch
         if self.optimizer is None:
             with torch.inference_mode():
-                self.model(self.x, training=False)
+                out = self.model(self.x, training=False)
+            if self.check.pending:
+                self.check(out)
             return
         logits = self.model(self.x, training=True)
+        if self.check.pending:
+            self.check(logits)
         loss = self.loss_fn(self.y, logits.float())
         self.model.zero_grad()
         loss.backward()

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
@@ -43,6 +43,7 @@ class TensorFlowWorkload(Workload):
         self.fn = tf.function(fn, jit_compile=case.mode == "xla") if self.graph else fn
         self.last: Any = None
         self.settings_: dict[str, Any] = {}
+        self.check = OutputCheck(case, spec.objective)
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
@@ -62,6 +63,9 @@ class TensorFlowWorkload(Workload):
 
     def step(self) -> None:
         self.last = self.fn(self.x, self.y)
+        # Inference returns the logits (training, the loss).
+        if self.check.pending and self.optimizer is None:
+            self.check(self.last)
 
     def sync(self) -> None:
         if self.on_gpu:

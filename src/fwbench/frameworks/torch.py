@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
@@ -45,6 +45,7 @@ class TorchWorkload(Workload):
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=case.precision == "fp16")
         self.trace_s: float | None = None
+        self.check = OutputCheck(case, spec.objective)
         self.forward: Any = self.model
         self.compiled = case.mode.startswith("compile")
         if case.mode == "script":
@@ -71,11 +72,16 @@ class TorchWorkload(Workload):
     def step(self) -> None:
         if self.optimizer is None:
             with torch.inference_mode(), self.autocast:
-                self.forward(*self.inputs)
+                out = self.forward(*self.inputs)
+            if self.check.pending:
+                self.check(out)
             return
         self.optimizer.zero_grad(set_to_none=True)
         with self.autocast:
-            loss = self.loss_fn(self.forward(*self.inputs), self.target)
+            out = self.forward(*self.inputs)
+            if self.check.pending:
+                self.check(out)
+            loss = self.loss_fn(out, self.target)
         self.scaler.scale(loss).backward()
         self.scaler.step(self.optimizer)
         self.scaler.update()

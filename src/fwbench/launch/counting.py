@@ -8,8 +8,8 @@ it costs only its own count, never the others' in the same batch.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from fwbench.launch import outcome, process
@@ -39,10 +39,9 @@ def count_in_each(
     requests: Mapping[str, Sequence[CountItem]], timeout_s: float
 ) -> dict[str, list[Count]]:
     """Counts per framework, one count worker per framework, all at once."""
-    if not requests:
-        return {}
-    with ThreadPoolExecutor(len(requests)) as pool:
-        futures = {
-            fw: pool.submit(count_params, fw, items, timeout_s) for fw, items in requests.items()
+    return process.in_threads(
+        {
+            fw: functools.partial(count_params, fw, items, timeout_s)
+            for fw, items in requests.items()
         }
-        return {fw: f.result() for fw, f in futures.items()}
+    )

@@ -17,9 +17,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -51,6 +54,73 @@ class WorkerReported(Exception):
     def __init__(self, report: dict[str, Any]) -> None:
         super().__init__(report.get("error") or report.get("status"))
         self.report = report
+
+
+class WorkersStopped(Exception):
+    """A worker was asked for after the calls of `in_threads` were stopped."""
+
+
+class _Threads:
+    """The workers started by the calls of one `in_threads`, which stop() kills, and lets
+    start no more: a signal reaches only the main thread, so the `finally` blocks that
+    close workers elsewhere never run in the threads that hold these."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workers: set[WorkerProcess] = set()
+        self.stopped = False
+
+    def add(self, worker: WorkerProcess) -> bool:
+        with self._lock:
+            if not self.stopped:
+                self._workers.add(worker)
+            return not self.stopped
+
+    def discard(self, worker: WorkerProcess) -> None:
+        with self._lock:
+            self._workers.discard(worker)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            workers = list(self._workers)
+        for worker in workers:
+            # Killed only: the thread that holds it reaps it and removes its folder.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(worker.pid, signal.SIGKILL)
+
+
+# The _Threads of the in_threads call the current thread runs for, if any.
+_local = threading.local()
+K = TypeVar("K")
+T = TypeVar("T")
+
+
+def in_threads(calls: Mapping[K, Callable[[], T]]) -> dict[K, T]:
+    """Each call's result, the calls run at once in threads of their own (each waits on
+    workers). Interrupted while waiting (Ctrl-C, SIGTERM) or failing, it kills the
+    workers the calls hold and refuses them new ones before it waits for the threads, so
+    that it ends at once instead of when the slowest worker's time-out runs out."""
+    if not calls:
+        return {}
+    threads = _Threads()
+
+    def run(call: Callable[[], T]) -> T:
+        _local.group = threads
+        try:
+            return call()
+        finally:
+            _local.group = None
+
+    pool = ThreadPoolExecutor(len(calls))
+    try:
+        futures = {key: pool.submit(run, call) for key, call in calls.items()}
+        return {key: future.result() for key, future in futures.items()}
+    except BaseException:
+        threads.stop()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Worker(Protocol):
@@ -115,6 +185,9 @@ class WorkerProcess:
         timeout_s: float,
         server: ForkServer | str | None = None,
     ) -> None:
+        self._threads: _Threads | None = getattr(_local, "group", None)
+        if self._threads is not None and self._threads.stopped:
+            raise WorkersStopped(label)
         self.deadline = deadline
         self.timeout_s = timeout_s  # as the user set it, for the message
         self.oom_kills_at_start = oom_kills()
@@ -153,6 +226,9 @@ class WorkerProcess:
             self.launcher = f"spawn ({why_not})" if why_not else "spawn"
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.stdout, selectors.EVENT_READ)
+        if self._threads is not None and not self._threads.add(self):
+            self.close()
+            raise WorkersStopped(label)
 
     def send(self, message: BaseModel | dict[str, Any]) -> None:
         text = message.model_dump_json() if isinstance(message, BaseModel) else json.dumps(message)
@@ -201,6 +277,8 @@ class WorkerProcess:
     def close(self) -> None:
         # Ctrl-C in the CLI must not leave a worker running on the machine.
         self.kill()
+        if self._threads is not None:
+            self._threads.discard(self)
         self._selector.close()
         for stream in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):

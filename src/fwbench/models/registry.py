@@ -142,11 +142,11 @@ def register(spec: ModelSpec) -> ModelSpec:
 
 def _load() -> None:
     global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in _BUILT_IN:
-        importlib.import_module(f"fwbench.models.{module}")
+    if not _loaded:
+        _loaded = True
+        for module in _BUILT_IN:
+            importlib.import_module(f"fwbench.models.{module}")
+    # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
 
 

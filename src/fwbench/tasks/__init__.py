@@ -45,11 +45,11 @@ def register_task(task: Task) -> Task:
 
 def _load() -> None:
     global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in _BUILT_IN:
-        importlib.import_module(f"fwbench.tasks.{module}")
+    if not _loaded:
+        _loaded = True
+        for module in _BUILT_IN:
+            importlib.import_module(f"fwbench.tasks.{module}")
+    # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
 
 
