@@ -206,3 +206,31 @@ def test_at_a_terminal_a_long_sweep_asks_and_a_no_starts_nothing(tmp_path: Path)
     assert "Run it? [y/N]:" in done.stderr
     assert done.stderr.strip().endswith("not started")
     assert not db.exists()
+
+
+def test_timing_flags_are_laid_over_a_sweep_files_timing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """run and sweep share one declaration of the timing flags; on a sweep, a flag given
+    overrides the file's `timing`, and one left out leaves it as the file says."""
+    from fwbench.cli.common import timing_flags
+
+    from .test_robustness import cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: torch\nmodel: resnet18\nbatch_size: [1, 2]\n"
+        "timing: {min_runs: 2, max_runs: 2, run_time_s: 0.5}\n"
+    )
+    code, _, err = cli(["sweep", str(spec), "--dry-run"], capsys)
+    assert code == 0 and "(2 runs per case" in err
+    code, _, err = cli(["sweep", str(spec), "--dry-run", "--min-runs", "4"], capsys)
+    assert code == 0 and "(4 runs per case" in err  # --max-runs rises with it
+    code, _, err = cli(["sweep", str(spec), "--dry-run", "--estimator", "max"], capsys)
+    assert code == 2 and err.strip().startswith("error: --estimator: Input should be")
+    file_timing = TimingConfig(min_runs=2, max_runs=2, run_time_s=0.5)
+    laid = timing_flags(file_timing, estimator="median", require_idle=True)
+    assert (laid.estimator, laid.require_idle, laid.run_time_s) == ("median", True, 0.5)
+    assert timing_flags(file_timing) == file_timing
+    with pytest.raises(SpecError, match=r"^--max-runs \(1\) is below --min-runs \(2\)"):
+        timing_flags(file_timing, max_runs=1)

@@ -63,7 +63,8 @@ BudgetOption = Annotated[
 DEFAULT_DB_PATH = DEFAULT_DB
 
 # The timing flags, declared once: `run` sets them over TimingConfig's defaults, `sweep`
-# over its file's `timing:` (timing_flags). Left out (None), a flag changes nothing.
+# over its file's `timing:` (timing_flags). Left out (None), a flag changes nothing; the
+# defaults shown are TimingConfig's, which a sweep file's `timing` may change.
 _TIMING_DEFAULTS = TimingConfig()
 TargetCiOption = Annotated[
     float | None,

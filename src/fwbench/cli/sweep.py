@@ -14,10 +14,17 @@ from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     BudgetOption,
     DbOption,
+    EstimatorOption,
     JsonOption,
+    MaxRunsOption,
+    MaxTimeOption,
+    MinRunsOption,
+    RequireIdleOption,
+    TargetCiOption,
     console,
     print_json,
     summary_table,
+    timing_flags,
 )
 from fwbench.cli.execute import execute
 from fwbench.cli.serve import execute_serving, log_root, print_tables
@@ -57,12 +64,12 @@ def command(
     max_cases: Annotated[
         int, typer.Option(help="Refuse a sweep whose axes combine into more cases than this.")
     ] = sweeps.MAX_CASES,
-    require_idle: Annotated[
-        bool,
-        typer.Option(
-            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
-        ),
-    ] = False,
+    require_idle: RequireIdleOption = False,
+    target_ci: TargetCiOption = None,
+    max_time: MaxTimeOption = None,
+    min_runs: MinRunsOption = None,
+    max_runs: MaxRunsOption = None,
+    estimator: EstimatorOption = None,
     spread: Annotated[
         int | None,
         typer.Option(
@@ -121,7 +128,16 @@ def command(
         check_report_path(path, fmt)  # before the sweep runs, not after it
     if not dry_run:
         check_output(db, "--db")
-    # The flag wins over the file's `budget`.
+    # Flags win over the file's `timing` and `budget`.
+    timing = timing_flags(
+        sweep.timing,
+        target_ci=target_ci,
+        max_time=max_time,
+        min_runs=min_runs,
+        max_runs=max_runs,
+        estimator=estimator,
+        require_idle=require_idle,
+    )
     budget_s = duration_seconds(budget, "--budget") if budget is not None else sweep.budget_s
     runner = executor_named(
         executor, address, DEFAULT_SPREAD if spread is None else spread, budget_s
@@ -134,14 +150,11 @@ def command(
         if sweep.serve:
             console.print(f"{points} serving points")
         else:
-            found = sweeps.estimate(len(sweep.cases), sweep.timing, budget_s)
+            found = sweeps.estimate(len(sweep.cases), timing, budget_s)
             console.print(f"{len(sweep.cases)} cases; {found.describe()}", markup=False)
         return
     # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
     timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
-    timing = sweep.timing
-    if require_idle:
-        timing = timing.model_copy(update={"require_idle": True})
     options = RunOptions(
         timing=timing,
         timeout_s=timeout_s,
