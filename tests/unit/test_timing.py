@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fwbench.measure.timing import TimingConfig, is_stable, measure
+from fwbench.measure.timing import TimingConfig, is_settled, is_stable, measure
 
 
 class FakeDevice:
@@ -68,6 +68,57 @@ def test_warmup_ends_at_its_budget_when_never_stable() -> None:
     t = measure(dev.step, dev.sync, cfg, dev.clock)
     assert t.warmup_stop == "budget"
     assert t.warmup_s >= 2.0
+
+
+def noisy(level: float, spread: float, seed: int = 0) -> Iterator[float]:
+    """Steps of a busy machine: no trend, each step off by up to +-spread (uniform)."""
+    import random
+
+    rng = random.Random(seed)
+    while True:
+        yield level * (1 + rng.uniform(-spread, spread))
+
+
+def test_settled_warmup_ends_where_a_busier_machine_keeps_stable_one_going() -> None:
+    """Steps that get slower (another job ramping up) are never stable, but they are
+    past warming up; so is a machine's noise, where settled ends sooner on average."""
+
+    def busier() -> Iterator[float]:
+        cost = 0.02
+        while True:
+            cost *= 1.08
+            yield cost
+
+    cfg = dict(max_warmup_s=2.0, max_time_s=0.5, min_samples=3, max_samples=5)
+    stopped = {}
+    for rule in ("stable", "settled"):
+        dev = FakeDevice(busier())
+        t = measure(dev.step, dev.sync, TimingConfig(warmup_rule=rule, **cfg), dev.clock)
+        stopped[rule] = (t.warmup_stop, t.warmup_steps)
+    assert stopped["stable"][0] == "budget"
+    assert stopped["settled"] == ("settled", 6)  # two windows of 3
+    steps: dict[str, list[int]] = {"stable": [], "settled": []}
+    for seed in range(20):
+        for rule, found in steps.items():
+            dev = FakeDevice(noisy(0.02, 0.4, seed))
+            cfg_rule = TimingConfig(warmup_rule=rule, **cfg)
+            found.append(measure(dev.step, dev.sync, cfg_rule, dev.clock).warmup_steps)
+    assert sum(steps["settled"]) < sum(steps["stable"])
+
+
+def test_settled_warmup_waits_out_a_transient_as_long_as_steps_get_faster() -> None:
+    warm = [0.5, 0.4, 0.32, 0.26, 0.21, 0.17, 0.14, 0.12, 0.11]
+    dev = FakeDevice(costs(1.0, warm, 0.1))
+    t = measure(dev.step, dev.sync, TimingConfig(warmup_rule="settled"), dev.clock)
+    assert t.warmup_stop == "settled" and t.warmup_steps >= len(warm)
+    assert all(s == pytest.approx(0.1) for s in t.samples)
+
+
+def test_is_settled() -> None:
+    assert is_settled([1.0, 1.0, 1.0, 1.3, 0.9, 1.2], window=3, tolerance=0.05)  # noise
+    assert is_settled([1.0, 1.0, 1.0, 1.2, 1.2, 1.2], window=3, tolerance=0.05)  # slower
+    assert not is_settled([2.0, 2.0, 2.0, 1.0, 1.0, 1.0], window=3, tolerance=0.05)
+    assert not is_settled([1.0, 1.0], window=3, tolerance=0.05)
 
 
 def test_blocks_are_long_enough_to_hide_the_sync_overhead() -> None:

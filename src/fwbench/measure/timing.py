@@ -25,7 +25,7 @@ from fwbench.measure.comparison import DEFAULT_ESTIMATOR, Estimator
 
 Clock = Callable[[], float]
 StopReason = Literal["precision", "budget", "max_samples", "failed"]
-WarmupStop = Literal["stable", "max_steps", "budget"]
+WarmupStop = Literal["stable", "settled", "max_steps", "budget"]
 
 
 class TimingConfig(BaseModel):
@@ -36,10 +36,14 @@ class TimingConfig(BaseModel):
     min_warmup_steps: int = Field(3, ge=0)
     max_warmup_steps: int = Field(100, ge=0)
     max_warmup_s: float = Field(10.0, ge=0)
-    # Warmup ends when the median of the last `warmup_window` steps agrees with the
-    # median of the window before it within `warmup_tolerance`.
+    # Warmup ends when the median of the last `warmup_window` steps is compared with the
+    # median of the window before it: "stable" when they agree within
+    # `warmup_tolerance`; "settled" when the last is no longer faster by more than that
+    # (a machine's noise can keep two windows 5% apart for ever, but it does not make
+    # each window faster than the one before: docs/methodology.md).
     warmup_window: int = Field(3, ge=1)
     warmup_tolerance: float = Field(0.05, gt=0)
+    warmup_rule: Literal["stable", "settled"] = "stable"
     # Blocks per run: at least min_samples (6 is the fewest with a 95% interval of the
     # median), at most max_samples.
     min_samples: int = Field(6, ge=1)
@@ -133,6 +137,16 @@ def is_stable(times: list[float], window: int, tolerance: float) -> bool:
     return abs(recent - before) <= tolerance * before
 
 
+def is_settled(times: list[float], window: int, tolerance: float) -> bool:
+    """The last window of steps is no faster than the one before it, beyond `tolerance`:
+    whatever warming up still does (caches, allocators, JIT), it no longer pays."""
+    if len(times) < 2 * window:
+        return False
+    recent = stats.median(times[-window:])
+    before = stats.median(times[-2 * window : -window])
+    return recent >= (1 - tolerance) * before
+
+
 def run_block(
     step: Callable[[], object], sync: Callable[[], None], steps: int, clock: Clock
 ) -> float:
@@ -174,12 +188,13 @@ def calibrate(
     first = blocks(1)
     warm: list[float] = []
     warmup_stop: WarmupStop = "max_steps"
+    over = is_settled if config.warmup_rule == "settled" else is_stable
     while len(warm) < config.max_warmup_steps:
         warm.append(blocks(1))
-        if len(warm) >= config.min_warmup_steps and is_stable(
+        if len(warm) >= config.min_warmup_steps and over(
             warm, config.warmup_window, config.warmup_tolerance
         ):
-            warmup_stop = "stable"
+            warmup_stop = config.warmup_rule
             break
         if sum(warm) >= config.max_warmup_s and len(warm) >= config.min_warmup_steps:
             warmup_stop = "budget"
