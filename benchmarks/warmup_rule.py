@@ -1,13 +1,14 @@
 """Warmup rules on this machine: "stable" (the last two windows of steps agree within 5%)
 against "settled" (the last window is no longer faster than the one before by 5%).
 
-Alternates the two rules, one run each, on the quick preset's kind of cases (PyTorch and
-TensorFlow, ResNet-18 inference and MobileNetV2 training, batch 8, 64 px), through
-fwbench's own driver. Prints per case and rule: the warmup's median seconds and steps,
-how often it ended at its budget, how many runs' timed blocks were still getting
-faster (the drift warning: a warmup that ended too soon), and the ratio of the runs' values
-(settled / stable, geometric mean of the per-run 25th percentiles): a warmup cut short
-would show as a ratio above 1.
+Runs the two rules side by side, one run each in one interleaved group (their timed
+blocks alternate, so both see the same load), on the quick preset's kind of cases
+(PyTorch and TensorFlow, ResNet-18 inference and MobileNetV2 training, batch 8, 64 px),
+through fwbench's own driver. Prints per case and rule: the warmup's median seconds and
+steps, how often it ended at its budget, how many runs' timed blocks were still getting
+faster (the drift warning: a warmup that ended too soon), and the ratio of the runs'
+values (settled / stable: the median over the groups of their 25th percentiles), which
+a warmup cut short would push above 1.
 
     cd benchmarks && ../.venv/bin/python warmup_rule.py [--repeats 6]
 """
@@ -19,9 +20,10 @@ import statistics
 import time
 from collections import defaultdict
 
-from common import measure_group
-
+from fwbench.api import measurement_of
 from fwbench.case import Case
+from fwbench.launch import local
+from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.comparison import per_run
 from fwbench.measure.runs import RunFigures
 from fwbench.measure.timing import TimingConfig
@@ -59,10 +61,22 @@ def main() -> None:
     drift: dict[tuple[str, str], int] = defaultdict(int)
     started = time.monotonic()
     for i in range(a.repeats):
-        for rule in RULES if i % 2 == 0 else RULES[::-1]:
-            timing = base.model_copy(update={"warmup_rule": rule})
-            for case in cases():
-                (m,) = measure_group([case], timing)
+        # Both rules in one interleaved group per case (their timed blocks alternate, so
+        # they see the same load), the order of the two sides alternating by repeat.
+        for case in cases():
+            rules = RULES if i % 2 == 0 else RULES[::-1]
+            requests = [
+                CaseRequest(
+                    case=case,
+                    timing=base.model_copy(update={"warmup_rule": rule}),
+                    count_flops=False,
+                )
+                for rule in rules
+            ]
+            for rule, outcome in zip(rules, local.run_group(requests, 600), strict=True):
+                if not outcome.runs:
+                    raise RuntimeError(f"{case.label()}: no measurement: {outcome.failure}")
+                m = measurement_of(outcome.runs, outcome.stop_reason or "")
                 (run,) = m.runs
                 key = (case.label(), rule)
                 warm[key].append((run.warmup_s, run.warmup_steps, run.warmup_stop))
@@ -84,10 +98,14 @@ def main() -> None:
                 f"{statistics.median(x[1] for x in w):g} steps, budget {budget}/{len(w)}, "
                 f"still faster {drift[(label, rule)]}"
             )
-        ratio = statistics.geometric_mean(values[(label, "settled")]) / statistics.geometric_mean(
-            values[(label, "stable")]
+        pairs = [
+            b / a
+            for a, b in zip(values[(label, "stable")], values[(label, "settled")], strict=True)
+        ]
+        line.append(
+            f"run value settled/stable: median of pairs {statistics.median(pairs):.3f} "
+            f"({min(pairs):.2f}-{max(pairs):.2f})"
         )
-        line.append(f"run value settled/stable {ratio:.3f}")
         print(" | ".join(line), flush=True)
 
 
