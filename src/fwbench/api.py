@@ -176,7 +176,7 @@ def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | 
 
 def result_from_outcome(
     case: Case,
-    run_id: str,
+    invocation_id: str,
     outcome: CaseOutcome,
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
@@ -189,7 +189,7 @@ def result_from_outcome(
     the same case (its runs so far) was stored under, so this one replaces it."""
     common: dict[str, Any] = {
         "result_id": result_id or uuid.uuid4().hex,
-        "run_id": run_id,
+        "invocation_id": invocation_id,
         "recorded_at": datetime.now(),
         "case": case,
         "timing_config": timing_config.model_dump(),
@@ -371,7 +371,7 @@ def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
 def run_cases(
     cases: Sequence[Case],
     store: ResultStore,
-    run_id: str,
+    invocation_id: str,
     options: RunOptions | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_status: Callable[[str], None] | None = None,
@@ -419,7 +419,7 @@ def run_cases(
                 result_id = ids.setdefault((finished.index, place), uuid.uuid4().hex)
                 result = result_from_outcome(
                     case,
-                    run_id,
+                    invocation_id,
                     outcome,
                     counts,
                     options.timing,

@@ -67,7 +67,7 @@ def result(
         )
     return Result(
         result_id=f"{framework}{mode}{precision}",
-        run_id="r",
+        invocation_id="r",
         recorded_at=datetime.now(),
         case=case,
         status=status,  # type: ignore[arg-type]
