@@ -59,12 +59,17 @@ def records(n: int) -> list[dict[str, Any]]:
     now = datetime.now()
     base = [
         Result(
-            result_id="x", run_id="x", recorded_at=now, case=c, status="ok", measurement=measurement
+            result_id="x",
+            invocation_id="x",
+            recorded_at=now,
+            case=c,
+            status="ok",
+            measurement=measurement,
         ).to_record()
         for c in cases
     ]
     return [
-        {**base[i % len(base)], "result_id": f"r{i:09d}", "run_id": f"run{i // 100:07d}"}
+        {**base[i % len(base)], "result_id": f"r{i:09d}", "invocation_id": f"run{i // 100:07d}"}
         for i in range(n)
     ]
 

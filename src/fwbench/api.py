@@ -28,7 +28,8 @@ from fwbench.launch.protocol import CaseRequest, CountItem
 from fwbench.measure import runs as case_runs
 from fwbench.measure import trackers
 from fwbench.measure.timing import Prepared, TimingConfig
-from fwbench.models.parity import Parity, compare
+from fwbench.models.parity import Parity
+from fwbench.models.parity import check as check_parity
 from fwbench.result import (
     Blocks,
     Distributed,
@@ -105,7 +106,7 @@ def parity_key(case: Case) -> ParityKey:
     return (case.model, json.dumps(case.dims, sort_keys=True))
 
 
-def compared_frameworks(cases: Sequence[Case]) -> list[str]:
+def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     """Frameworks whose parameter counts each case is checked against.
 
     Those of the run itself; a single-framework run is checked against every other
@@ -171,12 +172,12 @@ def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | 
     found = {fw: n for (fw, k), n in counts.items() if k == key}
     if own is not None:
         found[case.framework] = own
-    return compare(found)
+    return check_parity(found)
 
 
 def result_from_outcome(
     case: Case,
-    run_id: str,
+    invocation_id: str,
     outcome: CaseOutcome,
     counts: dict[tuple[str, ParityKey], int],
     timing_config: TimingConfig,
@@ -189,7 +190,7 @@ def result_from_outcome(
     the same case (its runs so far) was stored under, so this one replaces it."""
     common: dict[str, Any] = {
         "result_id": result_id or uuid.uuid4().hex,
-        "run_id": run_id,
+        "invocation_id": invocation_id,
         "recorded_at": datetime.now(),
         "case": case,
         "timing_config": timing_config.model_dump(),
@@ -371,7 +372,7 @@ def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
 def run_cases(
     cases: Sequence[Case],
     store: ResultStore,
-    run_id: str,
+    invocation_id: str,
     options: RunOptions | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_status: Callable[[str], None] | None = None,
@@ -399,7 +400,7 @@ def run_cases(
         counts = ensure_param_counts(
             store,
             (parity_key(c) for c in todo),
-            compared_frameworks(cases),
+            parity_frameworks(cases),
             options.timeout_s,
             on_status,
         )
@@ -419,7 +420,7 @@ def run_cases(
                 result_id = ids.setdefault((finished.index, place), uuid.uuid4().hex)
                 result = result_from_outcome(
                     case,
-                    run_id,
+                    invocation_id,
                     outcome,
                     counts,
                     options.timing,

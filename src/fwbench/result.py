@@ -25,6 +25,9 @@ so `Result.from_record` reads exported JSON of every earlier version):
      trackers, fwbench.measure.trackers), by tracker name; {} before.
  10  case options: the framework's own switches the case set (`--options onednn=off`),
      None before (the framework decided); part of the key only when set.
+ 11  invocation_id in place of run_id (the id of the command invocation that recorded
+     the result; "run" now means a worker process only), in Result and ServingResult.
+     Records of earlier versions are read with their run_id as invocation_id.
 """
 
 from __future__ import annotations
@@ -43,9 +46,21 @@ from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
+# The first version whose records name their command invocation invocation_id.
+INVOCATION_ID_SINCE = 11
+
+
+def invocation_id_of_old(record: dict[str, Any]) -> dict[str, Any]:
+    """`record`, with the run_id of a record written before INVOCATION_ID_SINCE (every
+    older export, every stored serving record) read as its invocation_id."""
+    version = record.get("schema_version")
+    old = isinstance(version, int) and version < INVOCATION_ID_SINCE
+    if not old or "run_id" not in record or "invocation_id" in record:
+        return record
+    return {("invocation_id" if k == "run_id" else k): v for k, v in record.items()}
 
 
 class StepTime(BaseModel):
@@ -168,7 +183,7 @@ class Result(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     result_id: str
-    run_id: str
+    invocation_id: str
     recorded_at: datetime
     # Not re-validated here: a stored case stays readable when its model's plugin is
     # not loaded; cases are validated where they are made (Case.build).
@@ -256,7 +271,7 @@ class Result(BaseModel):
         record: dict[str, Any] = {
             "schema_version": self.schema_version,
             "result_id": self.result_id,
-            "run_id": self.run_id,
+            "invocation_id": self.invocation_id,
             "case_key": self.case_key,
             "recorded_at": self.recorded_at.isoformat(),
             **self.case.model_dump(),
@@ -303,6 +318,7 @@ class Result(BaseModel):
                 f"schema_version: {version!r} is not one this fwbench reads "
                 f"(1 to {SCHEMA_VERSION}); a newer fwbench wrote it?"
             )
+        record = invocation_id_of_old(record)
         # Fields a record of its version did not have take the defaults they had then.
         case = Case.recorded(record)
         measurement = None

@@ -35,9 +35,9 @@ def test_train_and_infer_in_both_frameworks_give_positive_times_and_stored_rows(
         tiny("tensorflow", "infer", "eager"),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
-        run_id = store.start_run("test", {})
-        results = list(run_cases(cases, store, run_id, RunOptions(timing=FAST_TIMING)))
-        stored = store.results(run_id=run_id)
+        invocation_id = store.start_invocation("test", {})
+        results = list(run_cases(cases, store, invocation_id, RunOptions(timing=FAST_TIMING)))
+        stored = store.results(invocation_id=invocation_id)
     # Interleaved by default: each workload's variants are measured together, so results
     # come back workload by workload, in the order they were stored.
     assert sorted(r.case.key() for r in results) == sorted(c.key() for c in cases)

@@ -56,8 +56,8 @@ def test_dp_is_refused_on_the_cpu_and_mirrored_runs_on_logical_cpus(tmp_path: Pa
         Case.build(framework="tensorflow", mode="graph", strategy="mirrored", **tiny),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
-        run_id = store.start_run("test", {})
-        results = list(run_cases(cases, store, run_id, RunOptions(timing=FAST_TIMING)))
+        invocation_id = store.start_invocation("test", {})
+        results = list(run_cases(cases, store, invocation_id, RunOptions(timing=FAST_TIMING)))
     dp, mirrored = results
     assert dp.status == "unsupported"
     assert dp.error is not None and "DataParallel needs 2 CUDA device" in dp.error

@@ -155,7 +155,7 @@ def _inference(framework: str, mode: str, median: float, fusion_check: str = "")
     spread = (0.99 * median, median, 1.01 * median)
     return Result(
         result_id=framework,
-        run_id="r",
+        invocation_id="r",
         recorded_at=datetime.now(),
         case=case,
         status="ok",

@@ -236,4 +236,4 @@ def test_a_command_ended_in_the_middle_of_a_group_keeps_its_finished_runs(
         latest = store.latest(c.key() for c in cases)
         assert [r.measurement.stop_reason for r in latest if r.measurement] == ["max_runs"] * 2
         # One record per case and command: the second round's replaced the first's.
-        assert len(store.results(run_id="resumed")) == 2
+        assert len(store.results(invocation_id="resumed")) == 2

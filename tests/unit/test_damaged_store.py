@@ -28,7 +28,7 @@ UNINDEXED = "DROP INDEX results_case_key"
 
 DAMAGE = [
     (["DROP TABLE results"], "its results table is missing"),
-    (["DROP TABLE runs"], "its runs table is missing"),
+    (["DROP TABLE invocations"], "its invocations table is missing"),
     (["DROP TABLE serving"], "its serving table is missing"),
     (
         [UNINDEXED, "ALTER TABLE results DROP COLUMN median_s"],
@@ -48,11 +48,13 @@ DAMAGE = [
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'"],
-        "its results table has column tracked, options of a schema after the version 7",
+        "its results table has column invocation_id, tracked, options of a schema after the "
+        "version 7",
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'", "DROP TABLE serving"],
-        "its results table has column tracked, options of a schema after the version 7",
+        "its results table has column invocation_id, tracked, options of a schema after the "
+        "version 7",
     ),
 ]
 

@@ -159,7 +159,7 @@ def measured(case: Case, median: float, status: str = "ok") -> Result:
     )
     return Result(
         result_id=f"{case.key()}{median}",
-        run_id="r",
+        invocation_id="r",
         recorded_at=datetime.now(),
         case=case,
         status=status,  # type: ignore[arg-type]

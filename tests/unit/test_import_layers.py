@@ -33,7 +33,7 @@ CYCLE_CLOSING: dict[tuple[str, str], str] = {
     "version; the adapters' base class records the host's CPU features",
     ("models", "frameworks"): "ModelSpec.builder reads a framework's models_from from the "
     "registry (inside the function); the adapters build models from the model registry",
-    ("explain", "result"): "explain/compare.py sets stored Results side by side, and a "
+    ("explain", "result"): "explain/side_by_side.py sets stored Results side by side, and a "
     "Result holds explain's Breakdown",
     ("measure", "launch"): "type-only: a driver tracker's hook is handed the run's "
     "CaseRequest (launch/protocol.py), and launch runs the trackers",

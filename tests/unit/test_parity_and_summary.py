@@ -4,16 +4,16 @@ from datetime import datetime
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.models.parity import compare
+from fwbench.models.parity import check as check_parity
 from fwbench.report.summary import summarise, verdict_notes
 from fwbench.result import Measurement, Result, Run, StepTime
 
 
 def test_parity_flags_more_than_two_percent() -> None:
-    assert not compare({"torch": 100, "tensorflow": 102}).mismatch
-    p = compare({"torch": 138_357_544, "tensorflow": 43_985_704})
+    assert not check_parity({"torch": 100, "tensorflow": 102}).mismatch
+    p = check_parity({"torch": 138_357_544, "tensorflow": 43_985_704})
     assert p.mismatch and p.max_rel_diff is not None and p.max_rel_diff > 2
-    assert compare({"torch": 5}).max_rel_diff is None
+    assert check_parity({"torch": 5}).max_rel_diff is None
 
 
 # The Blocks fields other than samples, as a run or a case's measurement records them.
@@ -67,7 +67,7 @@ def result(
         )
     return Result(
         result_id=f"{framework}{mode}{precision}",
-        run_id="r",
+        invocation_id="r",
         recorded_at=datetime.now(),
         case=case,
         status=status,  # type: ignore[arg-type]

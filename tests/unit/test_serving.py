@@ -316,3 +316,36 @@ def test_a_run_beside_other_load_is_flagged_busy() -> None:
     assert not any(
         "busy" in w for w in build_result(point, [run(0, 0.02)], [None], "r", "i", None).warnings
     )
+
+
+def test_a_serving_row_of_schema_10_reads_its_run_id_as_its_invocation_id(
+    tmp_path: Path,
+) -> None:
+    """Before schema 11 the serving table's column and its record's key were run_id."""
+    import gzip
+    import json
+
+    import duckdb
+
+    db = tmp_path / "v10.duckdb"
+    with gzip.open(DATA / "results-schema10.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    r = serving_results()[0]
+    record = {
+        ("run_id" if k == "invocation_id" else k): v
+        for k, v in {
+            **json.loads(r.model_dump_json()),
+            "schema_version": 10,
+            "invocation_id": "old",
+        }.items()
+    }
+    con = duckdb.connect(str(db))
+    con.execute(
+        "INSERT INTO serving (result_id, run_id, recorded_at, record) VALUES (?, 'old', ?, ?)",
+        [r.result_id, r.recorded_at, json.dumps(record)],
+    )
+    con.close()
+    with ResultStore(db) as store:
+        (back,) = store.serving(invocation_id="old")
+    assert back.invocation_id == "old" and back.schema_version == 10
+    assert back.model_copy(update={"invocation_id": r.invocation_id, "schema_version": 11}) == r

@@ -171,7 +171,7 @@ def test_a_json_export_imports_back_as_the_same_results(tmp_path: Path) -> None:
         assert store.add_many(read, "import a.json") == 2
         assert store.add_many(read, "import a.json") == 0  # already there: skipped
         back = store.results()
-        assert [r["command"] for r in store.runs()] == ["import a.json"]
+        assert [r["command"] for r in store.invocations()] == ["import a.json"]
     assert [r.to_record() for r in back] == [ok.to_record(), oom.to_record()]
 
 
@@ -253,15 +253,84 @@ def test_a_bulk_import_writes_every_row_in_batches_and_reports_its_progress(
     monkeypatch.setattr(store_db, "BULK_ROWS", 3)
     base = [result("torch", "eager", 0.1, 0.001), result("tensorflow", "graph", 0, 0, "oom")]
     many = [
-        r.model_copy(update={"result_id": f"x{i}", "run_id": f"run{i % 4}"})
+        r.model_copy(update={"result_id": f"x{i}", "invocation_id": f"run{i % 4}"})
         for i, r in enumerate(base * 5)
     ]
     done: list[int] = []
     with ResultStore(tmp_path / "r.duckdb") as store:
         assert store.add_many(many, "import", progress=done.append) == 10
         back = store.results()
-        runs = sorted(r["run_id"] for r in store.runs())
+        runs = sorted(r["invocation_id"] for r in store.invocations())
     assert done == [3, 3, 3, 1]
     assert runs == ["run0", "run1", "run2", "run3"]
     by_id = {r.result_id: r.to_record() for r in back}
     assert by_id == {r.result_id: r.to_record() for r in many}
+
+
+def test_a_schema_10_database_keeps_its_invocations_when_runs_are_renamed(
+    tmp_path: Path,
+) -> None:
+    """Schema 11 renamed the runs table (one row per command invocation) to invocations
+    and every run_id column to invocation_id: the rows, their ids and the keys stay."""
+    import gzip
+
+    db = tmp_path / "v10.duckdb"
+    with gzip.open(DATA / "results-schema10.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    con = duckdb.connect(str(db), read_only=True)
+    before = con.execute("SELECT * FROM runs").fetchall()
+    ids = con.execute("SELECT result_id, run_id FROM results ORDER BY result_id").fetchall()
+    con.close()
+    assert len(before) == 1 and len(ids) == 2
+    with ResultStore(db) as store:
+        assert sorted((r.result_id, r.invocation_id) for r in store.results()) == ids
+        assert len(store.results(invocation_id=before[0][0])) == 2
+        assert [r["command"] for r in store.invocations()] == [before[0][2]]
+        tables = {r[0] for r in store.con.execute("SHOW TABLES").fetchall()}
+        assert "invocations" in tables and "runs" not in tables
+        assert store.con.execute("SELECT * FROM invocations").fetchall() == before
+        indexes = store.con.execute("SELECT index_name FROM duckdb_indexes()").fetchall()
+        assert indexes == [("results_case_key",)]
+        with pytest.raises(duckdb.ConstraintException):  # still its primary key
+            store.con.execute("INSERT INTO invocations VALUES (?, now(), 'x', '{}')", [ids[0][1]])
+        # A new invocation and its results go in beside the old ones.
+        new = store.start_invocation("fwbench run", {})
+        store.add(result("torch", "eager", 0.1, 0.001).model_copy(update={"invocation_id": new}))
+        assert len(store.invocations()) == 2 and len(store.results(invocation_id=new)) == 1
+
+
+def test_a_record_written_before_schema_11_reads_its_run_id_as_its_invocation_id() -> None:
+    from fwbench.result import Result
+
+    record = result("torch", "eager", 0.1, 0.001).to_record()
+    assert "run_id" not in record
+    old = {("run_id" if k == "invocation_id" else k): v for k, v in record.items()}
+    read = Result.from_record({**old, "schema_version": 10, "run_id": "abc"})
+    assert read.invocation_id == "abc" and read.to_record()["invocation_id"] == "abc"
+    # From schema 11 on the record names it invocation_id; run_id is no key of its own.
+    with pytest.raises(ValueError, match="invocation_id"):
+        Result.from_record({**old, "run_id": "abc"})
+
+
+def test_results_and_report_select_an_invocation_and_take_the_old_run_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from .test_robustness import cli
+
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        for framework in ("torch", "tensorflow"):
+            made = store.start_invocation(f"fwbench run {framework}", {})
+            r = result(framework, "eager", 0.1, 0.001)
+            store.add(r.model_copy(update={"invocation_id": made}))
+        first = store.invocations()[0]["invocation_id"]
+    for flag in ("--invocation", "--run"):
+        code, out, err = cli(["results", "--json", flag, first, "--db", str(db)], capsys)
+        assert code == 0, err
+        assert [r["invocation_id"] for r in json.loads(out)] == [first]
+    code, _, err = cli(["results", "--invocation", first, "--run", "x", "--db", str(db)], capsys)
+    assert code == 2 and "--run is the old name of --invocation" in err
+    code, _, err = cli(["report", "--invocation", "nope", "--db", str(db)], capsys)
+    assert code == 2 and "holds no results for invocation nope" in err
+    code, out, _ = cli(["results", "--help"], capsys)
+    assert "--invocation" in out and "--run" not in out

@@ -10,7 +10,7 @@ import pytest
 
 from fwbench.case import Case
 from fwbench.measure.energy import Energy
-from fwbench.models.parity import compare as parity
+from fwbench.models.parity import check as parity
 from fwbench.result import Measurement, Result, StepTime
 from fwbench.studies.claims import Claim, evaluate, evaluate_claim, load_study, studies
 from fwbench.sweep import load_preset, presets

@@ -52,6 +52,25 @@ out = _console(stderr=False)
 
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
+InvocationOption = Annotated[
+    str | None,
+    typer.Option(
+        "--invocation",
+        help="Only the results of this invocation (the id of the command that recorded "
+        "them: the first column of `fwbench results`).",
+    ),
+]
+# --invocation's name before "run" came to mean a worker process only; still accepted.
+RunAliasOption = Annotated[str | None, typer.Option("--run", hidden=True)]
+
+
+def invocation_of(invocation: str | None, run: str | None) -> str | None:
+    """The invocation id asked for by --invocation or by its old name, --run."""
+    if invocation is not None and run is not None and invocation != run:
+        raise SpecError(f"--run is the old name of --invocation: give one ({run} or {invocation})")
+    return invocation if invocation is not None else run
+
+
 BudgetOption = Annotated[
     str | None,
     typer.Option(

@@ -19,7 +19,7 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
     with ResultStore(db) as store:
         host = host_environment()
-        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host)
+        invocation_id = store.start_invocation(shlex.join(["fwbench", *sys.argv[1:]]), host)
         skipped = len({c.key() for c in cases} & done_keys(store, options))
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
@@ -35,7 +35,9 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
             def on_start(case: Case) -> None:
                 progress.update(task, description=case.label())
 
-            for result in run_cases(cases, store, run_id, options, on_start, on_status, host):
+            for result in run_cases(
+                cases, store, invocation_id, options, on_start, on_status, host
+            ):
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(

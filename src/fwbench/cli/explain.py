@@ -36,7 +36,7 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
-from fwbench.explain.compare import side_by_side
+from fwbench.explain.side_by_side import side_by_side
 from fwbench.frameworks.registry import core_frameworks, get_framework
 from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.result import Result

@@ -13,7 +13,7 @@ from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS, get_framework
 from fwbench.launch import counting
 from fwbench.launch.protocol import CountItem
-from fwbench.models.parity import compare
+from fwbench.models.parity import check as check_parity
 from fwbench.models.registry import all_models, get_model
 
 
@@ -73,8 +73,8 @@ def command(
                 counts[fw] = n
             if f is not None:
                 flop_counts[fw] = f
-        parity = compare(counts)
-        flop_parity = compare({fw: round(f) for fw, f in flop_counts.items()})
+        parity = check_parity(counts)
+        flop_parity = check_parity({fw: round(f) for fw, f in flop_counts.items()})
         rows.append(
             {
                 "name": spec.name,

@@ -9,7 +9,13 @@ from typing import Annotated
 import typer
 
 from fwbench import sweep as sweeps
-from fwbench.cli.common import DEFAULT_DB_PATH, console
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    InvocationOption,
+    RunAliasOption,
+    console,
+    invocation_of,
+)
 from fwbench.errors import SpecError
 from fwbench.outputs import database, refuse_overwrite, report_output
 from fwbench.report.write import report_format, write_report
@@ -27,7 +33,7 @@ def command(
     ] = None,
     format: Annotated[str | None, typer.Option("--format", help="html | md")] = None,
     db: Annotated[Path, typer.Option("--db", help="Results file (DuckDB).")] = DEFAULT_DB_PATH,
-    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    invocation: InvocationOption = None,
     title: Annotated[str, typer.Option(help="Report title.")] = "fwbench report",
     study: Annotated[
         str | None,
@@ -37,8 +43,10 @@ def command(
             + " (its claims against these results).",
         ),
     ] = None,
+    run: RunAliasOption = None,
 ) -> None:
     """Write a report: verdicts, the studies' charts, failures, warnings, environment."""
+    invocation = invocation_of(invocation, run)
     fmt = report_format(output, format, "-o", format_flag=True)
     if study is not None:
         load_study(study)  # an unknown study is refused before anything is read
@@ -51,11 +59,17 @@ def command(
         [database("RESULTS" if results is not None else "--db", source)],
     )
     with ResultStore(source, read_only=True) as store:
-        stored = store.results(run_id=run)
-        served = store.serving(run_id=run)
-        commands = [r["command"] for r in store.runs() if run is None or r["run_id"] == run]
+        stored = store.results(invocation_id=invocation)
+        served = store.serving(invocation_id=invocation)
+        commands = [
+            r["command"]
+            for r in store.invocations()
+            if invocation is None or r["invocation_id"] == invocation
+        ]
     if not stored and not served:
-        raise SpecError(f"{source} holds no results" + (f" for run {run}" if run else ""))
+        raise SpecError(
+            f"{source} holds no results" + (f" for invocation {invocation}" if invocation else "")
+        )
     if study is None:
         study = study_of(commands)
         if study:

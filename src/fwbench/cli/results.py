@@ -7,19 +7,31 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, JsonOption, out, print_json, summary_table
+from fwbench.cli.common import (
+    DEFAULT_DB_PATH,
+    DbOption,
+    InvocationOption,
+    JsonOption,
+    RunAliasOption,
+    invocation_of,
+    out,
+    print_json,
+    summary_table,
+)
 from fwbench.store.db import ResultStore
 
 
 def command(
     db: DbOption = DEFAULT_DB_PATH,
-    run: Annotated[str | None, typer.Option(help="Only this run id.")] = None,
+    invocation: InvocationOption = None,
     summary: Annotated[bool, typer.Option(help="Side-by-side frameworks instead of rows.")] = False,
     json: JsonOption = False,
+    run: RunAliasOption = None,
 ) -> None:
-    """List stored results (all runs, oldest first)."""
+    """List stored results (every invocation's, oldest first)."""
+    invocation = invocation_of(invocation, run)
     with ResultStore(db, read_only=True) as store:
-        results = store.results(run_id=run)
+        results = store.results(invocation_id=invocation)
     if json:
         print_json([r.to_record() for r in results])
         return
@@ -27,12 +39,21 @@ def command(
         out.print(summary_table(results, title=f"Results in {db}"))
         return
     table = Table(title=f"{len(results)} results in {db}", title_justify="left")
-    for col in ("run", "case", "status", "median ms", "95% CI ms", "samples/s", "params", "note"):
+    for col in (
+        "invocation",
+        "case",
+        "status",
+        "median ms",
+        "95% CI ms",
+        "samples/s",
+        "params",
+        "note",
+    ):
         table.add_column(col)
     for r in results:
         m = r.measurement
         table.add_row(
-            r.run_id,
+            r.invocation_id,
             r.case.label(),
             r.status,
             f"{m.step_time_s.median * 1e3:.2f}" if m else "-",

@@ -86,7 +86,9 @@ def execute_serving(
                     f"already recorded in {db}"
                 )
             points = todo
-        run_id = store.start_run(shlex.join(["fwbench", *sys.argv[1:]]), host_environment())
+        invocation_id = store.start_invocation(
+            shlex.join(["fwbench", *sys.argv[1:]]), host_environment()
+        )
         progress = progress_bar(eta=False)
         with progress, contextlib.redirect_stdout(sys.stderr):
             task = progress.add_task("preparing", total=len(points))
@@ -95,7 +97,7 @@ def execute_serving(
                 progress.update(task, description=text)
 
             for result in serve_points(
-                points, runs, timing, timeout_s, log_root(db), run_id, on_status
+                points, runs, timing, timeout_s, log_root(db), invocation_id, on_status
             ):
                 store.add_serving(result)
                 progress.advance(task)

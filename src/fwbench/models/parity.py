@@ -27,7 +27,8 @@ class Parity(BaseModel):
         return f"parameters: {counts}, differ by {self.max_rel_diff:.2%}: {verdict}"
 
 
-def compare(counts: dict[str, int], tolerance: float = TOLERANCE) -> Parity:
+def check(counts: dict[str, int], tolerance: float = TOLERANCE) -> Parity:
+    """Whether the frameworks' counts (framework -> count) agree within `tolerance`."""
     if len(counts) < 2:
         return Parity(counts=counts, max_rel_diff=None, mismatch=False)
     low, high = min(counts.values()), max(counts.values())

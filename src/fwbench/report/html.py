@@ -10,7 +10,7 @@ from datetime import datetime
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from fwbench.explain.compare import side_by_side
+from fwbench.explain.side_by_side import side_by_side
 from fwbench.report import figures, scaling, warnings
 from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern

@@ -64,7 +64,7 @@ def build_result(
     point: Point,
     runs: Sequence[ServingRun],
     reports: Sequence[ServeReport | None],
-    run_id: str,
+    invocation_id: str,
     result_id: str,
     log_dir: Path | None,
     busy_cores: float = TimingConfig().busy_cores,
@@ -74,7 +74,7 @@ def build_result(
     first = next((r for r in reports if r is not None), None)
     common: dict[str, Any] = {
         "result_id": result_id,
-        "run_id": run_id,
+        "invocation_id": invocation_id,
         "recorded_at": datetime.now(),
         "point_key": point_key(point.case, point.spec),
         "case": point.case,
@@ -146,7 +146,7 @@ def serve_points(
     timing: TimingConfig,
     timeout_s: float,
     log_root: Path,
-    run_id: str,
+    invocation_id: str,
     on_status: OnStatus | None = None,
 ) -> Iterator[ServingResult]:
     """Measure every point in `runs` runs; yield each group's results once it is done."""
@@ -177,7 +177,7 @@ def serve_points(
                     point,
                     done,
                     reports,
-                    run_id,
+                    invocation_id,
                     ids[i],
                     log_dir if log_dir.exists() else None,
                     timing.busy_cores,

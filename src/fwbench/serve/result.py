@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
 
 from fwbench.case import Case
-from fwbench.result import SCHEMA_VERSION, Status
+from fwbench.result import SCHEMA_VERSION, Status, invocation_id_of_old
 from fwbench.serve.spec import ServeSpec
 
 # LoadGen's percentiles, as its log names them (result_<p>_percentile_latency_ns).
@@ -85,7 +85,7 @@ class ServingResult(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     result_id: str
-    run_id: str
+    invocation_id: str
     recorded_at: datetime
     point_key: str
     case: Annotated[Case, SkipValidation]
@@ -115,7 +115,8 @@ class ServingResult(BaseModel):
         # may not be loaded here), as Result.from_record reads one.
         if isinstance(data, dict) and isinstance(data.get("case"), dict):
             data = {**data, "case": Case.stored(data["case"])}
-        return data
+        # A record stored before version 11 names its invocation run_id.
+        return invocation_id_of_old(data) if isinstance(data, dict) else data
 
     def latency(self, percentile: str) -> Figure | None:
         return self.latency_s.get(percentile)

@@ -88,7 +88,7 @@ def _device_peak(memory: Memory | None) -> int | None:
 RESULT_COLUMNS: tuple[Column, ...] = (
     # version 1
     Column("result_id", "VARCHAR", lambda r: r.result_id),
-    Column("run_id", "VARCHAR", lambda r: r.run_id),
+    Column("invocation_id", "VARCHAR", lambda r: r.invocation_id),
     Column("case_key", "VARCHAR", lambda r: r.case_key),
     Column("recorded_at", "TIMESTAMP", lambda r: r.recorded_at),
     Column("schema_version", "INTEGER", lambda r: r.schema_version),

@@ -34,14 +34,14 @@ _Read = TypeVar("_Read")
 DEFAULT_DB = Path("fwbench-results/results.duckdb")
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
 BULK_ROWS = 10_000
-RUN_COLUMNS = ["run_id", "started_at", "command", "host"]
+INVOCATION_COLUMNS = ["invocation_id", "started_at", "command", "host"]
 
 
 class Row(NamedTuple):
-    """A result as the results table stores it, with what its run's row needs."""
+    """A result as the results table stores it, with what its invocation's row needs."""
 
     result_id: str
-    run_id: str
+    invocation_id: str
     recorded_at: datetime
     host: str  # the host it ran on, as JSON
     values: tuple[Any, ...]  # in the order of columns.names()
@@ -50,7 +50,7 @@ class Row(NamedTuple):
     def of(cls, r: Result) -> Row:
         host = json.dumps(r.environment.get("host", {}), default=str)
         values = tuple(columns.row(r).values())
-        return cls(r.result_id, r.run_id, r.recorded_at, host, values)
+        return cls(r.result_id, r.invocation_id, r.recorded_at, host, values)
 
 
 class ResultStore:
@@ -200,17 +200,19 @@ class ResultStore:
 
     # writing --------------------------------------------------------------
 
-    def start_run(self, command: str, host: dict[str, Any]) -> str:
-        run_id = uuid.uuid4().hex[:12]
+    def start_invocation(self, command: str, host: dict[str, Any]) -> str:
+        """Record one command invocation (its command line and host); returns its id,
+        which every result it stores carries."""
+        invocation_id = uuid.uuid4().hex[:12]
         self._transaction(
             [
                 (
-                    "INSERT INTO runs VALUES (?, ?, ?, ?)",
-                    [run_id, datetime.now(), command, json.dumps(host)],
+                    "INSERT INTO invocations VALUES (?, ?, ?, ?)",
+                    [invocation_id, datetime.now(), command, json.dumps(host)],
                 )
             ]
         )
-        return run_id
+        return invocation_id
 
     def add(self, result: Result) -> None:
         """Store one result atomically, in place of the one stored under its result_id
@@ -248,17 +250,18 @@ class ResultStore:
         Rows go in by column, BULK_ROWS at a time (INSERT ... SELECT unnest of one list
         per column): a statement per row made 100k records take minutes."""
         here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
-        known = {r[0] for r in self.con.execute("SELECT run_id FROM runs").fetchall()}
+        known = {r[0] for r in self.con.execute("SELECT invocation_id FROM invocations").fetchall()}
         new = list({r.result_id: r for r in rows if r.result_id not in here}.values())
-        runs: list[list[Any]] = []
+        invocations: list[list[Any]] = []
         for r in new:
-            if r.run_id not in known:
-                known.add(r.run_id)
-                runs.append([r.run_id, r.recorded_at, command, r.host])
+            if r.invocation_id not in known:
+                known.add(r.invocation_id)
+                invocations.append([r.invocation_id, r.recorded_at, command, r.host])
         self.con.begin()
         try:
-            for start in range(0, len(runs), BULK_ROWS):
-                _insert_columns(self.con, "runs", RUN_COLUMNS, runs[start : start + BULK_ROWS])
+            for start in range(0, len(invocations), BULK_ROWS):
+                chunk = invocations[start : start + BULK_ROWS]
+                _insert_columns(self.con, "invocations", INVOCATION_COLUMNS, chunk)
             for start in range(0, len(new), BULK_ROWS):
                 chunk = [list(r.values) for r in new[start : start + BULK_ROWS]]
                 _insert_columns(self.con, "results", columns.names(), chunk)
@@ -307,12 +310,12 @@ class ResultStore:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise StoreError(f"{self.path} is damaged: {table} row {row_id!r}: {why}")
 
-    def serving(self, run_id: str | None = None) -> list[ServingResult]:
+    def serving(self, invocation_id: str | None = None) -> list[ServingResult]:
         sql = "SELECT record, result_id FROM serving"
         params: list[Any] = []
-        if run_id is not None:
-            sql += " WHERE run_id = ?"
-            params.append(run_id)
+        if invocation_id is not None:
+            sql += " WHERE invocation_id = ?"
+            params.append(invocation_id)
         rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
         return [
             self._read_row("serving", r[1], ServingResult.model_validate_json, r[0]) for r in rows
@@ -348,13 +351,13 @@ class ResultStore:
         return None if row is None else (row[0], row[1])
 
     def results(
-        self, run_id: str | None = None, case_keys: Iterable[str] | None = None
+        self, invocation_id: str | None = None, case_keys: Iterable[str] | None = None
     ) -> list[Result]:
         sql = "SELECT * FROM results"
         params: list[Any] = []
-        if run_id is not None:
-            sql += " WHERE run_id = ?"
-            params.append(run_id)
+        if invocation_id is not None:
+            sql += " WHERE invocation_id = ?"
+            params.append(invocation_id)
         sql += " ORDER BY recorded_at, result_id"
         cur = self.con.execute(sql, params)
         names = [d[0] for d in cur.description]
@@ -373,9 +376,13 @@ class ResultStore:
             by_key[r.case_key] = r
         return [by_key[k] for k in keys if k in by_key]
 
-    def runs(self) -> list[dict[str, Any]]:
-        cur = self.con.execute("SELECT run_id, started_at, command FROM runs ORDER BY started_at")
-        return [{"run_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()]
+    def invocations(self) -> list[dict[str, Any]]:
+        cur = self.con.execute(
+            "SELECT invocation_id, started_at, command FROM invocations ORDER BY started_at"
+        )
+        return [
+            {"invocation_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()
+        ]
 
 
 def _serving_row(r: ServingResult) -> dict[str, Any]:
@@ -387,7 +394,7 @@ def _serving_row(r: ServingResult) -> dict[str, Any]:
 
     return {
         "result_id": r.result_id,
-        "run_id": r.run_id,
+        "invocation_id": r.invocation_id,
         "point_key": r.point_key,
         "recorded_at": r.recorded_at,
         "framework": r.case.framework,
@@ -467,7 +474,7 @@ def _from_row(row: dict[str, Any]) -> Result:
     return Result(
         schema_version=row["schema_version"],
         result_id=row["result_id"],
-        run_id=row["run_id"],
+        invocation_id=row["invocation_id"],
         recorded_at=row["recorded_at"],
         case=Case.stored(row),
         status=row["status"],

@@ -23,6 +23,9 @@ are in one place: fwbench.result. The tables of each version:
   9  results gain tracked (JSON): results of trackers without a column of their own.
  10  results gain the case's framework options (`options`, e.g. "onednn=off"; NULL: the
      framework decided, as for every result before this version).
+ 11  "run" names a worker process only: the runs table (one row per command invocation)
+     becomes invocations, and its run_id, and the run_id of results and serving, become
+     invocation_id. Renamed in place: the rows, keys and column order stay.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -212,6 +215,24 @@ def _to_v10(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN options VARCHAR")
 
 
+def _to_v11(con: Any) -> None:
+    con.execute("ALTER TABLE runs RENAME TO invocations")
+    con.execute("ALTER TABLE invocations RENAME COLUMN run_id TO invocation_id")
+    # DuckDB refuses to alter a column of a table with an index ("entries that depend on
+    # it"): the results table's indexes (ours, and any of the user's) are dropped for the
+    # rename and made again from their own statements.
+    indexes = con.execute(
+        "SELECT index_name, sql FROM duckdb_indexes() "
+        "WHERE schema_name = 'main' AND table_name = 'results'"
+    ).fetchall()
+    for name, _ in indexes:
+        con.execute(f'DROP INDEX "{name}"')
+    con.execute("ALTER TABLE results RENAME COLUMN run_id TO invocation_id")
+    for _, sql in indexes:
+        con.execute(sql)
+    con.execute("ALTER TABLE serving RENAME COLUMN run_id TO invocation_id")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -223,6 +244,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     7: _to_v8,
     8: _to_v9,
     9: _to_v10,
+    10: _to_v11,
 }
 
 
@@ -262,15 +284,17 @@ def damage(found: dict[str, tuple[str, ...]], version: int) -> str | None:
     for table, wanted in tables_of(version).items():
         if table not in found:
             return f"its {table} table is missing"
-        missing = [c for c in wanted if c not in found[table]]
-        if missing:
-            return f"its {table} table lacks column {', '.join(missing)}"
+        # Columns of a later schema first: a column a later version renamed is also
+        # missing under its old name, and the later one says what happened.
         ahead = [c for c in found[table] if c not in wanted and c in later.get(table, ())]
         if ahead:
             return (
                 f"its {table} table has column {', '.join(ahead)} of a schema after the "
                 f"version {version} its meta table states"
             )
+        missing = [c for c in wanted if c not in found[table]]
+        if missing:
+            return f"its {table} table lacks column {', '.join(missing)}"
     ahead = [t for t in found if t in later and t not in tables_of(version)]
     if ahead:
         return (
