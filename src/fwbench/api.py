@@ -224,7 +224,9 @@ def result_from_outcome(
             "includes compilation",
         )
     # What the workload found wrong as built (e.g. an export whose outputs differ).
-    warnings = (*warnings, *report.settings.pop("warnings", ()))
+    # (Read, not popped: the report is read again for each round's outcome so far.)
+    warnings = (*warnings, *report.settings.get("warnings", ()))
+    settings = {k: v for k, v in report.settings.items() if k != "warnings"}
     parity = parity_for(case, counts, report.param_count)
     if parity.mismatch:
         warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
@@ -247,7 +249,7 @@ def result_from_outcome(
         distributed=Distributed(**report.distributed) if report.distributed else None,
         warnings=warnings,
         environment={"host": host, **report.environment},
-        settings=report.settings,
+        settings=settings,
     )
 
 
