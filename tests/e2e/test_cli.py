@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -151,10 +152,17 @@ def _wait_for_worker(pid: int, nth: int, timeout: float) -> psutil.Process:
     parent = psutil.Process(pid)
     seen: list[int] = []
     while time.monotonic() < deadline:
+        servers = set()
+        for child in parent.children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if "fwbench.launch.forkserver" in " ".join(child.cmdline()):
+                    servers.add(child.pid)
         for child in parent.children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
-                forked = "fwbench.launch.forkserver" in cmd and child.ppid() != pid
+                # A worker is a fork server's own child; a process a worker starts keeps
+                # the server's command line until it execs, and is no case of its own.
+                forked = child.ppid() in servers
             except psutil.NoSuchProcess:
                 continue
             case_worker = "fwbench.launch.worker case:" in cmd  # not a count worker
