@@ -41,13 +41,18 @@ def modes_help() -> str:
     return f"{per_framework}. One for all frameworks, or one each."
 
 
-@_listed
-def options_help() -> str:
-    per_framework = "; ".join(
+def _settings_per_framework() -> str:
+    """Each framework's own settings and their values, as the help texts list them."""
+    return "; ".join(
         f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
         for name, i in FRAMEWORKS.items()
         if i.settings
     )
+
+
+@_listed
+def options_help() -> str:
+    per_framework = _settings_per_framework()
     return (
         f"The framework's own switches, NAME=VALUE[,NAME=VALUE] ({per_framework}); left out, "
         "the framework decides. One for all frameworks, or one each ('default' for none)."
@@ -72,11 +77,7 @@ def tune_modes_help() -> str:
 
 @_listed
 def tune_options_help() -> str:
-    per_framework = "; ".join(
-        f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
-        for name, i in FRAMEWORKS.items()
-        if i.settings
-    )
+    per_framework = _settings_per_framework()
     return (
         "The frameworks' own settings to try (repeat), NAME=VALUE[,NAME=VALUE], each for the "
         f"frameworks that have it; 'default' tries none. [default: every value of every "
