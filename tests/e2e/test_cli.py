@@ -160,9 +160,10 @@ def _wait_for_worker(pid: int, nth: int, timeout: float) -> psutil.Process:
         for child in parent.children(recursive=True):
             try:
                 cmd = " ".join(child.cmdline())
-                # A worker is a fork server's own child; a process a worker starts keeps
-                # the server's command line until it execs, and is no case of its own.
-                forked = child.ppid() in servers
+                # A forked worker is a fork server's child that named itself fwbench-run:
+                # the servers' imports start processes of their own (ldconfig, through
+                # ctypes), which keep the server's command line until they exec.
+                forked = child.ppid() in servers and child.name() == "fwbench-run"
             except psutil.NoSuchProcess:
                 continue
             case_worker = "fwbench.launch.worker case:" in cmd  # not a count worker
