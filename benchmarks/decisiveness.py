@@ -26,13 +26,14 @@ from fwbench.case import Case
 from fwbench.measure.comparison import Comparison, Looks
 from fwbench.measure.timing import TimingConfig
 
-FRAMEWORKS = {"torch": "eager", "tensorflow": "graph"}
+FRAMEWORKS = {"torch": "eager", "tensorflow": "graph", "keras-jax": "jit"}
 
 
-def case(framework: str, model: str, size: int) -> Case:
+def case(framework: str, model: str, size: int, a: argparse.Namespace) -> Case:
     return Case.build(
-        framework=framework, mode=FRAMEWORKS[framework], model=model, task="infer",
-        batch_size=4, input_size=size, num_classes=10, threads=1,
+        framework=framework, mode=FRAMEWORKS[framework], model=model, task=a.task,
+        batch_size=a.batch, input_size=size, num_classes=10, threads=a.threads,
+        device=a.device,
     )  # fmt: skip
 
 
@@ -46,14 +47,22 @@ def main() -> None:
     p.add_argument("--min-runs", type=int, default=3)
     p.add_argument("--max-runs", type=int, default=10)
     p.add_argument("--framework", action="append", choices=list(FRAMEWORKS))
+    p.add_argument("--task", default="infer", choices=["infer", "train"])
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     a = p.parse_args()
     timing = TimingConfig(
         min_runs=a.min_runs, max_runs=a.max_runs, run_time_s=0.5, max_warmup_s=3.0,
         max_time_s=1e6,  # the rounds end on the verdict or at max_runs, not on a budget
     )  # fmt: skip
     looks = Looks(a.min_runs, a.max_runs)
-    print(f"sequential plan: {looks.describe()}; {a.model}, batch 4, 1 thread", flush=True)
-    for framework in a.framework or list(FRAMEWORKS):
+    print(
+        f"sequential plan: {looks.describe()}; {a.model} {a.task}, batch {a.batch}, "
+        f"{a.threads} thread(s), {a.device}",
+        flush=True,
+    )
+    for framework in a.framework or ["torch", "tensorflow"]:
         pairs = [(a.size, a.size, a.aa), *((a.size, s, a.controls) for s in a.sizes)]
         for size_a, size_b, count in pairs:
             outcomes: Counter[str] = Counter()
@@ -64,7 +73,8 @@ def main() -> None:
             started = time.monotonic()
             for i in range(count):
                 left, right = measure_group(
-                    [case(framework, a.model, size_a), case(framework, a.model, size_b)], timing
+                    [case(framework, a.model, size_a, a), case(framework, a.model, size_b, a)],
+                    timing,
                 )
                 values = {"A": left.per_run(timing.estimator), "B": right.per_run(timing.estimator)}
                 v = Comparison.of(values, looks=looks).verdict()

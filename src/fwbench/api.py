@@ -267,6 +267,8 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
             launcher=r.launcher,
             other_cpu_cores=r.other_cpu_cores,
             warnings=r.timing.warnings,
+            start_s=r.start_s,
+            finish_s=r.finish_s,
             **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
         )
         for i, r in enumerate(measured)

@@ -105,6 +105,10 @@ class Run(Blocks):
     # CPU time other processes used during its timed blocks, in cores (psutil).
     other_cpu_cores: float | None = None
     warnings: tuple[str, ...] = ()
+    # What the run cost outside its build, warmup and blocks, in seconds: its start
+    # (process, imports, device) and its final report. None before they were recorded.
+    start_s: float | None = Field(None, ge=0)
+    finish_s: float | None = Field(None, ge=0)
 
 
 class Measurement(Blocks):

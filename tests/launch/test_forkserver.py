@@ -15,7 +15,8 @@ import psutil
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
-from fwbench.launch.forkserver import ForkServers
+from fwbench.launch import forkserver
+from fwbench.launch.forkserver import SLOTS, ForkServers
 from fwbench.launch.process import WorkerProcess, classify_exit, worker_env
 from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.timing import TimingConfig
@@ -98,6 +99,9 @@ def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
         assert m.ci_method.startswith("t interval on the log medians of 3 runs")
         assert m.step_time_s.ci_low < m.step_time_s.median < m.step_time_s.ci_high
         assert all(run.other_cpu_cores is not None for run in m.runs)
+        # What each run cost beyond its build, warmup and blocks is kept with it.
+        assert all(run.start_s is not None and run.start_s >= 0 for run in m.runs)
+        assert all(run.finish_s is not None and run.finish_s >= 0 for run in m.runs)
         # Alternating blocks are lengthened so that the switch costs nothing measurable.
         assert all(
             run.steps_per_block * run.median_s >= 0.9 * timing.min_switch_block_s for run in m.runs
@@ -237,3 +241,59 @@ def test_a_command_ended_in_the_middle_of_a_group_keeps_its_finished_runs(
         assert [r.measurement.stop_reason for r in latest if r.measurement] == ["max_runs"] * 2
         # One record per case and command: the second round's replaced the first's.
         assert len(store.results(invocation_id="resumed")) == 2
+
+
+def test_a_frameworks_servers_for_every_slot_start_together(tmp_path: Path) -> None:
+    """The first run's server starts with the others (their imports overlap), and all are
+    ready before it returns: none imports while a run is timed."""
+    servers = ForkServers(tmp_path)
+    try:
+        env = worker_env(1, "cpu")
+        first = servers.get("torch", env, 0)
+        assert not isinstance(first, str), first
+        started = [s for s in servers._servers.values() if isinstance(s, forkserver.ForkServer)]
+        assert len(started) == SLOTS
+        assert all(s.alive() for s in started)
+        for run in range(SLOTS):
+            assert servers.get("torch", env, run) is started[run]  # no server started again
+        assert len(servers._servers) == SLOTS
+        # A case of one run starts one server, not servers it will never use.
+        single = worker_env(2, "cpu")
+        assert not isinstance(servers.get("torch", single, 0, runs=1), str)
+        assert len(servers._servers) == SLOTS + 1
+    finally:
+        servers.close()
+
+
+def test_a_server_whose_imports_opened_the_gpu_driver_is_refused(
+    monkeypatch: Any,
+) -> None:
+    """Forking after CUDA was touched would hand each worker a broken context: the server
+    looks for the driver's device files among its open descriptors."""
+    assert forkserver.gpu_driver_files() == []  # nothing here opens a GPU
+    links = {"3": "/dev/nvidiactl", "4": "/dev/nvidia0", "5": "/tmp/x.log", "6": "/dev/null"}
+    monkeypatch.setattr(forkserver.os, "listdir", lambda path: list(links))
+    monkeypatch.setattr(forkserver.os, "readlink", lambda path: links[path.rsplit("/", 1)[-1]])
+    assert forkserver.gpu_driver_files() == ["/dev/nvidia0", "/dev/nvidiactl"]
+
+
+def test_the_runs_of_a_command_share_what_jax_compiled(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    """keras-jax keeps its XLA executables in the command's cache folder (the next run
+    loads them instead of compiling), and the result says so."""
+    from fwbench.launch import local
+
+    cache = tmp_path / "cache"
+    request = CaseRequest(
+        case=_tiny("keras-jax", "jit"), timing=FAST_TIMING, count_flops=False,
+        compile_cache=str(cache),
+    )  # fmt: skip
+    outcome = local.run_group([request], 120)[0]
+    assert outcome.report is not None and outcome.report.status == "ok", outcome
+    assert outcome.report.settings["compile_cache"].startswith("XLA executables")
+    assert any((cache / "jax").iterdir())
+    # Without the option, a worker leaves JAX's cache off.
+    off = FAST_TIMING.model_copy(update={"compile_cache": False})
+    plain = local.run_group([CaseRequest(case=_tiny("keras-jax", "jit"), timing=off)], 120)[0]
+    assert plain.report is not None and "compile_cache" not in plain.report.settings

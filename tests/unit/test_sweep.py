@@ -232,5 +232,10 @@ def test_timing_flags_are_laid_over_a_sweep_files_timing(
     laid = timing_flags(file_timing, estimator="median", require_idle=True)
     assert (laid.estimator, laid.require_idle, laid.run_time_s) == ("median", True, 0.5)
     assert timing_flags(file_timing) == file_timing
+    # The compile cache is on unless --no-compile-cache says otherwise (or the file does).
+    assert file_timing.compile_cache
+    assert not timing_flags(file_timing, compile_cache=False).compile_cache
+    no_cache = file_timing.model_copy(update={"compile_cache": False})
+    assert not timing_flags(no_cache, compile_cache=True).compile_cache
     with pytest.raises(SpecError, match=r"^--max-runs \(1\) is below --min-runs \(2\)"):
         timing_flags(file_timing, max_runs=1)

@@ -126,6 +126,14 @@ RequireIdleOption = Annotated[
     typer.Option(help="Wait (30 s) for other processes to go quiet before each run, or refuse."),
 ]
 
+CompileCacheOption = Annotated[
+    bool,
+    typer.Option(
+        help="Let a case's later runs load what its first compiled (JAX, torch.compile) "
+        "from a cache kept for this command; --no-compile-cache compiles in every run."
+    ),
+]
+
 # A model's dimensions; each model takes some of them (see `fwbench models`), and one left
 # out takes the model's default.
 InputSizeOption = Annotated[
@@ -207,6 +215,7 @@ def timing_flags(
     max_runs: int | None = None,
     estimator: str | None = None,
     require_idle: bool = False,
+    compile_cache: bool = True,
 ) -> TimingConfig:
     """`base` with the timing flags that were given; a one-line error naming a flag out
     of range. --max-runs left out rises to --min-runs; given below it, it is refused."""
@@ -217,6 +226,7 @@ def timing_flags(
         "max_runs": max_runs,
         "estimator": estimator,
         "require_idle": require_idle or None,
+        "compile_cache": None if compile_cache else False,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if min_runs is not None and max_runs is None:

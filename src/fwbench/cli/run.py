@@ -12,6 +12,7 @@ from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     AutotuneOption,
     BudgetOption,
+    CompileCacheOption,
     DbOption,
     DeviceOption,
     EstimatorOption,
@@ -95,6 +96,7 @@ def command(
     estimator: EstimatorOption = None,
     budget: BudgetOption = None,
     require_idle: RequireIdleOption = False,
+    compile_cache: CompileCacheOption = True,
     timeout: Annotated[float, typer.Option(help="Seconds before the worker is stopped.")] = (
         DEFAULT_TIMEOUT_S
     ),
@@ -141,6 +143,7 @@ def command(
         max_runs=max_runs,
         estimator=estimator,
         require_idle=require_idle,
+        compile_cache=compile_cache,
     )
     budget_s = duration_seconds(budget, "--budget") if budget is not None else None
     options = RunOptions(

@@ -13,6 +13,7 @@ from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     BudgetOption,
+    CompileCacheOption,
     DbOption,
     EstimatorOption,
     JsonOption,
@@ -65,6 +66,7 @@ def command(
         int, typer.Option(help="Refuse a sweep whose axes combine into more cases than this.")
     ] = sweeps.MAX_CASES,
     require_idle: RequireIdleOption = False,
+    compile_cache: CompileCacheOption = True,
     target_ci: TargetCiOption = None,
     max_time: MaxTimeOption = None,
     min_runs: MinRunsOption = None,
@@ -137,6 +139,7 @@ def command(
         max_runs=max_runs,
         estimator=estimator,
         require_idle=require_idle,
+        compile_cache=compile_cache,
     )
     budget_s = duration_seconds(budget, "--budget") if budget is not None else sweep.budget_s
     runner = executor_named(

@@ -173,6 +173,13 @@ class Adapter(ABC):
         """
         raise NotImplementedError(f"{self.name} cannot be profiled (see its registry entry)")
 
+    def compile_cache(self, directory: str) -> dict[str, Any]:
+        """Keep what the framework compiles (JIT programs, generated kernels) in
+        `directory`, which every run of one command shares: later runs load what the
+        first compiled instead of compiling it again. Returns the settings to record;
+        a framework without such a cache records nothing."""
+        return {}
+
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         """An n x n by n x n matrix product, for measuring the machine's peak FLOP/s."""
         raise NotImplementedError(f"{self.name} measures no peak (see its registry entry)")

@@ -127,6 +127,10 @@ class FrameworkInfo:
     # with them loaded (fwbench.launch.forkserver). Importing them must start no thread
     # and initialise no device.
     preload: tuple[str, ...] = ()
+    # Whether GPU cases may fork their workers from a fork server too: only where the
+    # server's imports were seen to leave the GPU driver untouched and forked workers
+    # were seen to use the GPU (docs/gpu.md). The server checks the first on every start.
+    forks_on_cuda: bool = False
 
     def does(self, task: str) -> Capability:
         """Whether its adapter implements `task`, or why not."""
@@ -200,6 +204,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         packages=("torch", "torchvision"),
         adapter_path="fwbench.frameworks.torch:TorchAdapter",
         preload=("torchvision",),
+        forks_on_cuda=True,
         distributions=("torch",),
         cuda_modes=(
             ("compile-reduce-overhead", "its gain is CUDA graphs, which need a CUDA device"),
@@ -291,6 +296,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         packages=("jax", "keras"),
         adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
         preload=("jax", "keras"),
+        forks_on_cuda=True,
         distributions=("jax",),
         native_layout="channels_last",
         default_mode="jit",
@@ -353,6 +359,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         packages=("torch", "keras"),
         adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
         preload=("keras",),
+        forks_on_cuda=True,
         distributions=("keras",),
         native_layout="channels_last",
         precisions=("fp32", "bf16"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -246,6 +247,14 @@ class TorchAdapter(Adapter):
             "mkldnn_enabled": bool(torch.backends.mkldnn.enabled),
         }
         return settings
+
+    def compile_cache(self, directory: str) -> dict[str, Any]:
+        # Read when torch.compile first compiles, not at import: the fork server's torch
+        # takes them. Left to itself, inductor shares one cache across all commands, so
+        # a compiled case's first step would depend on what ran before.
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(directory, "inductor")
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
+        return {"compile_cache": "inductor and Triton caches shared by this command's runs"}
 
     def unavailable_reason(self, device: str) -> str | None:
         if device == "cuda" and not torch.cuda.is_available():

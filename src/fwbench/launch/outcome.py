@@ -30,6 +30,10 @@ class MeasuredRun:
     build_s: float
     launcher: str  # fork-server | spawn | torchrun ...
     other_cpu_cores: float | None = None  # other processes' CPU during its blocks
+    # Seconds outside the build and the timed phases: from asking for the worker to its
+    # build starting (process, imports, device), and its final report after the blocks.
+    start_s: float | None = None
+    finish_s: float | None = None
 
 
 @dataclass(frozen=True)

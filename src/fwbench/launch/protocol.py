@@ -39,6 +39,8 @@ class CaseRequest(BaseModel):
     profile_steps: int = 0
     trace_path: str | None = None
     category_rules: tuple[tuple[str, str], ...] = ()
+    # A folder the runs of one command share for compiled programs (Adapter.compile_cache).
+    compile_cache: str | None = None
 
 
 class CountItem(BaseModel):

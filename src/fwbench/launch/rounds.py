@@ -19,6 +19,7 @@ from typing import Any
 
 from fwbench.distributed.rank_group import RankGroup
 from fwbench.errors import one_line
+from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
 from fwbench.launch.process import (
@@ -117,10 +118,11 @@ class CaseRuns:
 class _Runner:
     """The launcher's side of one run in the steady state."""
 
-    def __init__(self, state: CaseRuns, worker: Worker, prepared: Prepared) -> None:
+    def __init__(self, state: CaseRuns, worker: Worker, prepared: Prepared, start_s: float) -> None:
         self.state = state
         self.worker = worker
         self.prepared = prepared
+        self.start_s = start_s
         # One untimed step before each block when blocks alternate between processes, and
         # blocks of at least min_block_s then.
         self.warm = 0
@@ -183,6 +185,11 @@ def run_round(
                 request = request.model_copy(
                     update={"count_flops": False, "profile_steps": 0, "trace_path": None}
                 )
+            if request.timing.compile_cache and request.compile_cache is None:
+                request = request.model_copy(
+                    update={"compile_cache": str(servers.directory / "compile-cache")}
+                )
+            started = time.perf_counter()
             try:
                 worker = _start(request, round_index, deadline, timeout_s, servers)
             except Exception as exc:
@@ -193,7 +200,7 @@ def run_round(
             workers.append(worker)
             try:
                 worker.send(request)
-                prepared = _prepare(worker, request.timing)
+                prepared, start_s = _prepare(worker, request.timing, started)
             except WorkerGone as gone:
                 end_case(state, gone.failure)
                 continue
@@ -203,7 +210,7 @@ def run_round(
             except Exception as exc:
                 end_case(state, _broken(worker, exc))
                 continue
-            runners.append(_Runner(state, worker, prepared))
+            runners.append(_Runner(state, worker, prepared, start_s))
         if runners:
             if on_phase:
                 on_phase(
@@ -224,20 +231,25 @@ def _start(
     servers: ForkServers,
 ) -> Worker:
     """A fresh worker for one run: the ranks of a data-parallel case, else one process
-    forked from the framework's fork server (spawned on a GPU: CUDA does not survive a
-    fork once any import has touched the driver)."""
+    forked from the framework's fork server. On a GPU only for frameworks whose imports
+    leave the driver untouched (`forks_on_cuda`; the server checks it): CUDA does not
+    survive a fork once anything has opened the driver. Others are spawned there."""
     case = request.case
     if case.strategy:
         return RankGroup(request, deadline, timeout_s)
     env = case_env(case)
-    server = servers.get(case.framework, env, round_index) if case.device == "cpu" else None
+    forks = case.device == "cpu" or FRAMEWORKS[case.framework].forks_on_cuda
+    server = (
+        servers.get(case.framework, env, round_index, request.timing.max_runs) if forks else None
+    )
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 
-def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
+def _prepare(worker: Worker, config: TimingConfig, started: float) -> tuple[Prepared, float]:
     """First step, warmup and block size (`timing.calibrate` under the case's rules),
     then the steady state. A single process calibrates itself, its warmup steps back to
-    back; a RankGroup drives its ranks through the same rules in lockstep."""
+    back; a RankGroup drives its ranks through the same rules in lockstep. Also the
+    seconds the worker took to start (process, imports, device) before its build."""
 
     def answer(event: str) -> dict[str, Any]:
         message = worker.receive()
@@ -245,12 +257,13 @@ def _prepare(worker: Worker, config: TimingConfig) -> Prepared:
             raise WorkerReported(message.get("report", {}))
         return message
 
-    answer("built")
+    built = answer("built")
+    start_s = max(0.0, time.perf_counter() - started - float(built.get("build_s", 0.0)))
     worker.send({"op": "calibrate", "timing": config.model_dump()})
     prepared = Prepared(**answer("calibrated")["prepared"])
     worker.send({"op": "steady"})
     answer("steady")
-    return prepared
+    return prepared, start_s
 
 
 def _measure(runners: list[_Runner]) -> None:
@@ -292,8 +305,10 @@ def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
             return False
         if run.error is not None:
             raise run.error
+        finishing = time.perf_counter()
         runner.worker.send({"op": "finish"})
         report = CaseReport.model_validate(runner.worker.receive()["report"])
+        finish_s = time.perf_counter() - finishing
     except WorkerGone as gone:
         end_case(state, gone.failure)
         return False
@@ -305,7 +320,9 @@ def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
         return False
     timing = finish(runner.prepared, run, state.request.timing)
     launcher = runner.worker.launcher
-    state.runs.append(MeasuredRun(timing, report.build_s or 0.0, launcher, other))
+    state.runs.append(
+        MeasuredRun(timing, report.build_s or 0.0, launcher, other, runner.start_s, finish_s)
+    )
     if state.report is None:
         state.report = report
     else:

@@ -113,6 +113,8 @@ def serve_case(
     adapter = get_framework(case.framework).load_adapter()
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     settings |= get_model(case.model).training()
+    if request.compile_cache:
+        settings |= adapter.compile_cache(request.compile_cache)
     environment = adapter.environment(case.device)
     role = role_of(request, adapter)
 
@@ -142,7 +144,7 @@ def serve_case(
         # Into the list the trackers append to (replacing it would lose their warnings).
         settings["warnings"].extend(built.pop("warnings", []))
         settings |= built
-        send({"event": "built"})
+        send({"event": "built", "build_s": build_s})
         compiles_before = None
         steady = False
         for line in commands:
