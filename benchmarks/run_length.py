@@ -50,6 +50,7 @@ def main() -> None:
     a = p.parse_args()
     rng = np.random.default_rng(0)
     rows = []
+    pooled: list[tuple[float, float, float, float, float]] = []
     with ResultStore(a.db, read_only=True) as store:
         results = [r for r in store.results() if r.measurement and len(r.measurement.runs) >= 3]
     print(
@@ -82,6 +83,7 @@ def main() -> None:
         var_now = (s_b2 + s_w2 / n) / 1
         var_star = (s_b2 + s_w2 / max(n_star, 1)) * cost_run_star / cost_run_now
         rows.append((n, c_block, c_run, n_star, var_star / var_now))
+        pooled.append((s_w2, total - var_within_run, c_run, c_block, n))
         print(
             f"{r.case.label()} | {n:g} | {c_block:.3f} | {c_run:.2f} | {s_w2:.2e} | {s_b2:.2e} "
             f"| {n_star:.0f} | {n * c_block:.2f} -> {n_star * c_block:.2f} "
@@ -90,6 +92,26 @@ def main() -> None:
     if not rows:
         print("no results with 3 or more runs")
         return
+    # With 3 runs a case, its S_b^2 is a poor estimate (often below zero: clipped above).
+    # Pooled over cases, unclipped, the components are what one plan for all should use.
+    s_w2 = statistics.mean(x[0] for x in pooled)
+    s_b2 = statistics.mean(x[1] for x in pooled)
+    c_run = statistics.median(x[2] for x in pooled)
+    c_block = statistics.median(x[3] for x in pooled)
+    n_now = statistics.median(x[4] for x in pooled)
+    if s_b2 > 0:
+        n_pool = math.sqrt(c_run * s_w2 / (c_block * s_b2))
+        ratio = ((s_b2 + s_w2 / max(n_pool, 1)) * (c_run + max(n_pool, 1) * c_block)) / (
+            (s_b2 + s_w2 / n_now) * (c_run + n_now * c_block)
+        )
+        print(
+            f"pooled over {len(pooled)} cases: S_w^2 {s_w2:.2e}, S_b^2 {s_b2:.2e} (runs differ "
+            f"beyond their blocks by a CV of {math.sqrt(s_b2):.1%}), c_run {c_run:.2f} s, "
+            f"c_block {c_block:.3f} s: n* {n_pool:.1f} blocks ({n_pool * c_block:.2f} s a run, "
+            f"now {n_now:g} = {n_now * c_block:.2f} s); variance at equal cost {ratio:.2f}x"
+        )
+    else:
+        print(f"pooled over {len(pooled)} cases: runs differ no more than their blocks explain")
     secs = [min(ns, 10_000) * cb for _, cb, _, ns, _ in rows]
     print(
         f"{len(rows)} cases: run overhead median {statistics.median(x[2] for x in rows):.2f} s; "
