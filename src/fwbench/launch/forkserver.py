@@ -142,7 +142,7 @@ def serve(framework: str, fd: int) -> int:
 
 def gpu_driver_files() -> list[str]:
     """The GPU driver's device files this process holds open (/dev/nvidia*, the ROCm
-    /dev/kfd): none until something initialises a device."""
+    /dev/kfd, the DRM /dev/dri/*): none until something initialises a device."""
     found = []
     with contextlib.suppress(OSError):
         for fd in os.listdir("/proc/self/fd"):
