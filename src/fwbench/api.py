@@ -1,8 +1,12 @@
-"""run_cases: validated cases in, stored Results out. The CLI and tests call this.
+"""run_cases and serve_points: validated cases (or serving points) in, stored Results
+(or ServingResults) out. The CLI and tests call these.
 
-Each case runs in its own worker process; whatever happens to it becomes its Result,
-stored in one transaction as soon as it is back. Where the workers run is the executor's
-business: this machine (the default) or a Ray cluster.
+Each run is a worker process of its own; whatever happens to a case becomes its Result,
+stored in one transaction as its runs come in (rewritten in place after each round), so
+a killed command keeps what it measured and `resume` picks up the rest. Both go through
+one path: groups of requests, an executor that runs them in rounds, and the same resume
+rule. Where the workers run is the executor's business: this machine (the default) or a
+Ray cluster (step times only).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from fwbench.case import Case
 from fwbench.environment import host_environment, host_key
@@ -22,9 +26,9 @@ from fwbench.errors import ExecutorError, SpecError, positive_seconds
 from fwbench.explain.breakdown import Breakdown
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
-from fwbench.launch.executor import Executor
-from fwbench.launch.outcome import CaseOutcome, MeasuredRun
-from fwbench.launch.protocol import CaseRequest, CountItem
+from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
+from fwbench.launch.protocol import CaseRequest, CountItem, GroupRequest
 from fwbench.measure import runs as case_runs
 from fwbench.measure import trackers
 from fwbench.measure.timing import Prepared, TimingConfig
@@ -39,6 +43,9 @@ from fwbench.result import (
     StepTime,
     Work,
 )
+from fwbench.serve.result import ServingResult
+from fwbench.serve.rounds import Point, build_result, request_of
+from fwbench.serve.spec import point_key
 from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
@@ -328,16 +335,49 @@ def _breakdown(found: dict[str, Any] | None, step_s: float | None) -> Breakdown 
     return Breakdown(**found).model_copy(update={"unprofiled_step_s": step_s})
 
 
+class _Labelled(Protocol):
+    def label(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_Labelled)
+
+
 def groups(
-    cases: Sequence[Case], interleave: bool, key: Callable[[Case], Any] | None = None
-) -> list[list[Case]]:
-    """Cases measured together: alone, or every variant of one workload in alternation."""
+    items: Sequence[_Item], interleave: bool, key: Callable[[_Item], Any]
+) -> list[list[_Item]]:
+    """Cases (or points) measured together: alone, or every variant of one workload in
+    alternation."""
     if not interleave:
-        return [[c] for c in cases]
-    by_workload: dict[Any, list[Case]] = {}
-    for case in cases:
-        by_workload.setdefault((key or Case.workload_key)(case), []).append(case)
+        return [[c] for c in items]
+    by_workload: dict[Any, list[_Item]] = {}
+    for item in items:
+        by_workload.setdefault(key(item), []).append(item)
     return list(by_workload.values())
+
+
+def _finished(
+    batches: Sequence[Sequence[_Item]],
+    requests: Sequence[Sequence[GroupRequest]],
+    options: RunOptions,
+    on_start: OnStart | None,
+    on_status: OnStatus | None,
+    noun: str,
+) -> Iterator[tuple[GroupDone, Sequence[_Item]]]:
+    """Each group's outcomes from the executor (so far, and final) with its items; an
+    ExecutorError after the rest names the groups it lost, which are not stored."""
+    lost: list[str] = []
+    for finished in options.executor.run(requests, options.timeout_s, on_start, on_status):
+        group = batches[finished.index]
+        if finished.lost is not None:
+            lost += [f"{item.label()}: {finished.lost}" for item in group]
+            continue
+        yield finished, group
+    if lost:
+        total = sum(len(b) for b in batches)
+        raise ExecutorError(
+            f"{len(lost)} of {total} {noun} were not recorded (first: {lost[0]}); "
+            f"run the same command with --resume to run them again"
+        )
 
 
 def _request(case: Case, options: RunOptions) -> CaseRequest:
@@ -396,8 +436,7 @@ def run_cases(
     todo = [c for c in cases if c.key() not in done]
     if not todo:
         return
-    batches = groups(todo, options.interleave, options.group_by)
-    lost: list[str] = []
+    batches = groups(todo, options.interleave, options.group_by or Case.workload_key)
     with options.executor.connect():
         requests = [[_request(c, options) for c in group] for group in batches]
         options.executor.check(requests)
@@ -410,14 +449,12 @@ def run_cases(
         )
         # One record per case, rewritten as its runs come in: (group, place) -> result_id.
         ids: dict[tuple[int, int], str] = {}
-        for finished in options.executor.run(requests, options.timeout_s, on_start, on_status):
-            group = batches[finished.index]
-            if finished.lost is not None:
-                lost += [f"{case.label()}: {finished.lost}" for case in group]
-                continue
+        found = _finished(batches, requests, options, on_start, on_status, "cases")
+        for finished, group in found:
             # On a cluster, each result carries the node that measured it.
             where = finished.host if finished.host is not None else host
             for place, (case, outcome) in enumerate(zip(group, finished.outcomes, strict=True)):
+                assert isinstance(outcome, CaseOutcome)
                 # Mixed precision runs on the tensor cores / AMX: its share is of that peak.
                 peak_dtype = case.precision or "fp32"
                 peak = store.best_peak(host_key(where), case.device, peak_dtype, case.threads)
@@ -435,8 +472,71 @@ def run_cases(
                 store.add(result)
                 if finished.final:
                     yield result
-    if lost:
-        raise ExecutorError(
-            f"{len(lost)} of {len(todo)} cases were not recorded (first: {lost[0]}); "
-            f"run the same command with --resume to run them again"
-        )
+
+
+def done_points(store: ResultStore, options: RunOptions) -> set[str]:
+    """Serving points a resumed command skips, by the rule of `done_keys`: every stored
+    one, or with retry_failed those whose latest record is not a failure; never one
+    whose latest record is unfinished."""
+    if not options.resume:
+        return set()
+    failed = {"error", "timeout", "oom"} if options.retry_failed else set()
+    latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
+    return {k for k, r in latest.items() if r.status not in failed and not r.unfinished}
+
+
+def _point_workload(point: Point) -> Any:
+    return (point.case.workload_key(), point.spec)
+
+
+def serve_points(
+    points: Sequence[Point],
+    store: ResultStore,
+    invocation_id: str,
+    runs: int,
+    log_root: Path,
+    options: RunOptions | None = None,
+    on_start: Callable[[Case], None] | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> Iterator[ServingResult]:
+    """Serve each point in `runs` runs (the frameworks and modes of one workload taking
+    turns, with `options.interleave`), by the same executor and rounds as run_cases; store
+    its record as its runs come in, and yield it once its runs are done. LoadGen's logs
+    go to `log_root/<result id>/run<k>/`.
+
+    With `options.resume`, points already in the store are skipped (not yielded), by
+    the rule of run_cases."""
+    if runs < 1:
+        raise SpecError(f"runs: must be 1 or more (got {runs})")
+    options = options or RunOptions()
+    done = done_points(store, options)
+    todo = [p for p in points if point_key(p.case, p.spec) not in done]
+    if not todo:
+        return
+    batches = groups(todo, options.interleave, _point_workload)
+    ids = [[uuid.uuid4().hex for _ in group] for group in batches]
+    requests: list[list[GroupRequest]] = [
+        [request_of(p, options.timing, runs, log_root / i) for p, i in zip(g, gi, strict=True)]
+        for g, gi in zip(batches, ids, strict=True)
+    ]
+    with options.executor.connect():
+        options.executor.check(requests)
+        found = _finished(batches, requests, options, on_start, on_status, "serving points")
+        for finished, group in found:
+            for place, (point, outcome) in enumerate(zip(group, finished.outcomes, strict=True)):
+                assert isinstance(outcome, PointOutcome)
+                result_id = ids[finished.index][place]
+                log_dir = log_root / result_id
+                result = build_result(
+                    point,
+                    outcome.runs,
+                    outcome.reports,
+                    invocation_id,
+                    result_id,
+                    log_dir if log_dir.exists() else None,
+                    options.timing.busy_cores,
+                    runs if outcome.unfinished else None,
+                )
+                store.add_serving(result)
+                if finished.final:
+                    yield result

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fwbench.store.db import ResultStore
 from tests.conftest import fwbench
+from tests.e2e.test_cli import _wait_for_worker
 
 TINY = ["--model", "tiny_cnn", "--num-classes", "10", "--threads", "1", "--batch-size", "2"]
 
@@ -83,10 +89,12 @@ def test_bad_serving_input_is_one_line_and_writes_nothing(
     assert not db.exists()
 
 
-def test_a_serving_sweep_refuses_step_time_options_and_lists_its_points(tmp_path: Path) -> None:
+def test_a_serving_sweep_refuses_what_it_cannot_honour_and_lists_its_points(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "r.duckdb"
-    proc = fwbench("sweep", "--preset", "serving", "--retry-failed", "--db", str(db))
-    assert proc.returncode == 2 and "--retry-failed: not available for serving" in proc.stderr
+    proc = fwbench("sweep", "--preset", "serving", "--budget", "5m", "--db", str(db))
+    assert proc.returncode == 2 and "--budget: a serving point makes a fixed number" in proc.stderr
     assert not db.exists()
     listed = fwbench("sweep", "--preset", "serving", "--dry-run")
     assert listed.returncode == 0 and "12 serving points" in listed.stderr
@@ -113,3 +121,43 @@ def test_a_serving_run_beside_a_busy_process_is_flagged(
     (run,) = record["runs"]
     assert run["other_cpu_cores"] > 0.5  # the spinner's core
     assert any(w.startswith("busy machine: other processes used") for w in record["warnings"])
+
+
+def test_a_serving_sweep_killed_mid_point_keeps_its_run_and_resumes_it(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    # The same path as a step-time sweep (test_cli's killed sweep): the executor's rounds
+    # store each point's runs so far, and --resume measures an unfinished point again.
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: torch\nmodel: tiny_cnn\ntask: infer\nbatch_size: 2\nnum_classes: 10\n"
+        "threads: 1\nserve: {scenario: offline, duration_s: 0.3}\n"
+        "timing: {min_runs: 2, max_runs: 2, max_warmup_s: 0.3}\n"
+    )
+    db = tmp_path / "r.duckdb"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=plugin_env,
+    )
+    try:
+        # The second run's worker starts only after the first run's record is committed.
+        second = _wait_for_worker(sweep.pid, 2, timeout=300)
+        os.kill(sweep.pid, signal.SIGKILL)
+        sweep.wait()
+        psutil.wait_procs([second], timeout=10)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    with ResultStore(db, read_only=True) as store:
+        (kept,) = store.serving()
+    assert kept.status == "ok" and kept.unfinished and len(kept.runs) == 1
+    assert any(w.startswith("unfinished: the command ended after 1 of") for w in kept.warnings)
+    proc = fwbench("sweep", str(spec), "--db", str(db), "--resume", "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    assert "resuming" not in proc.stderr  # the unfinished point is not done
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "ok" and not record["unfinished"] and len(record["runs"]) == 2
+    again = fwbench("sweep", str(spec), "--db", str(db), "--resume", env=plugin_env)
+    assert again.returncode == 0 and "resuming: 1 of 1 serving points" in again.stderr

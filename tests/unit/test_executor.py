@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,22 @@ def test_a_demand_no_node_meets_fails_before_queueing_forever(case: Case, short_
     assert problem is not None
     assert problem.startswith(case.label()) and short_of in problem
     assert f"(largest: 8 CPU, {node['GPU']:g} GPU)" in problem
+
+
+def test_serving_points_stay_on_this_machine_and_a_group_holds_one_kind(tmp_path: Path) -> None:
+    from fwbench.launch.local import CASES, SERVING, kind_of
+    from fwbench.launch.protocol import CaseRequest
+    from fwbench.measure.timing import TimingConfig
+    from fwbench.serve.rounds import Point, request_of
+    from fwbench.serve.spec import ServeSpec
+
+    point = Point(_case(), ServeSpec.build(scenario="offline"))
+    serve = request_of(point, TimingConfig(), 2, tmp_path)
+    assert (serve.timing.min_runs, serve.timing.max_runs) == (2, 2)
+    case = CaseRequest(case=_case(), timing=TimingConfig())
+    assert kind_of([serve, serve]) is SERVING and kind_of([case]) is CASES
+    with pytest.raises(ValueError, match="cases or serving points, not both"):
+        kind_of([case, serve])
+    # Refused before Ray is imported or joined: LoadGen's logs go beside the database.
+    with pytest.raises(ExecutorError, match="serving points run on this machine only"):
+        RayExecutor().check([[case], [serve]])

@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.api import DEFAULT_TIMEOUT_S
+from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, done_points, serve_points
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
@@ -39,8 +39,8 @@ from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.driver import Point, serve_points
 from fwbench.serve.result import ServingResult
+from fwbench.serve.rounds import Point
 from fwbench.serve.spec import SCENARIOS, ServeSpec, check_case, point_key
 from fwbench.store.db import ResultStore
 
@@ -54,13 +54,11 @@ def execute_serving(
     points: Sequence[Point],
     db: Path,
     runs: int,
-    timing: TimingConfig,
-    timeout_s: float,
-    resume: bool = False,
+    options: RunOptions,
 ) -> list[ServingResult]:
-    """Serve every point into `db` with a progress bar, storing each as it is done;
-    `resume` skips the points `db` already holds with status ok. Returns the newest
-    stored result of every point (measured now or resumed)."""
+    """Serve every point into `db` with a progress bar, storing each as its runs come in
+    (api.serve_points: the executor, rounds and resume rule of step-time cases).
+    Returns the newest stored result of every point (measured now or resumed)."""
     if runs < 1:
         raise SpecError(f"runs: must be 1 or more (got {runs})")
     if importlib.util.find_spec("mlperf_loadgen") is None:
@@ -77,29 +75,27 @@ def execute_serving(
         )
     keys = [point_key(p.case, p.spec) for p in points]
     with ResultStore(db) as store:
-        if resume:
-            done = {r.point_key for r in store.serving() if r.status == "ok"}
-            todo = [p for p in points if point_key(p.case, p.spec) not in done]
-            if len(todo) < len(points):
-                console.print(
-                    f"resuming: {len(points) - len(todo)} of {len(points)} serving points "
-                    f"already recorded in {db}"
-                )
-            points = todo
+        done = done_points(store, options)
+        todo = [p for p in points if point_key(p.case, p.spec) not in done]
+        if len(todo) < len(points):
+            console.print(
+                f"resuming: {len(points) - len(todo)} of {len(points)} serving points "
+                f"already recorded in {db}"
+            )
         invocation_id = store.start_invocation(
             shlex.join(["fwbench", *sys.argv[1:]]), host_environment()
         )
         progress = progress_bar(eta=False)
         with progress, contextlib.redirect_stdout(sys.stderr):
-            task = progress.add_task("preparing", total=len(points))
+            task = progress.add_task("preparing", total=len(todo))
 
             def on_status(text: str) -> None:
                 progress.update(task, description=text)
 
-            for result in serve_points(
-                points, runs, timing, timeout_s, log_root(db), invocation_id, on_status
-            ):
-                store.add_serving(result)
+            served = serve_points(
+                todo, store, invocation_id, runs, log_root(db), options, on_status=on_status
+            )
+            for result in served:
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(
@@ -245,7 +241,8 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)
     points = [Point(c, s) for s in specs for c in cases]
-    results = execute_serving(points, db, runs, TimingConfig(require_idle=require_idle), timeout_s)
+    options = RunOptions(timing=TimingConfig(require_idle=require_idle), timeout_s=timeout_s)
+    results = execute_serving(points, db, runs, options)
     if json:
         print_json([r.to_record() for r in results])
     else:

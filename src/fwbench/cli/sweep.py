@@ -31,10 +31,10 @@ from fwbench.cli.execute import execute
 from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch.local import DEFAULT_SPREAD
-from fwbench.measure.timing import TimingConfig
+from fwbench.launch.ray import SERVING_REFUSED
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.driver import Point
+from fwbench.serve.rounds import Point
 
 
 def command(
@@ -167,14 +167,8 @@ def command(
         executor=runner,
     )
     if sweep.serve:
-        unsupported = {
-            "--retry-failed": retry_failed, "--budget": budget_s is not None,
-            "--spread": spread is not None, "--executor": executor != "local",
-        }  # fmt: skip
-        for flag, given in unsupported.items():
-            if given:
-                raise SpecError(f"{flag}: not available for serving sweeps (a serve key) yet")
-        _serve(sweep, db, timing, timeout_s, reports, formats, json, resume)
+        _check_serving(executor, budget_s)
+        _serve(sweep, db, options, reports, formats, json)
         return
     _confirm(sweep, sweeps.estimate(len(sweep.cases), timing, budget_s), yes)
     on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
@@ -202,20 +196,29 @@ def _confirm(sweep: sweeps.Sweep, found: sweeps.Estimate, yes: bool) -> None:
         raise typer.Exit(1)
 
 
+def _check_serving(executor: str, budget_s: float | None) -> None:
+    """The options a serving sweep cannot honour, refused with the reason."""
+    if executor != "local":
+        raise SpecError(f"--executor {executor}: {SERVING_REFUSED}")
+    if budget_s is not None:
+        raise SpecError(
+            "--budget: a serving point makes a fixed number of runs (the sweep's min_runs), "
+            "which a budget would not shorten; set min_runs or the scenarios' duration"
+        )
+
+
 def _serve(
     sweep: sweeps.Sweep,
     db: Path,
-    timing: TimingConfig,
-    timeout_s: float,
+    options: RunOptions,
     reports: list[Path],
     formats: list[str],
     json: bool,
-    resume: bool,
 ) -> None:
     """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
     points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
-    results = execute_serving(points, db, timing.min_runs, timing, timeout_s, resume)
+    results = execute_serving(points, db, options.timing.min_runs, options)
     if json:
         print_json([r.to_record() for r in results])
     else:

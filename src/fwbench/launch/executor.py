@@ -1,4 +1,5 @@
-"""What an executor is: something that runs groups of case requests and hands back outcomes.
+"""What an executor is: something that runs groups of requests (cases, or serving points)
+and hands back outcomes.
 
 Two exist: `local.LocalExecutor` (this machine, one group after another) and
 `ray.RayExecutor` (a Ray cluster, many nodes at once). Both run a group through
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fwbench.case import Case
-from fwbench.launch.protocol import CaseRequest
+from fwbench.launch.protocol import GroupRequest
 
 if TYPE_CHECKING:
-    from fwbench.launch.outcome import CaseOutcome
+    from fwbench.launch.outcome import Outcome
 
 OnStart = Callable[[Case], None]
 OnStatus = Callable[[str], None]
@@ -28,7 +29,7 @@ class GroupDone:
     """One group's outcomes, in request order, or why the group was lost."""
 
     index: int  # the group's position in the list given to `run`
-    outcomes: list[CaseOutcome] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
     # The environment of the host that measured the group; None: the driver's own.
     host: dict[str, Any] | None = None
     # Set when the executor could not get an outcome at all (a Ray node lost more often
@@ -45,14 +46,14 @@ class Executor(Protocol):
         """Get ready to run (start or join a cluster); fails fast on a bad address."""
         ...
 
-    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
+    def check(self, groups: Sequence[Sequence[GroupRequest]]) -> None:
         """Refuse, before any work, groups this executor can never run (inside
         `connect()`); a no-op where every group can run."""
         ...
 
     def run(
         self,
-        groups: Sequence[Sequence[CaseRequest]],
+        groups: Sequence[Sequence[GroupRequest]],
         timeout_s: float,
         on_start: OnStart | None = None,
         on_status: OnStatus | None = None,

@@ -39,9 +39,12 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from fwbench.frameworks.registry import get_framework
+
+if TYPE_CHECKING:
+    from fwbench.case import Case
 
 READY_TIMEOUT_S = 120.0
 
@@ -301,6 +304,17 @@ class ForkServers:
             except ForkServerError as exc:
                 self._servers[key] = str(exc)
         return self._servers[slots[run % SLOTS]]
+
+    def for_case(
+        self, case: Case, env: dict[str, str], run: int = 0, runs: int = SLOTS
+    ) -> ForkServer | str | None:
+        """The server a run of `case` forks from (see `get`), or None where its worker is
+        spawned: on a GPU, forking is for frameworks whose imports leave the driver
+        untouched (`forks_on_cuda`; the server checks it), since CUDA does not survive a
+        fork once anything has opened the driver."""
+        if case.device != "cpu" and not get_framework(case.framework).forks_on_cuda:
+            return None
+        return self.get(case.framework, env, run, runs)
 
     def close(self) -> None:
         for server in self._servers.values():

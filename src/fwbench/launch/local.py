@@ -1,4 +1,4 @@
-"""Run worker requests in fresh processes on this machine.
+"""Run groups of requests in fresh worker processes on this machine.
 
 A case is measured in several runs, each a fresh worker process (METHODOLOGY rules 14
 and 16): global framework state never leaks from one run or case into the next, a crash
@@ -13,6 +13,10 @@ case's interval over its runs is precise enough or its budget ends, for all the 
 of the group at once: a case whose own rule is met keeps its place in the rounds while
 another needs more, so no variant is measured alone (fwbench.measure.runs.group_stop).
 Trackers (fwbench.measure.trackers) run on both sides.
+
+Serving points are the other kind of round (fwbench.serve.rounds): the same groups,
+rounds, ABBA order, fork servers, idle checks, budget and outcomes so far, with one
+whole LoadGen run per point per round instead of alternating blocks.
 
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
 has imported the framework once; GPU cases and a refused server spawn them instead. The
@@ -29,23 +33,83 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.outcome import CaseOutcome, WorkerFailure
-from fwbench.launch.protocol import CaseRequest
+from fwbench.launch.outcome import Outcome, WorkerFailure
+from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.measure import comparison, load
 from fwbench.measure import runs as case_runs
+from fwbench.serve.rounds import PointRuns, serve_round, serve_stop
+
+OnPhase = Callable[[str], None] | None
+
+
+class Variant(Protocol):
+    """The launcher's state of one variant of a group across its runs (a case's
+    CaseRuns, a serving point's PointRuns)."""
+
+    stop: str | None
+
+    @property
+    def request(self) -> GroupRequest: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def runs(self) -> Sequence[Any]: ...
+
+    def outcome(self) -> Outcome: ...
+
+    def so_far(self) -> Outcome | None: ...
+
+
+@dataclass(frozen=True)
+class RoundKind:
+    """What one kind of request does in a round, and when its variants stop."""
+
+    state: Callable[[Any], Variant]
+    # (variants in this round's order, round index, time-out per run, phase, servers)
+    run_round: Callable[[list[Any], int, float, OnPhase, ForkServers], None]
+    # Why each live variant stops after a round (None: it goes on).
+    stop: Callable[[list[Any]], Sequence[str | None]]
+    # A variant ended before a round could start (the machine stayed busy).
+    end: Callable[[Any, WorkerFailure], None]
+
+
+def _case_stop(live: list[CaseRuns]) -> Sequence[str | None]:
+    return case_runs.group_stop(
+        [state.figures() for state in live],
+        [state.request.timing for state in live],
+        _decided(live),
+    )
+
+
+CASES = RoundKind(CaseRuns.of, run_round, _case_stop, end_case)
+SERVING = RoundKind(PointRuns.of, serve_round, serve_stop, PointRuns.end)
+
+
+def kind_of(requests: Sequence[GroupRequest]) -> RoundKind:
+    """The kind of round a group's requests make; a group holds one kind."""
+    if all(isinstance(r, CaseRequest) for r in requests):
+        return CASES
+    if all(isinstance(r, ServeRequest) for r in requests):
+        return SERVING
+    raise ValueError("a group holds cases or serving points, not both")
 
 
 class _Group:
-    """A group's cases across their rounds of runs: one round at a time, so rounds of
+    """A group's variants across their rounds of runs: one round at a time, so rounds of
     several groups can take turns (LocalExecutor's spread)."""
 
-    def __init__(self, requests: list[CaseRequest], deadline: float | None = None) -> None:
-        self.states = [CaseRuns.of(r) for r in requests]
+    def __init__(self, requests: Sequence[GroupRequest], deadline: float | None = None) -> None:
+        self.kind = kind_of(requests)
+        self.states: list[Variant] = [self.kind.state(r) for r in requests]
         self.rounds = 0
         self.max_rounds = max(r.timing.max_runs for r in requests)
         # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
@@ -66,16 +130,12 @@ class _Group:
                 load.wait_until_idle(timing.busy_cores, on_phase)
         except load.MachineBusy as exc:
             for state in active:
-                end_case(state, WorkerFailure("error", str(exc), ""))
+                self.kind.end(state, WorkerFailure("error", str(exc), ""))
             self.rounds = self.max_rounds
             return
-        run_round(order, self.rounds, timeout_s, on_phase, servers)
+        self.kind.run_round(order, self.rounds, timeout_s, on_phase, servers)
         live = [state for state in active if state.active]
-        reasons = case_runs.group_stop(
-            [state.figures() for state in live],
-            [state.request.timing for state in live],
-            _decided(live),
-        )
+        reasons = self.kind.stop(live)
         spent = self.deadline is not None and time.monotonic() >= self.deadline
         if spent and all(len(s.runs) >= s.request.timing.min_runs for s in live):
             # Its share of the budget is spent and every variant has its minimum (a stop
@@ -85,10 +145,10 @@ class _Group:
             state.stop = reason
         self.rounds += 1
 
-    def outcomes(self) -> list[CaseOutcome]:
+    def outcomes(self) -> list[Outcome]:
         return [state.outcome() for state in self.states]
 
-    def so_far(self) -> list[CaseOutcome] | None:
+    def so_far(self) -> list[Outcome] | None:
         """The outcomes if the command ended now (see CaseRuns.so_far); None before every
         case has a first run or a failure."""
         found = [state.so_far() for state in self.states]
@@ -113,14 +173,14 @@ def _decided(live: list[CaseRuns]) -> bool | None:
 
 
 def run_group(
-    requests: list[CaseRequest],
+    requests: Sequence[GroupRequest],
     timeout_s: float,
     on_phase: Callable[[str], None] | None = None,
     servers: ForkServers | None = None,
     deadline: float | None = None,
-) -> list[CaseOutcome]:
-    """Measure a group of cases in rounds of runs (one case alone, or every variant of one
-    workload in alternation); one outcome per request, in order.
+) -> list[Outcome]:
+    """Measure a group in rounds of runs (one case or point alone, or every variant of
+    one workload in alternation); one outcome per request, in order.
 
     Each run of a case gets `timeout_s`. Data-parallel cases (a strategy) are measured
     one at a time, by the same driver: interleaving would put two jobs' ranks on the
@@ -182,12 +242,12 @@ class LocalExecutor:
     def connect(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
 
-    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
+    def check(self, groups: Sequence[Sequence[GroupRequest]]) -> None:
         return None
 
     def run(
         self,
-        groups: Sequence[Sequence[CaseRequest]],
+        groups: Sequence[Sequence[GroupRequest]],
         timeout_s: float,
         on_start: OnStart | None = None,
         on_status: OnStatus | None = None,
@@ -196,7 +256,7 @@ class LocalExecutor:
         servers = ForkServers(directory)
         started = time.monotonic()
         try:
-            window: list[tuple[int, list[CaseRequest]]] = []
+            window: list[tuple[int, list[GroupRequest]]] = []
             for index, group in enumerate(groups):
                 if on_start:
                     for request in group:
@@ -221,7 +281,7 @@ class LocalExecutor:
 
     def _turns(
         self,
-        window: list[tuple[int, list[CaseRequest]]],
+        window: list[tuple[int, list[GroupRequest]]],
         started: float,
         total: int,
         timeout_s: float,

@@ -1,16 +1,20 @@
-"""What a group of cases hands back, wherever it ran: the executors' contract types.
+"""What a group hands back, wherever it ran: the executors' contract types.
 
 The measurement driver (fwbench.launch.local, for single-process and data-parallel
-cases alike) and the Ray executor produce these; fwbench.api turns them into Results.
+cases and for serving points alike) and the Ray executor produce these; fwbench.api
+turns them into Results and ServingResults.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from fwbench.launch.protocol import CaseReport
+from fwbench.launch.protocol import CaseReport, ServeReport
 from fwbench.measure.timing import Timing
+
+if TYPE_CHECKING:
+    from fwbench.serve.result import ServingRun
 
 
 @dataclass(frozen=True)
@@ -47,3 +51,17 @@ class CaseOutcome:
     tracked: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None  # why no more runs were added
     warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PointOutcome:
+    """Everything the launcher learned about one serving point: its runs (failed ones
+    included), with each run's report where its worker made one."""
+
+    runs: tuple[ServingRun, ...] = ()
+    reports: tuple[ServeReport | None, ...] = ()
+    # True: the command ended before the point's runs were all made (an outcome so far).
+    unfinished: bool = False
+
+
+Outcome = CaseOutcome | PointOutcome

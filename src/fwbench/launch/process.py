@@ -1,9 +1,9 @@
 """Worker processes on this machine: start one (forked from a fork server, or spawned),
 talk JSON lines to it before a deadline, and say why it ended when it left no report.
 
-The measurement driver (fwbench.launch.local) and the serving driver (fwbench.serve.driver)
-hold their workers through this; one-shot requests (parameter and FLOP counts, peak
-throughput) run here whole.
+The driver (fwbench.launch.local: a case's rounds in fwbench.launch.rounds, a serving
+point's in fwbench.serve.rounds) holds its workers through this; one-shot requests
+(parameter and FLOP counts, peak throughput) run here whole.
 """
 
 from __future__ import annotations

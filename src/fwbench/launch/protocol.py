@@ -73,18 +73,22 @@ class PeakRequest(BaseModel):
 
 
 class ServeRequest(BaseModel):
-    """One run of a serving point: build, warm up, LoadGen (fwbench.serve.loadgen)."""
+    """A serving point: each of its runs builds, warms up and runs LoadGen
+    (fwbench.serve.loadgen) in a fresh worker, `timing.max_runs` runs in all."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["serve"] = "serve"
     case: Case
     spec: ServeSpec
-    timing: TimingConfig  # its warmup settings
-    log_dir: str  # LoadGen's logs of this run go here
+    timing: TimingConfig  # its warmup settings and its number of runs
+    # LoadGen's logs go here: the driver sends each run its own `run<k>/` below it.
+    log_dir: str
 
 
 Request = CaseRequest | CountRequest | PeakRequest | ServeRequest
+# What an executor measures in groups of rounds: a case's timed blocks, or a serving point.
+GroupRequest = CaseRequest | ServeRequest
 
 
 class CaseReport(BaseModel):

@@ -41,7 +41,7 @@ from fwbench.environment import host_environment
 from fwbench.errors import ExecutorError
 from fwbench.launch import local, outcome
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
-from fwbench.launch.protocol import CaseRequest
+from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 
 HOST_RESOURCE = "fwbench_host"
 # A CUDA case's share of its node's host: small enough that every GPU of a node can have
@@ -158,8 +158,15 @@ def _check_workers_start(ray: ModuleType) -> None:
 class NodeDone:
     """What a task sends back: picklable, and small next to a result's samples."""
 
-    outcomes: list[outcome.CaseOutcome]
+    outcomes: list[outcome.Outcome]
     host: dict[str, Any]
+
+
+# Why serving points stay on the machine that serves them.
+SERVING_REFUSED = (
+    "serving points run on this machine only (not on Ray): each run writes LoadGen's "
+    "logs beside the results database, which a Ray node cannot reach; use --executor local"
+)
 
 
 def run_on_node(requests: list[CaseRequest], timeout_s: float) -> NodeDone:
@@ -208,8 +215,11 @@ class RayExecutor:
         finally:
             ray.shutdown()
 
-    def check(self, groups: Sequence[Sequence[CaseRequest]]) -> None:
-        """Before any work (parameter counting included): every group fits some node."""
+    def check(self, groups: Sequence[Sequence[GroupRequest]]) -> None:
+        """Before any work (parameter counting included): every group fits some node,
+        and none is a serving point."""
+        if any(isinstance(r, ServeRequest) for group in groups for r in group):
+            raise ExecutorError(SERVING_REFUSED)
         ray = import_ray()
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
         for group in groups:
@@ -219,7 +229,7 @@ class RayExecutor:
 
     def run(
         self,
-        groups: Sequence[Sequence[CaseRequest]],
+        groups: Sequence[Sequence[GroupRequest]],
         timeout_s: float,
         on_start: OnStart | None = None,
         on_status: OnStatus | None = None,
@@ -256,7 +266,7 @@ class RayExecutor:
                     ray.cancel(ref, force=True)
 
     def _collect(
-        self, ray: ModuleType, ref: Any, index: int, group: Sequence[CaseRequest]
+        self, ray: ModuleType, ref: Any, index: int, group: Sequence[GroupRequest]
     ) -> GroupDone:
         try:
             done: NodeDone = ray.get(ref)

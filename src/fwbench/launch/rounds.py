@@ -19,7 +19,6 @@ from typing import Any
 
 from fwbench.distributed.rank_group import RankGroup
 from fwbench.errors import one_line
-from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
 from fwbench.launch.process import (
@@ -231,17 +230,13 @@ def _start(
     servers: ForkServers,
 ) -> Worker:
     """A fresh worker for one run: the ranks of a data-parallel case, else one process
-    forked from the framework's fork server. On a GPU only for frameworks whose imports
-    leave the driver untouched (`forks_on_cuda`; the server checks it): CUDA does not
-    survive a fork once anything has opened the driver. Others are spawned there."""
+    forked from the framework's fork server where it can fork (ForkServers.for_case),
+    else spawned."""
     case = request.case
     if case.strategy:
         return RankGroup(request, deadline, timeout_s)
     env = case_env(case)
-    forks = case.device == "cpu" or FRAMEWORKS[case.framework].forks_on_cuda
-    server = (
-        servers.get(case.framework, env, round_index, request.timing.max_runs) if forks else None
-    )
+    server = servers.for_case(case, env, round_index, request.timing.max_runs)
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 

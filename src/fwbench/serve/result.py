@@ -104,6 +104,9 @@ class ServingResult(BaseModel):
     param_count: int | None = None
     runs: tuple[ServingRun, ...] = ()
     log_dir: str | None = None  # LoadGen's logs of each run, beside the database
+    # The command ended before the point's runs were all made: the figures are over the
+    # runs it made, and a resumed command measures the point again.
+    unfinished: bool = False
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)

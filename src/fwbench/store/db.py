@@ -292,10 +292,16 @@ class ResultStore:
         self._transaction([(f"INSERT INTO peaks ({cols}) VALUES ({marks})", list(peak.values()))])
 
     def add_serving(self, result: ServingResult) -> None:
-        """Store one serving point atomically (its record, and flat columns derived from it)."""
+        """Store one serving point atomically (its record, and flat columns derived from
+        it), in place of the one stored under its result_id (its runs so far)."""
         row = _serving_row(result)
         cols, marks = ", ".join(row), ", ".join("?" for _ in row)
-        self._transaction([(f"INSERT INTO serving ({cols}) VALUES ({marks})", list(row.values()))])
+        self._transaction(
+            [
+                ("DELETE FROM serving WHERE result_id = ?", [result.result_id]),
+                (f"INSERT INTO serving ({cols}) VALUES ({marks})", list(row.values())),
+            ]
+        )
 
     # reading --------------------------------------------------------------
 

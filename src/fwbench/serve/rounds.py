@@ -1,5 +1,12 @@
-"""The launcher side of serving: each point in several runs (fresh worker processes),
-the frameworks of one workload alternating (ABBA), and the record built from the runs.
+"""Serving's kind of round, and the record built from a point's runs.
+
+A serving point is measured in several runs (fresh worker processes), by the same
+scheduler as step times (fwbench.launch.local): the points of one workload (its
+frameworks and modes) form a group, every point gets one run per round, the order
+alternates from round to round (ABBA), workers fork from the same fork servers, and
+`require_idle`, `--spread` and storing as runs finish apply alike. Unlike a case's runs,
+a round's serving runs follow one another whole (a LoadGen test is seconds to minutes,
+not a block), and a point makes a fixed number of runs.
 
 A run is one process that builds the model, warms up and runs its scenario's LoadGen
 tests; its figures are one observation, and a point's figures are the geometric mean
@@ -8,26 +15,22 @@ over runs with a t interval on their logs, as for step times (docs/decisions.md)
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
+from fwbench.launch.outcome import PointOutcome, WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerProcess, case_env
 from fwbench.launch.protocol import ServeReport, ServeRequest
 from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 from fwbench.serve.result import Figure, ServingResult, ServingRun
 from fwbench.serve.spec import ServeSpec, point_key
-
-OnStatus = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -37,14 +40,6 @@ class Point:
 
     def label(self) -> str:
         return f"{self.case.label()} {self.spec.label()}"
-
-
-def groups(points: Sequence[Point]) -> list[list[Point]]:
-    """Points that differ only in framework or mode, together: their runs alternate."""
-    found: dict[tuple[Any, ...], list[Point]] = {}
-    for p in points:
-        found.setdefault((p.case.workload_key(), p.spec), []).append(p)
-    return list(found.values())
 
 
 def figure(values: Sequence[float]) -> Figure | None:
@@ -68,9 +63,15 @@ def build_result(
     result_id: str,
     log_dir: Path | None,
     busy_cores: float = TimingConfig().busy_cores,
+    runs_due: int | None = None,
 ) -> ServingResult:
-    """The record of one point from its runs (pure; tested on synthetic runs)."""
+    """The record of one point from its runs (pure; tested on synthetic runs).
+
+    `runs_due`: the runs the point was to make, given when the command ended before
+    they were all made (an outcome so far): the record says so, and `--resume` measures
+    the point again."""
     ok = [r for r in runs if r.status == "ok"]
+    unfinished = runs_due is not None and len(runs) < runs_due
     first = next((r for r in reports if r is not None), None)
     common: dict[str, Any] = {
         "result_id": result_id,
@@ -83,6 +84,7 @@ def build_result(
         "log_dir": str(log_dir.resolve()) if log_dir else None,
         "environment": first.environment if first else {},
         "settings": first.settings if first else {},
+        "unfinished": unfinished,
     }
     if not ok:
         failed = runs[0] if runs else None
@@ -92,6 +94,11 @@ def build_result(
             error=(failed.error if failed else None) or "no run reported",
         )
     warnings = []
+    if unfinished:
+        warnings.append(
+            f"unfinished: the command ended after {len(runs)} of this point's {runs_due} runs; "
+            "--resume measures it again"
+        )
     if len(ok) < len(runs):
         failed = next(r for r in runs if r.status != "ok")
         warnings.append(
@@ -140,68 +147,81 @@ def _reasons(run: ServingRun) -> list[str]:
     return list(main.invalid_reasons) if main and main.validity != "VALID" else []
 
 
-def serve_points(
-    points: Sequence[Point],
-    runs: int,
-    timing: TimingConfig,
+def request_of(point: Point, timing: TimingConfig, runs: int, log_dir: Path) -> ServeRequest:
+    """What the driver is given for a point: `runs` runs, their logs under `log_dir`."""
+    timing = timing.model_copy(update={"min_runs": runs, "max_runs": runs})
+    return ServeRequest(case=point.case, spec=point.spec, timing=timing, log_dir=str(log_dir))
+
+
+@dataclass
+class PointRuns:
+    """The launcher's state of one serving point of a group, across its runs."""
+
+    request: ServeRequest
+    runs: list[ServingRun] = field(default_factory=list)
+    reports: list[ServeReport | None] = field(default_factory=list)
+    stop: str | None = None
+
+    @classmethod
+    def of(cls, request: ServeRequest) -> PointRuns:
+        return cls(request)
+
+    @property
+    def active(self) -> bool:
+        return self.stop is None
+
+    def end(self, failure: WorkerFailure) -> None:
+        """No more runs: this one is recorded failed, beside those already made."""
+        self.runs.append(_failed(len(self.runs), "not started", failure.status, failure.error))
+        self.reports.append(None)
+        self.stop = "failed"
+
+    def outcome(self) -> PointOutcome:
+        return PointOutcome(tuple(self.runs), tuple(self.reports))
+
+    def so_far(self) -> PointOutcome | None:
+        """The outcome if the command ended now (unfinished where runs were still due);
+        None before its first run."""
+        if not self.runs:
+            return None
+        return PointOutcome(tuple(self.runs), tuple(self.reports), unfinished=self.active)
+
+
+def serve_round(
+    order: list[PointRuns],
+    round_index: int,
     timeout_s: float,
-    log_root: Path,
-    invocation_id: str,
-    on_status: OnStatus | None = None,
-) -> Iterator[ServingResult]:
-    """Measure every point in `runs` runs; yield each group's results once it is done."""
-    directory = Path(tempfile.mkdtemp(prefix="fwbench-servers-"))
-    servers = ForkServers(directory)
-    try:
-        for group in groups(points):
-            ids = [uuid.uuid4().hex for _ in group]
-            found: list[list[tuple[ServingRun, ServeReport | None]]] = [[] for _ in group]
-            for r in range(runs):
-                order = list(enumerate(group))
-                for i, point in order if r % 2 == 0 else order[::-1]:  # ABBA
-                    if on_status:
-                        on_status(f"{point.label()}: run {r + 1} of {runs}")
-                    if timing.require_idle:
-                        try:
-                            load.wait_until_idle(timing.busy_cores, on_status)
-                        except load.MachineBusy as exc:
-                            found[i].append((_failed(r, "not started", "error", str(exc)), None))
-                            continue
-                    log_dir = log_root / ids[i] / f"run{r}"
-                    found[i].append(_one_run(point, r, timing, timeout_s, log_dir, servers))
-            for i, point in enumerate(group):
-                done = [run for run, _ in found[i]]
-                reports = [report for _, report in found[i]]
-                log_dir = log_root / ids[i]
-                yield build_result(
-                    point,
-                    done,
-                    reports,
-                    invocation_id,
-                    ids[i],
-                    log_dir if log_dir.exists() else None,
-                    timing.busy_cores,
-                )
-    finally:
-        servers.close()
-        shutil.rmtree(directory, ignore_errors=True)
+    on_phase: Callable[[str], None] | None,
+    servers: ForkServers,
+) -> None:
+    """One run of each point, in `order`, one after another."""
+    for state in order:
+        request = state.request
+        runs = request.timing.max_runs
+        if on_phase:
+            label = f"{request.case.label()} {request.spec.label()}"
+            on_phase(f"{label}: run {round_index + 1} of {runs}")
+        log_dir = Path(request.log_dir) / f"run{round_index}"
+        run, report = _one_run(
+            request.model_copy(update={"log_dir": str(log_dir)}), round_index, timeout_s, servers
+        )
+        state.runs.append(run)
+        state.reports.append(report)
+
+
+def serve_stop(live: Sequence[PointRuns]) -> list[str | None]:
+    """A point makes its fixed number of runs: the group's rounds end it."""
+    return [None for _ in live]
 
 
 def _one_run(
-    point: Point,
-    index: int,
-    timing: TimingConfig,
-    timeout_s: float,
-    log_dir: Path,
-    servers: ForkServers,
+    request: ServeRequest, index: int, timeout_s: float, servers: ForkServers
 ) -> tuple[ServingRun, ServeReport | None]:
-    case = point.case
+    case = request.case
     env = case_env(case)
-    server = servers.get(case.framework, env, index) if case.device == "cpu" else None
-    request = ServeRequest(case=case, spec=point.spec, timing=timing, log_dir=str(log_dir))
-    worker = WorkerProcess(
-        f"serve: {point.label()}", env, time.monotonic() + timeout_s, timeout_s, server
-    )
+    server = servers.for_case(case, env, index, request.timing.max_runs)
+    label = f"serve: {case.label()} {request.spec.label()}"
+    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s, server)
     try:
         worker.send(request)
         report = ServeReport.model_validate(worker.receive()["report"])
