@@ -205,6 +205,26 @@ def test_reports_show_the_verdict_between_frameworks_and_the_curve() -> None:
     assert "Serving: latency against load" in page and "Verdicts" not in page
 
 
+def test_an_unfinished_point_says_so_and_is_replaced_in_place_as_runs_come_in(
+    tmp_path: Path,
+) -> None:
+    spec = ServeSpec.build(scenario="server", percentile=0.9)
+    point = Point(case("torch"), spec)
+    runs = [run(i, 0.02 * (1 + i / 100), 100.0) for i in range(3)]
+    so_far = build_result(point, runs[:1], [None], "r", "id", None, runs_due=3)
+    assert so_far.unfinished
+    assert "unfinished: the command ended after 1 of this point's 3 runs" in so_far.warnings[0]
+    assert "(unfinished after 1 run)" in markdown.render([], serving=[so_far])
+    done = build_result(point, runs, [None] * 3, "r", "id", None)
+    assert not done.unfinished and not any("unfinished" in w for w in done.warnings)
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add_serving(so_far)
+        store.add_serving(done)  # the same result_id: the record so far is replaced
+        (back,) = store.serving()
+    assert not back.unfinished and len(back.runs) == 3
+
+
 def test_a_sweep_serves_its_cases_and_refuses_training(tmp_path: Path) -> None:
     base = "model: resnet18\nframework: torch\ntask: infer\n"
     found = sweep.parse(base + "serve: [{scenario: single_stream}, {scenario: offline}]\n")

@@ -40,9 +40,12 @@ def _rate(f: Figure | None) -> str:
 def _validity(r: ServingResult) -> str:
     if r.status != "ok":
         return f"{r.status}: {r.error}"
+    # A killed command's point: its figures (and verdict) read the runs it made.
+    n = len(r.runs)
+    cut = f" (unfinished after {n} run{'' if n == 1 else 's'})" if r.unfinished else ""
     if r.validity == "VALID":
-        return "VALID"
-    return "INVALID: " + "; ".join(r.invalid_reasons or ("see LoadGen's log",))
+        return "VALID" + cut
+    return "INVALID: " + "; ".join(r.invalid_reasons or ("see LoadGen's log",)) + cut
 
 
 def _groups(results: Sequence[ServingResult]) -> list[list[ServingResult]]:
