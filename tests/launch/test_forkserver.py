@@ -297,3 +297,8 @@ def test_the_runs_of_a_command_share_what_jax_compiled(
     off = FAST_TIMING.model_copy(update={"compile_cache": False})
     plain = local.run_group([CaseRequest(case=_tiny("keras-jax", "jit"), timing=off)], 120)[0]
     assert plain.report is not None and "compile_cache" not in plain.report.settings
+    # PyTorch eager compiles nothing: its record does not claim a cache.
+    eager = CaseRequest(case=_tiny("torch", "eager"), timing=FAST_TIMING, compile_cache=str(cache))
+    found = local.run_group([eager], 120)[0]
+    assert found.report is not None and found.report.status == "ok", found
+    assert "compile_cache" not in found.report.settings

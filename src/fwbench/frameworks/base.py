@@ -173,11 +173,12 @@ class Adapter(ABC):
         """
         raise NotImplementedError(f"{self.name} cannot be profiled (see its registry entry)")
 
-    def compile_cache(self, directory: str) -> dict[str, Any]:
+    def compile_cache(self, directory: str, case: Case) -> dict[str, Any]:
         """Keep what the framework compiles (JIT programs, generated kernels) in
         `directory`, which every run of one command shares: later runs load what the
         first compiled instead of compiling it again. Returns the settings to record;
-        a framework without such a cache records nothing."""
+        a framework without such a cache, or a case that compiles nothing, records
+        nothing."""
         return {}
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:

@@ -128,7 +128,7 @@ class KerasJaxAdapter(KerasBackendAdapter):
             "xla_preallocate": os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"],
         }
 
-    def compile_cache(self, directory: str) -> dict[str, Any]:
+    def compile_cache(self, directory: str, case: Case) -> dict[str, Any]:
         import jax
 
         # Every program, however quick to compile (the defaults skip those under 1 s),

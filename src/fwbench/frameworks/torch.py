@@ -248,12 +248,14 @@ class TorchAdapter(Adapter):
         }
         return settings
 
-    def compile_cache(self, directory: str) -> dict[str, Any]:
+    def compile_cache(self, directory: str, case: Case) -> dict[str, Any]:
         # Read when torch.compile first compiles, not at import: the fork server's torch
         # takes them. Left to itself, inductor shares one cache across all commands, so
         # a compiled case's first step would depend on what ran before.
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(directory, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
+        if not case.mode.startswith("compile"):
+            return {}  # eager and TorchScript modes use neither cache
         return {"compile_cache": "inductor and Triton caches shared by this command's runs"}
 
     def unavailable_reason(self, device: str) -> str | None:

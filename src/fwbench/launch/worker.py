@@ -114,7 +114,7 @@ def serve_case(
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     settings |= get_model(case.model).training()
     if request.compile_cache:
-        settings |= adapter.compile_cache(request.compile_cache)
+        settings |= adapter.compile_cache(request.compile_cache, case)
     environment = adapter.environment(case.device)
     role = role_of(request, adapter)
 
