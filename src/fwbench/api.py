@@ -397,19 +397,27 @@ def _request(case: Case, options: RunOptions) -> CaseRequest:
     )
 
 
+# Statuses a resume with retry_failed measures again.
+_FAILED = ("error", "timeout", "oom")
+
+
+def _done(options: RunOptions, status: str, unfinished: bool) -> bool:
+    """The resume rule, for cases and serving points alike: a stored record counts as
+    done unless its command ended in the middle of its runs, or (with retry_failed) it
+    is a failure."""
+    return not unfinished and not (options.retry_failed and status in _FAILED)
+
+
 def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
-    """Cases a resumed run skips: every stored one, or with retry_failed the ones whose
-    latest result is not a failure; never one whose latest result is unfinished (the
-    command ended in the middle of its runs)."""
+    """Cases a resumed run skips, by `_done`'s rule."""
     if not options.resume:
         return set()
-    recorded = store.recorded_keys()
-    failed = {"error", "timeout", "oom"} if options.retry_failed else set()
     return {
         r.case_key
-        for r in store.latest(recorded)
-        if r.status not in failed
-        and not (r.measurement and r.measurement.stop_reason == "unfinished")
+        for r in store.latest(store.recorded_keys())
+        if _done(
+            options, r.status, bool(r.measurement and r.measurement.stop_reason == "unfinished")
+        )
     }
 
 
@@ -475,14 +483,11 @@ def run_cases(
 
 
 def done_points(store: ResultStore, options: RunOptions) -> set[str]:
-    """Serving points a resumed command skips, by the rule of `done_keys`: every stored
-    one, or with retry_failed those whose latest record is not a failure; never one
-    whose latest record is unfinished."""
+    """Serving points a resumed command skips, by `_done`'s rule (as cases)."""
     if not options.resume:
         return set()
-    failed = {"error", "timeout", "oom"} if options.retry_failed else set()
     latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
-    return {k for k, r in latest.items() if r.status not in failed and not r.unfinished}
+    return {k for k, r in latest.items() if _done(options, r.status, r.unfinished)}
 
 
 def _point_workload(point: Point) -> Any:

@@ -131,3 +131,13 @@ def test_serving_points_stay_on_this_machine_and_a_group_holds_one_kind(tmp_path
     # Refused before Ray is imported or joined: LoadGen's logs go beside the database.
     with pytest.raises(ExecutorError, match="serving points run on this machine only"):
         RayExecutor().check([[case], [serve]])
+
+
+def test_resume_skips_what_is_stored_and_measures_again_what_is_unfinished_or_retried() -> None:
+    from fwbench.api import _done
+
+    plain, retry = RunOptions(resume=True), RunOptions(resume=True, retry_failed=True)
+    assert _done(plain, "ok", False) and _done(plain, "error", False)
+    assert not _done(plain, "ok", True)
+    assert _done(retry, "ok", False) and _done(retry, "unsupported", False)
+    assert not any(_done(retry, status, False) for status in ("error", "timeout", "oom"))

@@ -91,7 +91,7 @@ def _case_stop(live: list[CaseRuns]) -> Sequence[str | None]:
 
 
 CASES = RoundKind(CaseRuns.of, run_round, _case_stop, end_case)
-SERVING = RoundKind(PointRuns.of, serve_round, serve_stop, PointRuns.end)
+SERVING = RoundKind(PointRuns, serve_round, serve_stop, PointRuns.end)
 
 
 def kind_of(requests: Sequence[GroupRequest]) -> RoundKind:

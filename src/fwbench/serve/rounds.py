@@ -162,10 +162,6 @@ class PointRuns:
     reports: list[ServeReport | None] = field(default_factory=list)
     stop: str | None = None
 
-    @classmethod
-    def of(cls, request: ServeRequest) -> PointRuns:
-        return cls(request)
-
     @property
     def active(self) -> bool:
         return self.stop is None
