@@ -26,7 +26,7 @@ from fwbench.distributed import strategies
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.models.registry import DIMENSIONS, find_model, get_model
-from fwbench.tasks import find_task, task_names
+from fwbench.tasks import Task, find_task, task_names
 
 Device = Literal["cpu", "cuda"]
 # fp32: float32 throughout (TF32 off on GPUs); tf32: float32 with TF32 tensor-core math
@@ -85,6 +85,11 @@ class Case(BaseModel):
     # The framework's own switches (its registry entry's `settings`), canonical
     # "name=value,name=value" sorted by name; None (the framework decides) keeps old keys.
     options: str | None = Field(None, max_length=1000)
+    # The task's own dimensions (its registry entry's `dimensions`, e.g. a generation's
+    # new tokens), canonical "name=value,name=value" sorted by name, every one the task
+    # declares present (left out, its default). None for a task without any (train,
+    # infer), so their keys are unchanged.
+    task_dims: str | None = Field(None, max_length=1000)
 
     @model_validator(mode="before")
     @classmethod
@@ -96,6 +101,7 @@ class Case(BaseModel):
             data = _distributed_defaults(data)
             if "options" in data:
                 data = {**data, "options": canonical_options(data["options"])}
+            data = _task_dims_defaults(data)
             if data.get("mode") is None:
                 data = {k: v for k, v in data.items() if k != "mode"}
                 mode = default_mode(str(data.get("framework")), data.get("strategy"))
@@ -146,6 +152,7 @@ class Case(BaseModel):
         does = info.does(self.task)
         if not does.available:
             raise ValueError(f"task: {info.label} cannot {self.task}: {does.reason}")
+        _check_task_dims(self)
         if (self.precision or "fp32") not in info.precisions:
             raise ValueError(
                 f"precision: {info.label} has no {self.precision} here; "
@@ -248,7 +255,8 @@ class Case(BaseModel):
 
     @property
     def shape(self) -> str:
-        """The dimensions in short: `224px c1000`, `seq128 v30522 c2`, `seq200 f161 c29`."""
+        """The dimensions in short, the model's then the task's: `224px c1000`,
+        `seq128 v30522 c2`, `seq200 f161 c29`, `seq128 v50257 new32`."""
         parts = []
         if self.input_size is not None:
             parts.append(f"{self.input_size}px")
@@ -260,7 +268,18 @@ class Case(BaseModel):
             parts.append(f"f{self.freq_bins}")
         if self.num_classes is not None:
             parts.append(f"c{self.num_classes}")
+        task = find_task(self.task)
+        for name, value in self.task_values.items():
+            dim = next((d for d in task.dimensions if d.name == name), None) if task else None
+            parts.append(f"{dim.short or name if dim else name}{value}")
         return " ".join(parts)
+
+    @property
+    def task_values(self) -> dict[str, int]:
+        """The task's own dimensions: name -> value (empty for a task without any)."""
+        if not self.task_dims:
+            return {}
+        return {n: int(v) for n, v in (p.split("=", 1) for p in self.task_dims.split(","))}
 
     @property
     def replicas(self) -> int:
@@ -379,6 +398,73 @@ def canonical_options(value: Any) -> Any:
             raise ValueError(f"options: {name} given twice ({pairs[name]}, {setting})")
         pairs[name] = setting
     return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
+
+
+def canonical_task_dims(value: Any) -> Any:
+    """`--task-dims` as given ("new_tokens=32", "a=1, b=2", a mapping, "" or None for none)
+    as a mapping name -> value, or None for none. Values are checked against the task's
+    declaration later (`_check_task_dims`); anything else is left for validation."""
+    if value is None or isinstance(value, dict):
+        return value
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.lower() in ("", "default", "none"):
+        return None
+    pairs: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, setting = (p.strip().lower() for p in part.partition("="))
+        if not sep or not name or not setting:
+            raise ValueError(f"task_dims: {part.strip()!r} is not NAME=VALUE (e.g. new_tokens=32)")
+        if name in pairs and pairs[name] != setting:
+            raise ValueError(f"task_dims: {name} given twice ({pairs[name]}, {setting})")
+        pairs[name] = setting
+    return pairs
+
+
+def _task_dims_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """The task's dimensions in canonical form, each one left out at its default; None for
+    a task that declares none (a value given for it is refused by `_check_task_dims`)."""
+    given = canonical_task_dims(data.get("task_dims"))
+    task = find_task(str(data.get("task", "train")))
+    if task is None or not isinstance(given, dict | None):
+        return data  # validation names the unknown task or the bad value
+    values: dict[str, Any] = dict(given or {})
+    for dim in task.dimensions:
+        values.setdefault(dim.name, dim.default)
+    if not values:
+        return {**data, "task_dims": None} if "task_dims" in data else data
+    for name, value in values.items():
+        if name in {d.name for d in task.dimensions}:
+            values[name] = task.dimension(name).check(value)
+        elif not task.dimensions:
+            raise ValueError(f"task_dims: task {task.name} takes no dimensions (got {name})")
+        else:
+            task.dimension(name)  # raises, naming the valid ones
+    return {**data, "task_dims": ",".join(f"{k}={v}" for k, v in sorted(values.items()))}
+
+
+def _check_task_dims(case: Case) -> None:
+    """A case built without normalising (a strict import of a record) holds exactly the
+    dimensions its task declares, canonical and in range."""
+    task: Task | None = find_task(case.task)
+    if task is None:
+        return
+    try:
+        values = case.task_values
+    except ValueError:
+        raise ValueError(f"task_dims: {case.task_dims!r} is not NAME=VALUE,...") from None
+    declared = [d.name for d in task.dimensions]
+    if sorted(values) != sorted(declared):
+        raise ValueError(
+            f"task_dims: task {task.name} takes {', '.join(declared) or 'no dimensions'}; "
+            f"got {case.task_dims!r}"
+        )
+    for name, value in values.items():
+        task.dimension(name).check(value)
+    canonical = ",".join(f"{k}={v}" for k, v in sorted(values.items())) or None
+    if case.task_dims != canonical:
+        raise ValueError(f"task_dims: {case.task_dims!r} is not canonical ({canonical!r})")
 
 
 def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,8 @@ so `Result.from_record` reads exported JSON of every earlier version):
  11  invocation_id in place of run_id (the id of the command invocation that recorded
      the result; "run" now means a worker process only), in Result and ServingResult.
      Records of earlier versions are read with their run_id as invocation_id.
+ 12  case task_dims: the task's own dimensions (fwbench.tasks, e.g. a generation's
+     `new_tokens=32`), None for tasks without any (every task before this version).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.

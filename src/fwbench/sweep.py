@@ -29,6 +29,7 @@ from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
 from fwbench.serve.spec import ServeSpec, check_case
+from fwbench.tasks import find_task, task_dimensions
 
 # Outer to inner: the framework varies fastest, so both frameworks of one workload run
 # back to back and share the machine's state (thermal, background load) as far as possible.
@@ -52,7 +53,8 @@ AXES: tuple[str, ...] = (
     "layout",
     "autotune",
 )
-# A dimension left out takes each model's default (None here).
+# A dimension left out takes each model's default (None here). Each task's own dimensions
+# (fwbench.tasks: a generation's new_tokens) are axes too, beside the model's: all_axes().
 # study: the study whose claims a report of this sweep evaluates (fwbench.studies).
 # serve: serving scenarios (fwbench.serve); each case is served under each of them.
 OTHER_KEYS: tuple[str, ...] = (
@@ -99,6 +101,27 @@ LEFT_OUT: dict[str, str] = {
     "study": "none",
     "serve": "none",
 }
+
+
+def all_axes() -> tuple[str, ...]:
+    """AXES with the dimensions the registered tasks declare, after the model's: a task's
+    dimension is a sweep key of its name, applied to the cases of the tasks that declare
+    it (as a model dimension is applied to the models that take it)."""
+    extra = tuple(task_dimensions())
+    clash = [name for name in extra if name in AXES or name in OTHER_KEYS]
+    if clash:
+        raise SpecError(
+            f"task dimension {clash[0]!r} has the name of a sweep key; a task must name its "
+            "dimensions apart from the case's fields"
+        )
+    at = AXES.index("num_classes") + 1
+    return (*AXES[:at], *extra, *AXES[at:])
+
+
+def _left_out(key: str) -> str | None:
+    if key in LEFT_OUT:
+        return LEFT_OUT[key]
+    return "each task's default" if key in task_dimensions() else None
 
 
 class Sweep:
@@ -285,22 +308,24 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
             f"{source}: over {MAX_VALUES:,} values once YAML aliases are expanded; "
             "a sweep lists axis values, not data"
         )
-    unknown = sorted(set(data) - set(AXES) - set(OTHER_KEYS))
+    keys = all_axes()
+    unknown = sorted(set(data) - set(keys) - set(OTHER_KEYS))
     if unknown:
         raise SpecError(
-            f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join((*AXES, *OTHER_KEYS))}"
+            f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join((*keys, *OTHER_KEYS))}"
         )
     if "model" not in data:
         raise SpecError(f"{source}: missing key 'model' (a model name or a list of them)")
     for key, value in data.items():
-        if key in LEFT_OUT and (value is None or (key in AXES and _is_null(value))):
+        left_out = _left_out(key)
+        if left_out and (value is None or (key in keys and _is_null(value))):
             raise SpecError(
-                f"{source}: {key}: null is not a value; leave the key out for {LEFT_OUT[key]}"
+                f"{source}: {key}: null is not a value; leave the key out for {left_out}"
             )
     defaults = {**DEFAULTS, "framework": core_frameworks()}
-    axes = {axis: _axis(source, axis, data.get(axis, defaults.get(axis, [None]))) for axis in AXES}
+    axes = {axis: _axis(source, axis, data.get(axis, defaults.get(axis, [None]))) for axis in keys}
     _check_framework_keys(source, axes, given="framework" in data)
-    excludes = _excludes(source, data.get("exclude", []))
+    excludes = _excludes(source, data.get("exclude", []), keys)
     timing = _timing(source, data.get("timing", {}))
     timeout = data.get("timeout_s")
     if timeout is not None:
@@ -315,7 +340,7 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
             else positive_seconds(budget, name)
         )
     upper = 1
-    for axis in AXES:
+    for axis in keys:
         upper *= max(1, len(_flat(axes[axis])))
     if upper > max_cases:
         raise SpecError(
@@ -358,8 +383,7 @@ def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> Non
     lose every case, the sweep running without it and without a word."""
     frameworks = [str(fw) for fw in axes["framework"]]
     which = ", ".join(frameworks) + ("" if given else ": the default")
-    for axis in AXES:
-        value = axes[axis]
+    for axis, value in axes.items():
         if not isinstance(value, dict):
             continue
         for fw in value:
@@ -416,10 +440,10 @@ def _axis(source: str, axis: str, value: Any) -> Any:
                 f"valid choices: {', '.join(FRAMEWORKS)}"
             )
         for fw, v in value.items():
-            if _is_null(v) and axis in LEFT_OUT:
+            if _is_null(v) and _left_out(axis):
                 raise SpecError(
                     f"{source}: {axis}: null is not a value (for {fw}); give {fw} a value, "
-                    f"or leave the key out for {LEFT_OUT[axis]}"
+                    f"or leave the key out for {_left_out(axis)}"
                 )
         return {fw: _values(source, axis, v) for fw, v in value.items()}
     return _values(source, axis, value)
@@ -455,17 +479,17 @@ def _values(source: str, axis: str, value: Any) -> list[Any]:
     return list(dict.fromkeys(values))
 
 
-def _excludes(source: str, rules: Any) -> list[dict[str, list[Any]]]:
+def _excludes(source: str, rules: Any, keys: tuple[str, ...]) -> list[dict[str, list[Any]]]:
     if not isinstance(rules, list):
         raise SpecError(f"{source}: exclude must be a list of mappings like '- {{model: vgg16}}'")
     out = []
     for rule in rules:
         if not isinstance(rule, dict) or not rule:
             raise SpecError(f"{source}: exclude: each rule must be a mapping, got {rule!r}")
-        bad = sorted(set(rule) - set(AXES))
+        bad = sorted(set(rule) - set(keys))
         if bad:
             raise SpecError(
-                f"{source}: exclude: unknown key {bad[0]!r}; valid keys: {', '.join(AXES)}"
+                f"{source}: exclude: unknown key {bad[0]!r}; valid keys: {', '.join(keys)}"
             )
         out.append({k: _values(source, f"exclude.{k}", v) for k, v in rule.items()})
     return out
@@ -475,7 +499,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
     cases: list[Case] = []
     seen: set[str] = set()
     excluded = 0
-    outer = [a for a in AXES if a not in INNER]
+    outer = [a for a in axes if a not in INNER]
     strategies = [s for s in _flat(axes["strategy"]) if s is not None]
     for combo in itertools.product(*(_flat(axes[a]) for a in outer)):
         fields = dict(zip(outer, combo, strict=True))
@@ -497,7 +521,7 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                     excluded += 1
                     continue
                 try:
-                    case = Case.build(**candidate)
+                    case = Case.build(**_fold_task_dims(candidate))
                 except SpecError as exc:
                     raise SpecError(f"{source}: {exc}") from None
                 if case.key() not in seen:
@@ -521,6 +545,13 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 f"{source}: {dim} applies to none of the sweep's models "
                 f"({', '.join(sorted({c.model for c in cases}))})"
             )
+    for dim in task_dimensions():
+        given = [v for v in _flat(axes[dim]) if v is not None]
+        if given and all(dim not in c.task_values for c in cases):
+            raise SpecError(
+                f"{source}: {dim} applies to none of the sweep's tasks "
+                f"({', '.join(sorted({c.task for c in cases}))})"
+            )
     if not cases:
         raise SpecError(f"{source}: the sweep expands to no case")
     return cases
@@ -531,10 +562,22 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     token models, each reading only its own axes (duplicates are removed by key). Axes
     left out (None) take the case's defaults: threads default per world size."""
     fields = {k: v for k, v in fields.items() if v is not None or k in DIMENSIONS}
+    task = find_task(str(fields.get("task")))
+    own = {d.name for d in task.dimensions} if task else set()
+    fields = {k: v for k, v in fields.items() if k not in task_dimensions() or k in own}
     spec = find_model(str(fields["model"]))
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices
     return {k: v for k, v in fields.items() if k not in DIMENSIONS or k in spec.dims}
+
+
+def _fold_task_dims(fields: dict[str, Any]) -> dict[str, Any]:
+    """The case's fields with its task's dimensions (flat keys while the grid is expanded
+    and `exclude` matched) as the case's task_dims."""
+    dims = task_dimensions()
+    own = {k: v for k, v in fields.items() if k in dims}
+    rest = {k: v for k, v in fields.items() if k not in dims}
+    return {**rest, "task_dims": own} if own else rest
 
 
 def _task_fits(case: dict[str, Any]) -> bool:

@@ -74,3 +74,92 @@ def test_an_adapter_refuses_a_task_it_has_no_step_for(toy_task_env: dict[str, st
         "status": "unsupported",
         "error": "TaskNotImplemented: task probe: this adapter implements train, infer only",
     }
+
+
+def test_a_task_dimension_is_declared_once_and_read_by_the_case_cli_sweep_and_store(
+    tmp_path: Path, toy_task_env: dict[str, str]
+) -> None:
+    """The toy task's `depth` is declared on its Task only; the case, `--task-dims`, the
+    sweep's `depth` axis, the store's column and the reports' shape all follow from it."""
+    env = toy_task_env
+    probe = Case.build(framework="numpy", model="toy_mlp", task="probe", batch_size=2)
+    assert probe.task_dims == "depth=1" and probe.shape.endswith(" d1")  # its default
+    deep = Case.build(
+        framework="numpy", model="toy_mlp", task="probe", batch_size=2, task_dims="depth=3"
+    )
+    assert deep.task_values == {"depth": 3} and deep.key() != probe.key()
+    assert deep.workload_key() != probe.workload_key()  # different work: never compared
+    assert Case.build(**{**deep.model_dump(), "task_dims": {"depth": "3"}}) == deep
+    # A task without dimensions keeps its key: task_dims stays None and out of it.
+    infer = Case.build(framework="numpy", model="toy_mlp", task="infer", batch_size=2)
+    assert infer.task_dims is None and "task_dims" not in infer.model_dump(exclude_none=True)
+    for bad, message in [
+        ("depth=0", "task_dims: depth=0 is out of range (valid: 1 to 64)"),
+        ("depth=two", "task_dims: depth='two' is not a whole number"),
+        ("width=2", "task_dims: task probe has no dimension 'width'; valid choices: depth"),
+        ("depth", "task_dims: 'depth' is not NAME=VALUE"),
+    ]:
+        with pytest.raises(SpecError, match=re.escape(message)):
+            Case.build(framework="numpy", model="toy_mlp", task="probe", task_dims=bad)
+    with pytest.raises(SpecError, match="task_dims: task infer takes no dimensions"):
+        Case.build(framework="numpy", model="toy_mlp", task="infer", task_dims="depth=2")
+
+    help_text = " ".join(fwbench("run", "--help", env=env).stdout.split())
+    assert "--task-dims" in help_text and "depth" in help_text
+
+    # The CLI: a bad value is one line, exit 2, nothing written.
+    refused = tmp_path / "refused.duckdb"
+    proc = fwbench("run", "--framework", "numpy", "--model", "toy_mlp", "--task", "probe",
+                   "--task-dims", "depth=99", "--db", str(refused), env=env)  # fmt: skip
+    assert proc.returncode == 2 and "depth=99 is out of range" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not refused.exists()
+
+    # A sweep's `depth` axis applies to the probe cases only, `exclude` can name it, and
+    # each value is a case of its own, measured by the framework that implements it.
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: [torch, numpy]\nmodel: toy_mlp\ntask: [infer, probe]\ndepth: [1, 2, 4]\n"
+        "exclude:\n  - {depth: 4}\nbatch_size: 16\ninput_size: 8\nnum_classes: 10\n"
+        "threads: 1\n" + FAST_TIMING_YAML
+    )
+    db = tmp_path / "r.duckdb"
+    proc = fwbench("sweep", str(spec), "--db", str(db), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(proc.stdout)
+    assert sorted((r["framework"], r["task"], r["task_dims"]) for r in records) == [
+        ("numpy", "infer", None),
+        ("numpy", "probe", "depth=1"),
+        ("numpy", "probe", "depth=2"),
+        ("torch", "infer", None),
+    ]
+    assert all(r["status"] == "ok" for r in records), [r["error"] for r in records]
+    with ResultStore(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT task_dims FROM results WHERE task = 'probe' ORDER BY task_dims"
+        ).fetchall()
+        stored = sorted(r.case.shape for r in store.results() if r.case.task == "probe")
+    assert rows == [("depth=1",), ("depth=2",)]
+    assert stored == ["8px c10 d1", "8px c10 d2"]
+
+    # An axis no task of the sweep takes is refused, naming the tasks.
+    spec.write_text("framework: numpy\nmodel: toy_mlp\ntask: infer\ndepth: 2\n")
+    proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "x.duckdb"), env=env)
+    assert proc.returncode == 2
+    assert "depth applies to none of the sweep's tasks (infer)" in proc.stderr
+
+
+def test_a_task_dimension_is_declared_sanely(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fwbench import sweep, tasks
+    from fwbench.tasks import Dimension, Task
+
+    with pytest.raises(ValueError, match="lower_snake_case"):
+        Dimension("NewTokens", "tokens generated", default=32)
+    with pytest.raises(ValueError, match="default is outside its range"):
+        Dimension("new_tokens", "tokens generated", default=0)
+    # A dimension named like a case field would be read as that field's axis: refused.
+    clash = Task("clash", "clashing", "a task for this test", dimensions=(
+        Dimension("batch_size", "a second batch size", default=1),
+    ))  # fmt: skip
+    monkeypatch.setitem(tasks._TASKS, "clash", clash)
+    with pytest.raises(SpecError, match="task dimension 'batch_size' has the name of a sweep"):
+        sweep.parse("framework: torch\nmodel: resnet18\n")

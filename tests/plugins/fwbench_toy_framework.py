@@ -58,16 +58,19 @@ register(
 
 
 class _Forward(Workload):
-    def __init__(self, weights: list[np.ndarray], batch: np.ndarray, task: str) -> None:
+    def __init__(self, weights: list[np.ndarray], batch: np.ndarray, case: Case) -> None:
         self.weights = weights
         self.batch = batch
         self.param_count = sum(w.size for w in weights)
-        self.task = task
+        self.task = case.task
+        self.depth = case.task_values.get("depth", 1)  # the probe's own dimension
 
     def step(self) -> None:
         w1, b1, w2, b2 = self.weights
         hidden = np.maximum(self.batch @ w1 + b1, 0.0)
         if self.task == "probe":  # the toy task (fwbench_toy_task): the hidden layer only
+            for _ in range(self.depth - 1):
+                hidden = np.maximum(self.batch @ w1 + b1 + hidden.mean(), 0.0)
             self.out = hidden
             return
         self.out = hidden @ w2 + b2
@@ -106,7 +109,7 @@ class NumpyAdapter(Adapter):
         side = int(case.input_size or 8)
         rng = np.random.default_rng(1)
         batch = rng.standard_normal((case.batch_size, 3 * side * side), dtype=np.float32)
-        return _Forward(weights, batch, case.task)
+        return _Forward(weights, batch, case)
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)

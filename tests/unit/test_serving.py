@@ -368,4 +368,5 @@ def test_a_serving_row_of_schema_10_reads_its_run_id_as_its_invocation_id(
     with ResultStore(db) as store:
         (back,) = store.serving(invocation_id="old")
     assert back.invocation_id == "old" and back.schema_version == 10
-    assert back.model_copy(update={"invocation_id": r.invocation_id, "schema_version": 11}) == r
+    now = {"invocation_id": r.invocation_id, "schema_version": r.schema_version}
+    assert back.model_copy(update=now) == r

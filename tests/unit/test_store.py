@@ -334,3 +334,21 @@ def test_results_and_report_select_an_invocation_and_take_the_old_run_flag(
     assert code == 2 and "holds no results for invocation nope" in err
     code, out, _ = cli(["results", "--help"], capsys)
     assert "--invocation" in out and "--run" not in out
+
+
+def test_a_schema_11_database_gains_an_empty_task_dims_column_and_keeps_its_keys(
+    tmp_path: Path,
+) -> None:
+    """Schema 12 added the task's own dimensions; every result before it was of a task
+    without any (NULL), and its case still has the key it was stored under."""
+    import gzip
+
+    db = tmp_path / "v11.duckdb"
+    with gzip.open(DATA / "results-schema11.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with ResultStore(db) as store:
+        rows = store.con.execute("SELECT case_key, task_dims FROM results").fetchall()
+        back = store.results()
+    assert len(rows) == 2 and all(dims is None for _, dims in rows)
+    assert sorted(r.case.key() for r in back) == sorted(key for key, _ in rows)
+    assert all(r.case.task_dims is None and r.schema_version == 11 for r in back)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from fwbench.case import DEVICES, LAYOUTS, PRECISIONS
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.plugins import PluginError
-from fwbench.tasks import task_names
+from fwbench.tasks import all_tasks, task_names
 
 
 def _join(values: list[str] | tuple[str, ...]) -> str:
@@ -57,6 +57,26 @@ def options_help() -> str:
         f"The framework's own switches, NAME=VALUE[,NAME=VALUE] ({per_framework}); left out, "
         "the framework decides. One for all frameworks, or one each ('default' for none)."
     )
+
+
+@_listed
+def task_dims_help() -> str:
+    per_task = "; ".join(
+        f"{task.name}: "
+        + ", ".join(f"{d.name} ({d.description}; default {d.default})" for d in task.dimensions)
+        for task in all_tasks().values()
+        if task.dimensions
+    )
+    return (
+        "The task's own dimensions, NAME=VALUE[,NAME=VALUE]"
+        + (f" ({per_task})" if per_task else " (no task of this install has any)")
+        + "; left out, each takes its default."
+    )
+
+
+def complete_task_dims(incomplete: str) -> list[str]:
+    names = dict.fromkeys(f"{d.name}=" for t in all_tasks().values() for d in t.dimensions)
+    return _starting(list(names), incomplete)
 
 
 @_listed

@@ -176,6 +176,10 @@ ModesOption = Annotated[
     typer.Option(help=choices.modes_help(), autocompletion=choices.complete_mode),
 ]
 OptionsOption = Annotated[list[str] | None, typer.Option("--options", help=choices.options_help())]
+TaskDimsOption = Annotated[
+    str | None,
+    typer.Option(help=choices.task_dims_help(), autocompletion=choices.complete_task_dims),
+]
 AutotuneOption = Annotated[
     bool, typer.Option(help="cuDNN algorithm search (cudnn.benchmark; cuda only).")
 ]

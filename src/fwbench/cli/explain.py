@@ -25,6 +25,7 @@ from fwbench.cli.common import (
     OptionsOption,
     PrecisionOption,
     SeqLenOption,
+    TaskDimsOption,
     TaskOption,
     VocabSizeOption,
     cases_per_framework,
@@ -66,6 +67,7 @@ def command(
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
     task: TaskOption = "train",
+    task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
@@ -97,6 +99,7 @@ def command(
     if case is not None:
         stored = _stored_case(db, case)
         model, task, batch_size = stored.model, stored.task, stored.batch_size
+        task_dims = task_dims or stored.task_dims
         input_size, seq_len, vocab_size = stored.input_size, stored.seq_len, stored.vocab_size
         freq_bins, num_classes, device = stored.freq_bins, stored.num_classes, stored.device
         threads = stored.threads
@@ -130,6 +133,7 @@ def command(
         options=framework_options,
         model=model,
         task=task,
+        task_dims=task_dims,
         batch_size=batch_size,
         input_size=input_size,
         seq_len=seq_len,

@@ -21,6 +21,7 @@ from fwbench.cli.common import (
     JsonOption,
     NumClassesOption,
     SeqLenOption,
+    TaskDimsOption,
     TaskOption,
     VocabSizeOption,
     console,
@@ -46,6 +47,7 @@ def command(
         ),
     ] = None,
     task: TaskOption = "train",
+    task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
@@ -104,6 +106,7 @@ def command(
         "num_classes": num_classes,
     }
     workload: dict[str, Any] = {"model": model, "task": task, "batch_size": batch_size}
+    workload["task_dims"] = task_dims
     workload |= {"device": device, "threads": default_threads()} | dims
     # Screening: one run per candidate. The fastest of many noisy estimates is biased low
     # (the winner's curse), so the pick is then confirmed, below, in fresh runs. Both are

@@ -187,6 +187,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _json("tracked"),
     # version 10
     _case("options", "VARCHAR"),
+    # version 12
+    _case("task_dims", "VARCHAR"),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

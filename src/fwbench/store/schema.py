@@ -26,6 +26,8 @@ are in one place: fwbench.result. The tables of each version:
  11  "run" names a worker process only: the runs table (one row per command invocation)
      becomes invocations, and its run_id, and the run_id of results and serving, become
      invocation_id. Renamed in place: the rows, keys and column order stay.
+ 12  results gain the task's own dimensions (`task_dims`, e.g. "new_tokens=32"; NULL for
+     a task without any, as for every result before this version).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -233,6 +235,10 @@ def _to_v11(con: Any) -> None:
     con.execute("ALTER TABLE serving RENAME COLUMN run_id TO invocation_id")
 
 
+def _to_v12(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN task_dims VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -245,6 +251,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     8: _to_v9,
     9: _to_v10,
     10: _to_v11,
+    11: _to_v12,
 }
 
 
