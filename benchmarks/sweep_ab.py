@@ -51,9 +51,9 @@ def medians(db: Path) -> dict[str, float]:
     """Each measured case's step time (its runs' geometric mean median), by case key."""
     with ResultStore(db, read_only=True) as store:
         return {
-            r.case_key: r.step_time_s.median
+            r.case_key: r.measurement.step_time_s.median
             for r in store.results()
-            if r.status == "ok" and r.step_time_s is not None
+            if r.status == "ok" and r.measurement is not None
         }
 
 
