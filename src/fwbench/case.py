@@ -384,19 +384,9 @@ def canonical_options(value: Any) -> Any:
     left for validation to refuse."""
     if isinstance(value, dict):
         value = ",".join(f"{k}={v}" for k, v in value.items())
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if text.lower() in ("", "default", "none"):
-        return None
-    pairs: dict[str, str] = {}
-    for part in text.split(","):
-        name, sep, setting = (p.strip().lower() for p in part.partition("="))
-        if not sep or not name or not setting:
-            raise ValueError(f"options: {part.strip()!r} is not NAME=VALUE (e.g. onednn=off)")
-        if name in pairs and pairs[name] != setting:
-            raise ValueError(f"options: {name} given twice ({pairs[name]}, {setting})")
-        pairs[name] = setting
+    pairs = _pairs(value, "options", "onednn=off")
+    if not isinstance(pairs, dict):
+        return pairs
     return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
 
 
@@ -404,8 +394,14 @@ def canonical_task_dims(value: Any) -> Any:
     """`--task-dims` as given ("new_tokens=32", "a=1, b=2", a mapping, "" or None for none)
     as a mapping name -> value, or None for none. Values are checked against the task's
     declaration later (`_check_task_dims`); anything else is left for validation."""
-    if value is None or isinstance(value, dict):
+    if isinstance(value, dict):
         return value
+    return _pairs(value, "task_dims", "new_tokens=32")
+
+
+def _pairs(value: Any, field: str, example: str) -> Any:
+    """ "a=1, b=2" as {"a": "1", "b": "2"} (names lower-cased); None for "", "default" or
+    "none"; a value that is not text as it is (validation refuses it)."""
     if not isinstance(value, str):
         return value
     text = value.strip()
@@ -415,9 +411,9 @@ def canonical_task_dims(value: Any) -> Any:
     for part in text.split(","):
         name, sep, setting = (p.strip().lower() for p in part.partition("="))
         if not sep or not name or not setting:
-            raise ValueError(f"task_dims: {part.strip()!r} is not NAME=VALUE (e.g. new_tokens=32)")
+            raise ValueError(f"{field}: {part.strip()!r} is not NAME=VALUE (e.g. {example})")
         if name in pairs and pairs[name] != setting:
-            raise ValueError(f"task_dims: {name} given twice ({pairs[name]}, {setting})")
+            raise ValueError(f"{field}: {name} given twice ({pairs[name]}, {setting})")
         pairs[name] = setting
     return pairs
 

@@ -20,6 +20,7 @@ def test_jax_trains_and_infers_vision_language_and_recurrent_models(tmp_path: Pa
         ),
         Case.build(**small, model="lstm_lm", seq_len=8, vocab_size=64, task="train"),
         Case.build(**small, model="bert_base", seq_len=8, vocab_size=64, task="infer"),
+        Case.build(**small, model="gpt2_tiny", seq_len=8, vocab_size=64, task="train"),
         Case.build(**small, model="deepspeech2", seq_len=16, freq_bins=32, task="train"),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:

@@ -22,6 +22,7 @@ PUBLISHED = {
     "lstm_lm": 19.8e6,  # Zaremba et al. medium: 650 wide, 10k words
     "lstm_lm_cell": 19.8e6,
     "deepspeech2": 86.6e6,  # deepspeech.pytorch: 5 bidirectional LSTMs of 1024
+    "gpt2": 124_439_808,  # GPT-2 small as Hugging Face's gpt2 checkpoint holds it (tied)
 }
 
 
@@ -48,6 +49,8 @@ def test_models_lists_every_model_with_matching_counts_in_both_frameworks() -> N
     assert all(set(row["params"]) == {"torch", "tensorflow"} for row in rows.values())
     assert rows["bert_base"]["input_kind"] == "tokens"
     assert rows["deepspeech2"]["dims"] == {"seq_len": 200, "freq_bins": 161, "num_classes": 29}
+    # GPT-2 is written layer for layer after transformers' GPT2LMHeadModel: equal exactly.
+    assert rows["gpt2"]["params"] == {"torch": 124_439_808, "tensorflow": 124_439_808}
     # Written to match torchvision layer for layer.
     for name in ("resnet18", "resnet50", "resnet152"):
         assert rows[name]["params"]["tensorflow"] == EXPECTED_TORCHVISION[name]

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from tests.conftest import FAST_TIMING_YAML, fwbench
 
-ZOO = ["inception_v3", "bert_base", "transformer_base", "lstm_lm", "lstm_lm_cell", "deepspeech2"]
+ZOO = [
+    "inception_v3",
+    "bert_base",
+    "gpt2_tiny",
+    "transformer_base",
+    "lstm_lm",
+    "lstm_lm_cell",
+    "deepspeech2",
+]
 
 TINY_SWEEP = (
     f"""
@@ -56,3 +64,6 @@ def test_every_model_trains_and_infers_in_both_frameworks_with_equal_work(
     assert "CTC" in ds2["loss"]  # type: ignore[index]
     bert = by_workload[("bert_base", "train")]["tensorflow"]["settings"]
     assert bert["optimizer"].startswith("Adam")  # type: ignore[index]
+    for framework in ("torch", "tensorflow"):
+        gpt = by_workload[("gpt2_tiny", "train")][framework]["settings"]
+        assert gpt["optimizer"].startswith("AdamW(")  # type: ignore[index]

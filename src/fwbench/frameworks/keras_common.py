@@ -70,6 +70,10 @@ def make_optimizer(opt: Optimizer) -> Any:
     keras = keras_module()
     if opt.name == "adam":
         return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
+    if opt.name == "adamw":
+        return keras.optimizers.AdamW(
+            learning_rate=opt.learning_rate, epsilon=1e-7, weight_decay=opt.weight_decay
+        )
     return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
 
 

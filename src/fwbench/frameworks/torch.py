@@ -152,6 +152,22 @@ def _rnn_layer_backward_flops(
     return 2 * _rnn_layer_flops(x_shape, w_ih, w_hh)
 
 
+def _sdpa_cpu_flops(q_shape: Any, k_shape: Any, v_shape: Any, *_: Any, **__: Any) -> int:
+    """The CPU's fused attention kernel does the products of any other: q @ k^T and
+    weights @ v (torch.utils.flop_counter registers the GPU kernels only)."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return int(sdpa_flop_count(q_shape, k_shape, v_shape))
+
+
+def _sdpa_cpu_backward_flops(
+    grad_shape: Any, q_shape: Any, k_shape: Any, v_shape: Any, *_: Any, **__: Any
+) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return int(sdpa_backward_flop_count(grad_shape, q_shape, k_shape, v_shape))
+
+
 class MatmulWorkload(Workload):
     def __init__(self, device: torch.device, dtype: str, n: int) -> None:
         torch_dtype = {
@@ -227,6 +243,10 @@ def objective(case: Case, name: str, device: torch.device) -> tuple[torch.Tensor
 def make_optimizer(opt: Optimizer, params: Any) -> torch.optim.Optimizer:
     if opt.name == "adam":
         return torch.optim.Adam(params, lr=opt.learning_rate, eps=ADAM_EPS)
+    if opt.name == "adamw":
+        return torch.optim.AdamW(
+            params, lr=opt.learning_rate, eps=ADAM_EPS, weight_decay=opt.weight_decay
+        )
     return torch.optim.SGD(params, lr=opt.learning_rate, momentum=opt.momentum)
 
 
@@ -325,6 +345,12 @@ class TorchAdapter(Adapter):
         if hasattr(torch.ops.aten, "mkldnn_rnn_layer"):
             mapping[torch.ops.aten.mkldnn_rnn_layer] = _rnn_layer_flops
             mapping[torch.ops.aten.mkldnn_rnn_layer_backward] = _rnn_layer_backward_flops
+        if hasattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu"):
+            aten = torch.ops.aten
+            mapping[aten._scaled_dot_product_flash_attention_for_cpu] = _sdpa_cpu_flops
+            mapping[aten._scaled_dot_product_flash_attention_for_cpu_backward] = (
+                _sdpa_cpu_backward_flops
+            )
         # The fused attention fast path of inference is one opaque op; the same products
         # run through it and through the path counted here.
         fastpath = torch.backends.mha.get_fastpath_enabled()
@@ -335,7 +361,8 @@ class TorchAdapter(Adapter):
             workload.sync()
         finally:
             torch.backends.mha.set_fastpath_enabled(fastpath)
-        return float(counter.get_total_flops()), "torch.utils.flop_counter (conv, RNN fixes)"
+        method = "torch.utils.flop_counter (conv, RNN, CPU attention fixes)"
+        return float(counter.get_total_flops()), method
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None

@@ -1,25 +1,25 @@
-"""Language models: BERT-base, the base Transformer, and an LSTM language model in two
-implementations (the fused library layer and a generic cell loop)."""
+"""Language models: BERT-base, GPT-2, the base Transformer, and an LSTM language model in
+two implementations (the fused library layer and a generic cell loop)."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from fwbench.models.registry import ModelSpec, Optimizer, register
 
 
-def builders(name: str) -> dict[str, Any]:
-    """Builders of a model whose twins live in torch_sequence.py and keras_sequence.py."""
+def builders(
+    name: str, torch_module: str = "torch_sequence", keras_module: str = "keras_sequence"
+) -> dict[str, Any]:
+    """Builders of a model whose twins live in a PyTorch and a Keras module of
+    fwbench.models (imported in the worker, when the model is built)."""
 
     def torch_build(**dims: int) -> Any:
-        from fwbench.models import torch_sequence
-
-        return torch_sequence.build(name, **dims)
+        return importlib.import_module(f"fwbench.models.{torch_module}").build(name, **dims)
 
     def keras_build(**dims: int) -> Any:
-        from fwbench.models import keras_sequence
-
-        return keras_sequence.build(name, **dims)
+        return importlib.import_module(f"fwbench.models.{keras_module}").build(name, **dims)
 
     return {"torch": torch_build, "tensorflow": keras_build}
 
@@ -40,6 +40,24 @@ register(
         optimizer=Optimizer("adam", learning_rate=2e-5),
     )
 )
+# GPT-2 trains with AdamW (weight decay 0.1 and learning rate 6e-4 as nanoGPT's GPT-2
+# small; betas and epsilon as every Adam here); its vocabulary is GPT-2's BPE's.
+for _name, _what, _seq in (
+    ("gpt2", "GPT-2 small decoder (12 layers, 768 wide; transformers on PyTorch)", 128),
+    ("gpt2_tiny", "GPT-2 at test size (2 layers, 64 wide)", 32),
+):
+    register(
+        ModelSpec(
+            name=_name,
+            family="language",
+            input_kind="tokens",
+            builders=builders(_name, "torch_gpt", "keras_gpt"),
+            description=_what,
+            dims={"seq_len": _seq, "vocab_size": 50257 if _name == "gpt2" else 512},
+            objective="lm",
+            optimizer=Optimizer("adamw", learning_rate=6e-4, weight_decay=0.1),
+        )
+    )
 register(
     ModelSpec(
         name="transformer_base",

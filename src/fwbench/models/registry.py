@@ -53,13 +53,19 @@ def ctc_label_length(frames: int) -> int:
 class Optimizer:
     """The optimizer a model trains with, identical in every framework."""
 
-    name: Literal["sgd", "adam"] = "sgd"
+    name: Literal["sgd", "adam", "adamw"] = "sgd"
     learning_rate: float = 0.01
     momentum: float = 0.9  # sgd only
+    weight_decay: float = 0.0  # adamw only: decoupled, applied to every weight
 
     def describe(self) -> str:
         if self.name == "adam":
             return f"Adam(lr={self.learning_rate}, betas=(0.9, 0.999), eps=1e-7)"
+        if self.name == "adamw":
+            return (
+                f"AdamW(lr={self.learning_rate}, betas=(0.9, 0.999), eps=1e-7, "
+                f"weight_decay={self.weight_decay})"
+            )
         return f"SGD(lr={self.learning_rate}, momentum={self.momentum})"
 
 

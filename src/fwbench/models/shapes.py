@@ -30,6 +30,14 @@ BERT_POSITIONS = 512
 # Transformer base (Vaswani et al.): 6 + 6 layers, 512 wide, 8 heads, 2048 feed-forward.
 TRANSFORMER_BASE: dict[str, int] = {"d_model": 512, "heads": 8, "layers": 6, "d_ff": 2048}
 
+# GPT-2 (Radford et al. 2019) small: 12 layers, 768 wide, 12 heads, a 1024-token context,
+# 4x feed-forward, tied input/output embeddings; the tiny one for tests. Dropout 0.1 on
+# embeddings, residuals and attention weights; layer norm epsilon 1e-5 (LN_EPS).
+GPT2: dict[str, dict[str, int]] = {
+    "gpt2": {"layers": 12, "width": 768, "heads": 12, "positions": 1024},
+    "gpt2_tiny": {"layers": 2, "width": 64, "heads": 2, "positions": 128},
+}
+
 # Word-level LSTM LM, PTB "medium" (Zaremba et al.): 2 layers of 650, dropout 0.5.
 LSTM_LM: dict[str, int] = {"hidden": 650, "layers": 2}
 LSTM_LM_DROPOUT = 0.5
