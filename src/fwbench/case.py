@@ -26,7 +26,7 @@ from fwbench.distributed import strategies
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.models.registry import DIMENSIONS, find_model, get_model
-from fwbench.tasks import Task, find_task, task_names
+from fwbench.tasks import find_task, task_names
 
 Device = Literal["cpu", "cuda"]
 # fp32: float32 throughout (TF32 off on GPUs); tf32: float32 with TF32 tensor-core math
@@ -152,7 +152,6 @@ class Case(BaseModel):
         does = info.does(self.task)
         if not does.available:
             raise ValueError(f"task: {info.label} cannot {self.task}: {does.reason}")
-        _check_task_dims(self)
         if (self.precision or "fp32") not in info.precisions:
             raise ValueError(
                 f"precision: {info.label} has no {self.precision} here; "
@@ -269,9 +268,8 @@ class Case(BaseModel):
         if self.num_classes is not None:
             parts.append(f"c{self.num_classes}")
         task = find_task(self.task)
-        for name, value in self.task_values.items():
-            dim = next((d for d in task.dimensions if d.name == name), None) if task else None
-            parts.append(f"{dim.short or name if dim else name}{value}")
+        short = {d.name: d.short or d.name for d in task.dimensions} if task else {}
+        parts += [f"{short.get(name, name)}{value}" for name, value in self.task_values.items()]
         return " ".join(parts)
 
     @property
@@ -393,7 +391,7 @@ def canonical_options(value: Any) -> Any:
 def canonical_task_dims(value: Any) -> Any:
     """`--task-dims` as given ("new_tokens=32", "a=1, b=2", a mapping, "" or None for none)
     as a mapping name -> value, or None for none. Values are checked against the task's
-    declaration later (`_check_task_dims`); anything else is left for validation."""
+    declaration (`_task_dims_defaults`); anything else is left for validation."""
     if isinstance(value, dict):
         return value
     return _pairs(value, "task_dims", "new_tokens=32")
@@ -419,48 +417,18 @@ def _pairs(value: Any, field: str, example: str) -> Any:
 
 
 def _task_dims_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """The task's dimensions in canonical form, each one left out at its default; None for
-    a task that declares none (a value given for it is refused by `_check_task_dims`)."""
+    """The task's dimensions in canonical form, each one left out at its default, each one
+    given checked against its declaration; None for a task that declares none."""
     given = canonical_task_dims(data.get("task_dims"))
     task = find_task(str(data.get("task", "train")))
     if task is None or not isinstance(given, dict | None):
         return data  # validation names the unknown task or the bad value
-    values: dict[str, Any] = dict(given or {})
-    for dim in task.dimensions:
-        values.setdefault(dim.name, dim.default)
+    values = {d.name: d.default for d in task.dimensions}
+    # Task.dimension refuses a name the task does not declare, naming those it does.
+    values |= {name: task.dimension(name).check(v) for name, v in (given or {}).items()}
     if not values:
         return {**data, "task_dims": None} if "task_dims" in data else data
-    for name, value in values.items():
-        if name in {d.name for d in task.dimensions}:
-            values[name] = task.dimension(name).check(value)
-        elif not task.dimensions:
-            raise ValueError(f"task_dims: task {task.name} takes no dimensions (got {name})")
-        else:
-            task.dimension(name)  # raises, naming the valid ones
     return {**data, "task_dims": ",".join(f"{k}={v}" for k, v in sorted(values.items()))}
-
-
-def _check_task_dims(case: Case) -> None:
-    """A case built without normalising (a strict import of a record) holds exactly the
-    dimensions its task declares, canonical and in range."""
-    task: Task | None = find_task(case.task)
-    if task is None:
-        return
-    try:
-        values = case.task_values
-    except ValueError:
-        raise ValueError(f"task_dims: {case.task_dims!r} is not NAME=VALUE,...") from None
-    declared = [d.name for d in task.dimensions]
-    if sorted(values) != sorted(declared):
-        raise ValueError(
-            f"task_dims: task {task.name} takes {', '.join(declared) or 'no dimensions'}; "
-            f"got {case.task_dims!r}"
-        )
-    for name, value in values.items():
-        task.dimension(name).check(value)
-    canonical = ",".join(f"{k}={v}" for k, v in sorted(values.items())) or None
-    if case.task_dims != canonical:
-        raise ValueError(f"task_dims: {case.task_dims!r} is not canonical ({canonical!r})")
 
 
 def _drop_defaults(data: dict[str, Any]) -> dict[str, Any]:

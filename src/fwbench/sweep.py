@@ -564,7 +564,8 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     fields = {k: v for k, v in fields.items() if v is not None or k in DIMENSIONS}
     task = find_task(str(fields.get("task")))
     own = {d.name for d in task.dimensions} if task else set()
-    fields = {k: v for k, v in fields.items() if k not in task_dimensions() or k in own}
+    others = set(task_dimensions()) - own
+    fields = {k: v for k, v in fields.items() if k not in others}
     spec = find_model(str(fields["model"]))
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices

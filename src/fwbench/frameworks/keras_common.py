@@ -1,5 +1,6 @@
 """What the adapters of Keras 3's non-TensorFlow backends share: synthetic data, losses
 and optimizers written with keras.ops, so they produce each backend's native tensors.
+The optimizer table (`make_optimizer`) is the TensorFlow adapter's too.
 
 Imported only inside a worker, after KERAS_BACKEND is set.
 """

@@ -12,8 +12,11 @@ import tensorflow as tf
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
+
+# One optimizer table for Keras on every backend.
+from fwbench.frameworks.keras_common import make_optimizer
 from fwbench.frameworks.tf_flops import dense_flops
-from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
+from fwbench.models.registry import ModelSpec, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
 
@@ -169,16 +172,6 @@ def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
         return tf.reduce_mean(per_sample)
 
     return y, ctc_loss
-
-
-def make_optimizer(opt: Optimizer) -> keras.optimizers.Optimizer:
-    if opt.name == "adam":
-        return keras.optimizers.Adam(learning_rate=opt.learning_rate, epsilon=1e-7)
-    if opt.name == "adamw":
-        return keras.optimizers.AdamW(
-            learning_rate=opt.learning_rate, epsilon=1e-7, weight_decay=opt.weight_decay
-        )
-    return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
 
 
 def count_trainable(model: keras.Model) -> int:

@@ -73,7 +73,9 @@ class Task:
         for dim in self.dimensions:
             if dim.name == name:
                 return dim
-        valid = ", ".join(d.name for d in self.dimensions) or "none"
+        if not self.dimensions:
+            raise ValueError(f"task_dims: task {self.name} takes no dimensions (got {name})")
+        valid = ", ".join(d.name for d in self.dimensions)
         raise ValueError(
             f"task_dims: task {self.name} has no dimension {name!r}; valid choices: {valid}"
         )
