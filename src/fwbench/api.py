@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +31,9 @@ from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
 from fwbench.launch.protocol import CaseRequest, CountItem, GroupRequest
 from fwbench.measure import runs as case_runs
-from fwbench.measure import trackers
+from fwbench.measure import stats, trackers
 from fwbench.measure.timing import Prepared, TimingConfig
-from fwbench.models.parity import Parity
+from fwbench.models.parity import Parity, token_check
 from fwbench.models.parity import check as check_parity
 from fwbench.result import (
     Blocks,
@@ -40,6 +41,7 @@ from fwbench.result import (
     Measurement,
     Result,
     Run,
+    RunFigure,
     StepTime,
     Work,
 )
@@ -276,6 +278,11 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
             warnings=r.timing.warnings,
             start_s=r.start_s,
             finish_s=r.finish_s,
+            figures={
+                name: RunFigure(samples=values, median_s=statistics.median(values))
+                for name, values in r.figures.items()
+                if values
+            },
             **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
         )
         for i, r in enumerate(measured)
@@ -283,6 +290,18 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
     est = case_runs.estimate(
         [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
     )
+    # Each figure of the task's own over the runs, as the step time is (a run's own
+    # interval is its median's, the one run of a case measured once).
+    figures = {}
+    for name in sorted({name for r in found for name in r.figures}):
+        series = [r.figures[name] for r in found if name in r.figures]
+        if len(series) == len(found):
+            over = case_runs.estimate(
+                [case_runs.RunFigures(*_median_ci(s.samples), 0.0) for s in series]
+            )
+            figures[name] = StepTime(
+                median=over.median_s, ci_low=over.ci_low_s, ci_high=over.ci_high_s
+            )
     first = found[0]
     return Measurement(
         step_time_s=StepTime(median=est.median_s, ci_low=est.ci_low_s, ci_high=est.ci_high_s),
@@ -292,7 +311,40 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
         stop_reason=stop_reason,
         runs=found,
         ci_method=est.method,
+        figures=figures,
     )
+
+
+def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
+    low, high = stats.median_ci(list(samples))
+    med = statistics.median(samples)
+    return med, min(low, med), max(high, med)
+
+
+def check_outputs(results: Sequence[Result]) -> list[Result]:
+    """The variants of one workload that recorded what they generated (task generate):
+    each with the check of its tokens against the others' (models.parity.token_check)
+    in its settings, and a warning where they differ; others as they are."""
+    tokens = {
+        r.case.variant: list(r.settings["generated_tokens"])
+        for r in results
+        if r.settings.get("generated_tokens")
+    }
+    check = token_check(tokens)
+    if check is None:
+        return list(results)
+    warning = f"different work across frameworks: {check}"
+    return [
+        r.model_copy(
+            update={
+                "settings": r.settings | {"token_check": check},
+                "warnings": (*r.warnings, warning) if check.startswith("failed") else r.warnings,
+            }
+        )
+        if r.case.variant in tokens
+        else r
+        for r in results
+    ]
 
 
 def _no_flops(case: Case) -> Work | None:
@@ -461,6 +513,7 @@ def run_cases(
         for finished, group in found:
             # On a cluster, each result carries the node that measured it.
             where = finished.host if finished.host is not None else host
+            made = []
             for place, (case, outcome) in enumerate(zip(group, finished.outcomes, strict=True)):
                 assert isinstance(outcome, CaseOutcome)
                 # Mixed precision runs on the tensor cores / AMX: its share is of that peak.
@@ -477,6 +530,8 @@ def run_cases(
                     (peak, peak_dtype),
                     result_id,
                 )
+                made.append(result)
+            for result in check_outputs(made):
                 store.add(result)
                 if finished.final:
                     yield result

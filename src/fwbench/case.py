@@ -25,7 +25,7 @@ from pydantic import (
 from fwbench.distributed import strategies
 from fwbench.errors import SpecError
 from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.models.registry import DIMENSIONS, find_model, get_model
+from fwbench.models.registry import DIMENSIONS, all_models, find_model, get_model
 from fwbench.tasks import find_task, task_names
 
 Device = Literal["cpu", "cuda"]
@@ -187,6 +187,15 @@ class Case(BaseModel):
         except SpecError as exc:
             raise ValueError(f"model: {exc}") from None
         spec.builder(self.framework)
+        task = find_task(self.task)
+        if task is not None and task.takes is not None and not task.takes(spec):
+            able = [m.name for m in all_models().values() if task.takes(m)]
+            raise ValueError(
+                f"model: task {self.task} does not take {spec.name}; "
+                f"valid choices: {', '.join(able) or 'none installed'}"
+            )
+        if task is not None and task.fits is not None and (why := task.fits(self, spec)):
+            raise ValueError(f"task: {self.task} cannot run {spec.name}: {why}")
         if self.layout is not None and spec.input_kind != "image":
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"
@@ -287,6 +296,15 @@ class Case(BaseModel):
     def global_batch_size(self) -> int:
         """Samples per step across all replicas (batch_size is per replica)."""
         return self.batch_size * self.replicas
+
+    @property
+    def units_per_step(self) -> int:
+        """What a step makes, in its task's unit (fwbench.tasks: Task.unit): the global
+        batch, times the task's own count per sample where it has one (a generation's
+        new tokens)."""
+        task = find_task(self.task)
+        per_sample = self.task_values.get(task.units_from, 1) if task and task.units_from else 1
+        return self.global_batch_size * per_sample
 
     @property
     def implementation(self) -> str:

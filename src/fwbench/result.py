@@ -30,12 +30,16 @@ so `Result.from_record` reads exported JSON of every earlier version):
      Records of earlier versions are read with their run_id as invocation_id.
  12  case task_dims: the task's own dimensions (fwbench.tasks, e.g. a generation's
      `new_tokens=32`), None for tasks without any (every task before this version).
+ 13  figures: the task's own figures beyond the step time (fwbench.tasks.Figure, e.g. a
+     generation's time to first token and time per output token): in each run its
+     values per block and their median (runs[].figures), and the case's estimate over
+     runs with its interval (measurement.figures); {} for train and infer, and before.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -47,8 +51,9 @@ from fwbench.measure import comparison
 from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
+from fwbench.tasks import STEP_TIME, find_task
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
@@ -96,6 +101,17 @@ class Blocks(BaseModel):
     sync_overhead_s: float = Field(ge=0)
 
 
+class RunFigure(BaseModel):
+    """One of its task's own figures in one run (fwbench.tasks.Figure: a generation's time
+    to first token, ...): the workload's value in each timed block, in seconds, and their
+    median. Estimators read it as they read a run's step times."""
+
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+
+    samples: tuple[float, ...] = Field(min_length=1)
+    median_s: float = Field(gt=0)
+
+
 class Run(Blocks):
     """One worker process of a case: its own start-up, warmup and timed blocks."""
 
@@ -111,6 +127,8 @@ class Run(Blocks):
     # (process, imports, device) and its final report. None before they were recorded.
     start_s: float | None = Field(None, ge=0)
     finish_s: float | None = Field(None, ge=0)
+    # Its task's figures beyond the step time, by name ({} for train and infer).
+    figures: dict[str, RunFigure] = Field(default_factory=dict)
 
 
 class Measurement(Blocks):
@@ -121,11 +139,28 @@ class Measurement(Blocks):
     step_time_s: StepTime
     runs: tuple[Run, ...] = ()  # empty in results recorded before runs (schema <= 6)
     ci_method: str = "within one process (recorded before runs)"
+    # Its task's figures beyond the step time, each estimated over the runs as the step
+    # time is (their geometric mean, with the same interval): {} for train and infer.
+    figures: dict[str, StepTime] = Field(default_factory=dict)
 
-    def per_run(self, estimator: str = "median") -> tuple[float, ...]:
-        """One value per process, by the estimator: what verdicts, ratios and trends are
-        built on (fwbench.measure.comparison). A result recorded before runs is one."""
-        return comparison.per_run(self.runs, estimator) or (self.step_time_s.median,)
+    def per_run(self, estimator: str = "median", figure: str = STEP_TIME.name) -> tuple[float, ...]:
+        """One value per process of `figure` (the step time unless named), by the
+        estimator: what verdicts, ratios and trends are built on
+        (fwbench.measure.comparison). A result recorded before runs is one."""
+        if figure == STEP_TIME.name:
+            return comparison.per_run(self.runs, estimator) or (self.step_time_s.median,)
+        series = [run.figures[figure] for run in self.runs if figure in run.figures]
+        if not series:
+            raise ValueError(f"figure: this measurement has no {figure}")
+        return comparison.per_run(series, estimator)
+
+    def figure(self, name: str = STEP_TIME.name) -> StepTime:
+        """The case's estimate of `figure` over its runs, with its interval."""
+        if name == STEP_TIME.name:
+            return self.step_time_s
+        if name not in self.figures:
+            raise ValueError(f"figure: this measurement has no {name}")
+        return self.figures[name]
 
 
 class Memory(BaseModel):
@@ -225,10 +260,11 @@ class Result(BaseModel):
 
     @property
     def throughput(self) -> float | None:
-        """Samples per second at the median step time, over all replicas."""
+        """Units of its task (samples; a generation's tokens) per second at the median
+        step time, over all replicas."""
         if self.measurement is None:
             return None
-        return self.case.global_batch_size / self.measurement.step_time_s.median
+        return self.case.units_per_step / self.measurement.step_time_s.median
 
     @property
     def communication_s(self) -> float | None:
@@ -248,6 +284,16 @@ class Result(BaseModel):
         return comparison.Looks(int(config.get("min_runs", 1)), int(config.get("max_runs", 1)))
 
     @property
+    def verdict_figure(self) -> str:
+        """The figure its verdicts read: its task's first (a generation's time per output
+        token), where it was measured; the step time otherwise (a task whose plugin is
+        not loaded here, a result recorded before figures)."""
+        task = find_task(self.case.task)
+        m = self.measurement
+        name = task.verdict_figure if task is not None else STEP_TIME.name
+        return name if m is not None and name in m.figures else STEP_TIME.name
+
+    @property
     def estimator(self) -> str:
         """The per-run value its verdicts read (timing_config.estimator; the median for
         results recorded before the choice existed)."""
@@ -255,10 +301,11 @@ class Result(BaseModel):
 
     @property
     def different_work(self) -> bool:
-        """Parameter counts differ between frameworks, or an inference runtime's optimised
+        """Parameter counts differ between frameworks, an inference runtime's optimised
         graph lacks a fusion every deployment has (settings.fusion_check, written by
-        fwbench.frameworks.onnx_graph). Read from the stored settings, so results recorded
-        before the check read as they did, and no schema change is needed."""
+        fwbench.frameworks.onnx_graph), or generations from the same weights made other
+        tokens (settings.token_check, written by fwbench.api.check_outputs). Read from
+        the stored settings, so results recorded before the checks read as they did."""
         return self.different_work_reason is not None
 
     @property
@@ -269,6 +316,9 @@ class Result(BaseModel):
         fusion = self.settings.get("fusion_check")
         if isinstance(fusion, str) and fusion.startswith("failed"):
             return f"the runtime's graph lacks a deployment's fusions ({fusion})"
+        tokens = self.settings.get("token_check")
+        if isinstance(tokens, str) and tokens.startswith("failed"):
+            return f"the generations differ ({tokens})"
         return None
 
     def to_record(self) -> dict[str, Any]:
@@ -375,13 +425,25 @@ def comparison_of(
     band: float = DEFAULT_BAND,
     confidence: float = 0.95,
     sequential: bool = True,
+    figure: str | None = None,
 ) -> comparison.Comparison:
     """The comparison of measured results by name, read as they were measured: each
-    side's per-run values by the estimator they were recorded under (where the sides
-    agree), and, with `sequential`, under the widest plan any side's runs could have
-    stopped at (Result.looks). Results without a measurement are left out."""
+    side's per-run values of `figure` (left out: the figure their task's verdicts read,
+    Result.verdict_figure, where the sides agree; the step time where they do not) by
+    the estimator they were recorded under (where the sides agree), and, with
+    `sequential`, under the widest plan any side's runs could have stopped at
+    (Result.looks). Results without a measurement are left out."""
     ok = {name: (r, r.measurement) for name, r in results.items() if r.measurement is not None}
     estimator = comparison.common_estimator(r.estimator for r, _ in ok.values())
     looks = comparison.widest(r.looks for r, _ in ok.values()) if sequential else None
-    values = {name: m.per_run(estimator) for name, (_, m) in ok.items()}
-    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator)
+    if figure is None:
+        figure = common_figure(r for r, _ in ok.values())
+    values = {name: m.per_run(estimator, figure) for name, (_, m) in ok.items()}
+    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator, figure)
+
+
+def common_figure(results: Iterable[Result]) -> str:
+    """The figure verdicts between results read: their verdict figure where they agree,
+    the step time (every result has one) where they do not."""
+    found = {r.verdict_figure for r in results}
+    return found.pop() if len(found) == 1 else STEP_TIME.name

@@ -48,12 +48,14 @@ DAMAGE = [
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'"],
-        "its results table has column invocation_id, tracked, options, task_dims of a schema "
+        "its results table has column invocation_id, tracked, options, task_dims, figures "
+        "of a schema "
         "after the version 7",
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'", "DROP TABLE serving"],
-        "its results table has column invocation_id, tracked, options, task_dims of a schema "
+        "its results table has column invocation_id, tracked, options, task_dims, figures "
+        "of a schema "
         "after the version 7",
     ),
 ]

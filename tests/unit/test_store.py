@@ -352,3 +352,24 @@ def test_a_schema_11_database_gains_an_empty_task_dims_column_and_keeps_its_keys
     assert len(rows) == 2 and all(dims is None for _, dims in rows)
     assert sorted(r.case.key() for r in back) == sorted(key for key, _ in rows)
     assert all(r.case.task_dims is None and r.schema_version == 11 for r in back)
+
+
+def test_a_schema_12_database_gains_an_empty_figures_column_and_reads_as_before(
+    tmp_path: Path,
+) -> None:
+    """Schema 13 added the task's own figures; every result before it was of a task that
+    reports its step time only: NULL, read as no figures, its verdicts on the step time."""
+    import gzip
+
+    db = tmp_path / "v12.duckdb"
+    with gzip.open(DATA / "results-schema12.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with ResultStore(db) as store:
+        rows = store.con.execute("SELECT case_key, figures FROM results").fetchall()
+        back = store.results()
+    assert len(rows) == 2 and all(figures is None for _, figures in rows)
+    assert sorted(r.case.key() for r in back) == sorted(key for key, _ in rows)
+    for r in back:
+        assert r.measurement is not None and r.measurement.figures == {}
+        assert r.verdict_figure == "step_time_s" and r.schema_version == 12
+        assert all(run.figures == {} for run in r.measurement.runs)

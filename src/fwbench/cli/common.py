@@ -38,6 +38,7 @@ from fwbench.report.summary import (
 )
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
+from fwbench.tasks import find_task
 
 
 def _console(stderr: bool) -> Console:
@@ -335,7 +336,8 @@ def describe_result(r: Result) -> str:
             f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
             f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",
             f"  runs (medians, ms): {runs}; {len(m.samples)} blocks in all",
-            f"  throughput: {r.throughput:.1f} samples/s",
+            *figure_lines(r),
+            f"  throughput: {r.throughput:.1f} {unit_of(r)}/s",
             f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
             f"warmup {m.warmup_steps} steps ({m.warmup_stop})",
         ]
@@ -387,6 +389,29 @@ def describe_result(r: Result) -> str:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
     return "\n".join(lines)
+
+
+def unit_of(r: Result) -> str:
+    """What its throughput counts: its task's unit (samples; a generation's tokens)."""
+    task = find_task(r.case.task)
+    return task.unit if task is not None else "samples"
+
+
+def figure_lines(r: Result) -> list[str]:
+    """Its task's own figures, each with its interval over runs (a generation's)."""
+    m, task = r.measurement, find_task(r.case.task)
+    if m is None or task is None:
+        return []
+    lines = []
+    for figure in task.figures:
+        if figure.name in m.figures:
+            f = m.figures[figure.name]
+            mark = "  (its verdicts read it)" if figure.name == r.verdict_figure else ""
+            lines.append(
+                f"  {figure.label}: {f.median * 1e3:.3f} ms "
+                f"(95% CI {f.ci_low * 1e3:.3f}-{f.ci_high * 1e3:.3f}){mark}"
+            )
+    return lines
 
 
 def progress_bar(eta: bool = True) -> Progress:

@@ -17,6 +17,7 @@ from fwbench.cli.common import (
     out,
     print_json,
     summary_table,
+    unit_of,
 )
 from fwbench.store.db import ResultStore
 
@@ -45,7 +46,7 @@ def command(
         "status",
         "median ms",
         "95% CI ms",
-        "samples/s",
+        "throughput",
         "params",
         "note",
     ):
@@ -58,7 +59,7 @@ def command(
             r.status,
             f"{m.step_time_s.median * 1e3:.2f}" if m else "-",
             f"{m.step_time_s.ci_low * 1e3:.2f}-{m.step_time_s.ci_high * 1e3:.2f}" if m else "-",
-            f"{r.throughput:.1f}" if r.throughput else "-",
+            f"{r.throughput:.1f} {unit_of(r)}/s" if r.throughput else "-",
             f"{r.param_count:,}" if r.param_count else "-",
             (r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
             style="yellow" if r.different_work else None,

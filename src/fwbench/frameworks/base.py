@@ -90,6 +90,13 @@ class Workload(ABC):
         """Framework counters worth recording after the measurement (e.g. traces)."""
         return {}
 
+    def figures(self) -> dict[str, float]:
+        """Its task's figures beyond the step time (fwbench.tasks.Figure), timed inside
+        the steps made since the last call, as the mean over those steps, in seconds;
+        {} for a task that reports its step time only. The worker reads it before and
+        after each timed block, so a block's figures are its own steps'."""
+        return {}
+
     def settings(self) -> dict[str, Any]:
         """The case's settings as applied (precision, layout, ...), recorded as built."""
         return {}

@@ -105,6 +105,10 @@ class KerasBackendAdapter(Adapter):
     def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
         """The backend's workload for a built model; its `settings_` receive the case's."""
 
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks this backend's workloads implement."""
+        return ("train", "infer")
+
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
         return get_model(model).build(self.name, dims)
 
@@ -112,10 +116,10 @@ class KerasBackendAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("train", "infer"))
+        require_task(case, self.tasks())
         settings = apply_case_settings(case)
         model = self.build_model(case.model, case.dims)
         workload = self.workload(model, case, get_model(case.model))
-        workload.settings_ = settings
+        workload.settings_ |= settings
         built: Workload = workload
         return built

@@ -13,10 +13,14 @@ import functools
 import os
 from typing import Any
 
+import numpy as np
+
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
+from fwbench.frameworks import generation
 from fwbench.frameworks.base import OutputCheck, Workload
+from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     count_trainable,
@@ -100,6 +104,70 @@ class KerasJaxWorkload(Workload):
         return {"jit_compilations": self.compile_count()} if self.jit else {}
 
 
+class KerasJaxGenerate(GenerateWorkload):
+    """Greedy generation through a static key/value cache (keras_gpt), the prefill and a
+    decoding step each one jitted, stateless function of the weights: compiled once,
+    the position an array so no token recompiles them, the cache donated so each step
+    writes it in place. Eager mode calls the same functions unjitted."""
+
+    def __init__(self, model: Any, case: Case) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        from fwbench.models import keras_gpt
+
+        super().__init__(case)
+        keras = keras_module()
+        keras_gpt.load_weights(model, generation.weights(case))
+        self.param_count = count_trainable(model)
+        variables = list(model.variables)
+        self.values = [v.value for v in variables]
+        self.ids = jnp.asarray(generation.prompt(case))
+        context = self.prompt_len + self.new_tokens
+        batch = case.batch_size
+
+        def first(values: Any, ids: Any) -> Any:
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return model.next_token(ids, model.empty_cache(batch, context), 0)
+
+        def following(values: Any, token: Any, cache: Any, position: Any) -> Any:
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return model.next_token(token[:, None], cache, position)
+
+        self.jit = MODES[case.mode]
+        self.first: Any = jax.jit(first) if self.jit else first
+        self.following: Any = jax.jit(following, donate_argnums=2) if self.jit else following
+        self.positions = [jnp.asarray(p, jnp.int32) for p in range(context)]
+        self.token: Any = None
+        self.cache: Any = None
+        self.settings_: dict[str, Any] = {
+            "kv_cache": f"static, {context} positions (donated, written in place)",
+            "decoding": "greedy (argmax), each token read back to the host",
+        }
+
+    def prefill(self) -> np.ndarray:
+        self.token, self.cache = self.first(self.values, self.ids)
+        return np.asarray(self.token)
+
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        self.token, self.cache = self.following(
+            self.values, self.token, self.cache, self.positions[position]
+        )
+        return np.asarray(self.token)
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+    def compile_count(self) -> int | None:
+        if not self.jit:
+            return None
+        return int(self.first._cache_size() + self.following._cache_size())
+
+    def counters(self) -> dict[str, Any]:
+        compiled = {"jit_compilations": self.compile_count()} if self.jit else {}
+        return compiled | super().counters()
+
+
 class KerasJaxAdapter(KerasBackendAdapter):
     name = "keras-jax"
 
@@ -163,7 +231,12 @@ class KerasJaxAdapter(KerasBackendAdapter):
         return env
 
     def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
+        if case.task == "generate":
+            return KerasJaxGenerate(model, case)
         return KerasJaxWorkload(model, case, spec)
+
+    def tasks(self) -> tuple[str, ...]:
+        return ("train", "infer", "generate")
 
     def is_oom(self, exc: BaseException) -> bool:
         return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)

@@ -180,7 +180,14 @@ def _exported_runtime(
         layouts=("channels_first",),  # the exported graph takes NCHW images
         models_from="torch",  # the same PyTorch model, exported
         tasks=("infer",),
-        task_reasons=(("train", "it is an inference runtime; use task infer"),),
+        task_reasons=(
+            ("train", "it is an inference runtime; use task infer"),
+            (
+                "generate",
+                "it runs one exported forward graph, with no key/value cache to decode "
+                "through; task infer times its prefill",
+            ),
+        ),
         can_explain=NO(False, "fwbench does not read its profiles yet"),
         can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
         **given,
@@ -203,6 +210,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("torch", "torchvision"),
         adapter_path="fwbench.frameworks.torch:TorchAdapter",
+        tasks=("train", "infer", "generate"),
         preload=("torchvision",),
         forks_on_cuda=True,
         distributions=("torch",),
@@ -250,6 +258,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("tensorflow", "keras"),
         adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
+        tasks=("train", "infer", "generate"),
         distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
         native_layout="channels_last",
         default_mode="graph",  # Keras' own fit() runs a tf.function
@@ -295,6 +304,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("jax", "keras"),
         adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
+        tasks=("train", "infer", "generate"),
         preload=("jax", "keras"),
         forks_on_cuda=True,
         distributions=("jax",),
@@ -358,6 +368,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("torch", "keras"),
         adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
+        task_reasons=(("generate", "Keras on PyTorch has no generation workload yet"),),
         preload=("keras",),
         forks_on_cuda=True,
         distributions=("keras",),

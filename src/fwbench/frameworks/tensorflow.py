@@ -7,11 +7,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
 from fwbench.explain.timeline import Event
+from fwbench.frameworks import generation
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
+from fwbench.frameworks.generation import GenerateWorkload
 
 # One optimizer table for Keras on every backend.
 from fwbench.frameworks.keras_common import make_optimizer
@@ -87,6 +90,75 @@ class TensorFlowWorkload(Workload):
 
     def compile_count(self) -> int | None:
         return int(self.fn.experimental_get_tracing_count()) if self.graph else None
+
+
+class TensorFlowGenerate(GenerateWorkload):
+    """Greedy generation through a static key/value cache (keras_gpt: allocated for the
+    whole generation, written in place at each position): the prefill and a decoding
+    step are each one tf.function in graph mode (XLA-compiled in xla mode), traced once,
+    the position a tensor so no token retraces them; eager mode calls them directly."""
+
+    def __init__(self, model: Any, case: Case, device_name: str) -> None:
+        from fwbench.models import keras_gpt
+
+        super().__init__(case)
+        keras_gpt.load_weights(model, generation.weights(case))
+        self.param_count = count_trainable(model)
+        with tf.device(device_name):
+            self.ids = tf.constant(generation.prompt(case))
+        context = self.prompt_len + self.new_tokens
+        batch = case.batch_size
+
+        def first(ids: tf.Tensor) -> Any:
+            return model.next_token(ids, model.empty_cache(batch, context), 0)
+
+        def following(token: tf.Tensor, cache: Any, position: tf.Tensor) -> Any:
+            return model.next_token(token[:, None], cache, position)
+
+        self.graph = case.mode in ("graph", "xla")
+        xla = case.mode == "xla"
+        self.first: Any = tf.function(first, jit_compile=xla) if self.graph else first
+        self.following: Any = tf.function(following, jit_compile=xla) if self.graph else following
+        self.positions = [tf.constant(p, tf.int32) for p in range(context)]
+        self.token: Any = None
+        self.cache: Any = None
+        self.settings_: dict[str, Any] = {
+            "kv_cache": f"static, {context} positions (written in place)",
+            "decoding": "greedy (argmax), each token read back to the host",
+        }
+
+    def prefill(self) -> np.ndarray:
+        self.token, self.cache = self.first(self.ids)
+        return np.asarray(self.token.numpy())
+
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        self.token, self.cache = self.following(self.token, self.cache, self.positions[position])
+        return np.asarray(self.token.numpy())
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+    def compile_count(self) -> int | None:
+        if not self.graph:
+            return None
+        traces = self.first.experimental_get_tracing_count()
+        return int(traces + self.following.experimental_get_tracing_count())
+
+    def counters(self) -> dict[str, Any]:
+        traced = {"tf_function_traces": self.compile_count()} if self.graph else {}
+        return traced | super().counters()
+
+
+def _graph_of(fn: Any, *args: Any) -> Any:
+    traced = fn if hasattr(fn, "get_concrete_function") else tf.function(fn)
+    return traced.get_concrete_function(*args).graph
+
+
+def _sized(graph: Any) -> float:
+    flops, unsized = dense_flops(graph)
+    if unsized:
+        raise ValueError(f"cannot size {', '.join(unsized)} ops to count their FLOPs")
+    return float(flops)
 
 
 def _cpu_op(name: str) -> str | None:
@@ -226,7 +298,7 @@ class TensorFlowAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("train", "infer"))
+        require_task(case, ("train", "infer", "generate"))
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
         spec = get_model(case.model)
         layout = case.layout or "channels_last"
@@ -267,8 +339,12 @@ class TensorFlowAdapter(Adapter):
             ]
         with tf.device(device_name):
             model = self.build_model(case.model, case.dims)
-        workload = TensorFlowWorkload(model, case, spec, device_name)
-        workload.settings_ = settings
+        workload: TensorFlowWorkload | TensorFlowGenerate
+        if case.task == "generate":
+            workload = TensorFlowGenerate(model, case, device_name)
+        else:
+            workload = TensorFlowWorkload(model, case, spec, device_name)
+        workload.settings_ |= settings
         return workload
 
     def reset_device_memory(self, device: str) -> None:
@@ -282,13 +358,19 @@ class TensorFlowAdapter(Adapter):
         return {"allocated_peak_bytes": int(info["peak"])}
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
+        method = "fwbench graph counter (convolutions and matmuls, from op shapes)"
+        if isinstance(workload, TensorFlowGenerate):
+            # The prefill once, then a decoding step for each token after the first.
+            if workload.cache is None:
+                workload.step()
+            first = _graph_of(workload.first, workload.ids)
+            following = _graph_of(
+                workload.following, workload.token, workload.cache, workload.positions[0]
+            )
+            return _sized(first) + (workload.new_tokens - 1) * _sized(following), method
         assert isinstance(workload, TensorFlowWorkload)
         fn = workload.fn if workload.graph else tf.function(workload.raw_fn)
-        graph = fn.get_concrete_function(workload.x, workload.y).graph
-        flops, unsized = dense_flops(graph)
-        if unsized:
-            raise ValueError(f"cannot size {', '.join(unsized)} ops to count their FLOPs")
-        return flops, "fwbench graph counter (convolutions and matmuls, from op shapes)"
+        return _sized(fn.get_concrete_function(workload.x, workload.y).graph), method
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None

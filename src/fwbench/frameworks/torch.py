@@ -8,13 +8,22 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import Event
-from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
+from fwbench.frameworks import generation
+from fwbench.frameworks.base import (
+    Adapter,
+    OutputCheck,
+    TaskNotImplemented,
+    Workload,
+    require_task,
+)
+from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
@@ -168,6 +177,54 @@ def _sdpa_cpu_backward_flops(
     return int(sdpa_backward_flop_count(grad_shape, q_shape, k_shape, v_shape))
 
 
+class TorchGenerate(GenerateWorkload):
+    """Greedy generation in eager mode through transformers' dynamic key/value cache
+    (`past_key_values`, grown by one position a token), as `model.generate` runs it."""
+
+    def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
+        from fwbench.models import torch_gpt
+
+        super().__init__(case)
+        if not isinstance(model, torch_gpt.GPT2):
+            raise TaskNotImplemented(f"task generate: {case.model} has no PyTorch generation")
+        torch_gpt.load_weights(model, generation.weights(case))
+        self.gpt = model.gpt.eval().to(device)
+        self.param_count = count_trainable(model)
+        self.ids = torch.from_numpy(generation.prompt(case)).long().to(device)
+        dtype = AUTOCAST.get(case.precision or "")
+        self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
+        self.past: Any = None
+        self.token: torch.Tensor | None = None
+        self.settings_ = {
+            "precision": case.precision or "fp32",
+            "autocast_dtype": str(dtype) if dtype is not None else None,
+            "kv_cache": "transformers DynamicCache (grows each token)",
+            "decoding": "greedy (argmax), each token read back to the host",
+        }
+
+    def _next(self, ids: torch.Tensor) -> np.ndarray:
+        with torch.inference_mode(), self.autocast:
+            # Logits of the last position only, as transformers' generate() asks for: the
+            # prefill's other positions need none.
+            out = self.gpt(
+                input_ids=ids, past_key_values=self.past, use_cache=True, logits_to_keep=1
+            )
+        self.past = out.past_key_values
+        self.token = out.logits[:, -1].argmax(-1)
+        return self.token.cpu().numpy()
+
+    def prefill(self) -> np.ndarray:
+        self.past = None
+        return self._next(self.ids)
+
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        assert self.token is not None
+        return self._next(self.token[:, None])
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
+
+
 class MatmulWorkload(Workload):
     def __init__(self, device: torch.device, dtype: str, n: int) -> None:
         torch_dtype = {
@@ -306,7 +363,12 @@ class TorchAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("train", "infer"))
+        require_task(case, ("train", "infer", "generate"))
+        if case.task == "generate" and case.mode != "eager":
+            raise TaskNotImplemented(
+                f"task generate: PyTorch generates in eager mode (a dynamic key/value cache) "
+                f"only so far; mode {case.mode} needs a static cache, not built yet"
+            )
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
         cuda: dict[str, Any] = {}
         if case.device == "cuda":
@@ -322,7 +384,12 @@ class TorchAdapter(Adapter):
                 "cudnn_deterministic": torch.backends.cudnn.deterministic,
             }
         spec = get_model(case.model)
-        workload = TorchWorkload(self.build_model(case.model, case.dims), case, spec, device)
+        model = self.build_model(case.model, case.dims)
+        workload: TorchWorkload | TorchGenerate
+        if case.task == "generate":
+            workload = TorchGenerate(model, case, device)
+        else:
+            workload = TorchWorkload(model, case, spec, device)
         workload.settings_ |= cuda
         return workload
 

@@ -45,6 +45,7 @@ from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.measure import comparison, load
 from fwbench.measure import runs as case_runs
 from fwbench.serve.rounds import PointRuns, serve_round, serve_stop
+from fwbench.tasks import STEP_TIME, find_task
 
 OnPhase = Callable[[str], None] | None
 
@@ -162,13 +163,19 @@ def _decided(live: list[CaseRuns]) -> bool | None:
     configs = [state.request.timing for state in live]
     if len(live) < 2 or any(c.stop_on != "verdict" for c in configs):
         return None
-    # By place, not key: an A/A group holds one case twice.
-    runs = {f"{i}": state.figures() for i, state in enumerate(live)}
-    if min(len(r) for r in runs.values()) < max(c.min_runs for c in configs):
+    if min(len(state.runs) for state in live) < max(c.min_runs for c in configs):
         return False
     looks = comparison.Looks(min(c.min_runs for c in configs), max(c.max_runs for c in configs))
     estimator = comparison.common_estimator(c.estimator for c in configs)
-    values = {name: comparison.per_run(r, estimator) for name, r in runs.items()}
+    # The figure the group's verdict reads (a generation's time per output token): the
+    # variants of one workload are of one task; the step time where a run lacks it.
+    task = find_task(live[0].request.case.task)
+    figure = task.verdict_figure if task is not None else STEP_TIME.name
+    runs = [state.figure_runs(figure) for state in live]
+    if any(r is None for r in runs):
+        runs = [state.figure_runs(STEP_TIME.name) for state in live]
+    # By place, not key: an A/A group holds one case twice.
+    values = {f"{i}": comparison.per_run(r or [], estimator) for i, r in enumerate(runs)}
     return comparison.Comparison.of(values, looks=looks).decided
 
 

@@ -38,6 +38,8 @@ class MeasuredRun:
     # build starting (process, imports, device), and its final report after the blocks.
     start_s: float | None = None
     finish_s: float | None = None
+    # Its task's figures beyond the step time: a value per timed block, by name.
+    figures: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,10 @@ from fwbench.launch.process import (
     case_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
-from fwbench.measure import load, trackers
+from fwbench.measure import comparison, load, trackers
 from fwbench.measure import runs as case_runs
 from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
+from fwbench.tasks import STEP_TIME
 
 
 @dataclass
@@ -70,6 +71,15 @@ class CaseRuns:
             )
             for r in self.runs
         ]
+
+    def figure_runs(self, figure: str) -> list[comparison.RunLike] | None:
+        """Its runs as estimators read them, for `figure` (the step time, or one of its
+        task's own figures); None when a run lacks it."""
+        if figure == STEP_TIME.name:
+            return [r.timing for r in self.runs]
+        if not all(r.figures.get(figure) for r in self.runs):
+            return None
+        return [comparison.Series(r.figures[figure]) for r in self.runs]
 
     def outcome(self) -> CaseOutcome:
         """Everything its runs found, once no more runs will be made."""
@@ -126,6 +136,8 @@ class _Runner:
         # blocks of at least min_block_s then.
         self.warm = 0
         self.min_block_s = 0.0
+        # The task's figures beyond the step time, a value per timed block (Workload.figures).
+        self.figures: dict[str, list[float]] = {}
 
     def block(self) -> tuple[float, int]:
         steps = self.prepared.steps_per_block
@@ -138,6 +150,8 @@ class _Runner:
             raise WorkerReported(message.get("report", {}))
         seconds = float(message["seconds"])
         wall = time.perf_counter() - wall
+        for name, value in (message.get("figures") or {}).items():
+            self.figures.setdefault(name, []).append(float(value))
         for tracker, token in zip(tracking, tokens, strict=True):
             tracker("after_block", token, wall, steps)
         if self.warm and 0 < seconds < self.min_block_s:
@@ -316,7 +330,15 @@ def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
     timing = finish(runner.prepared, run, state.request.timing)
     launcher = runner.worker.launcher
     state.runs.append(
-        MeasuredRun(timing, report.build_s or 0.0, launcher, other, runner.start_s, finish_s)
+        MeasuredRun(
+            timing,
+            report.build_s or 0.0,
+            launcher,
+            other,
+            runner.start_s,
+            finish_s,
+            {name: tuple(values) for name, values in runner.figures.items()},
+        )
     )
     if state.report is None:
         state.report = report

@@ -156,8 +156,10 @@ def serve_case(
                     # and a first step after a switch is 8-15% slower. It is not timed.
                     run_block(workload.step, workload.sync, int(message["warm"]), time.perf_counter)
                 steps = int(message["steps"])
+                workload.figures()  # what warmup and the untimed step timed is dropped
                 seconds = run_block(workload.step, workload.sync, steps, time.perf_counter)
-                send({"event": "block", "seconds": seconds})
+                figures = workload.figures()
+                send({"event": "block", "seconds": seconds, "figures": figures})
                 if steady:  # warmup's blocks are not the trackers' business
                     for tracker in tracking.values():
                         tracker("block", seconds, steps)

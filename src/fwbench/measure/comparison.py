@@ -52,6 +52,18 @@ class RunLike(Protocol):
     def samples(self) -> Sequence[float]: ...  # seconds per step, one per timed block
 
 
+@dataclass(frozen=True)
+class Series:
+    """A run's values of a figure other than its step time (a generation's time per
+    output token in each block), read by the estimators as its step times are."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+
 def _quantile(q: float) -> Callable[[RunLike], float]:
     def estimate(run: RunLike) -> float:
         # A run recorded without its blocks (a driver's figures of an old result) has
@@ -200,6 +212,8 @@ class Comparison:
     confidence: float = 0.95  # of a fixed interval; a sequential plan sets its own
     looks: Looks | None = None
     estimator: str = DEFAULT_ESTIMATOR  # what the values are (ESTIMATORS), for the text
+    # Which of the task's figures the values are (fwbench.tasks.Figure), for the text.
+    figure: str = "step_time_s"
 
     @classmethod
     def of(
@@ -211,10 +225,11 @@ class Comparison:
         confidence: float = 0.95,
         looks: Looks | None = None,
         estimator: str = DEFAULT_ESTIMATOR,
+        figure: str = "step_time_s",
     ) -> Comparison:
         """From name -> per-run values; variants without a value are left out."""
         variants = tuple(Variant(name, tuple(v)) for name, v in values.items() if len(v) > 0)
-        return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
+        return cls(variants, rule, tuple(given), band, confidence, looks, estimator, figure)
 
     @property
     def level(self) -> float:

@@ -41,6 +41,27 @@ class CausalSelfAttention(layers.Layer):  # type: ignore[misc]
         out = ops.transpose(ops.matmul(weights, v), (0, 2, 1, 3))
         return self.c_proj(ops.reshape(out, (batch, length, self.heads * self.head_dim)))
 
+    def cached(self, x: Any, cache: tuple[Any, Any], start: Any) -> tuple[Any, tuple[Any, Any]]:
+        """Inference over positions start.. of `x`, through a static key/value cache:
+        this layer's keys and values, (batch, heads, context, head_dim) each, allocated
+        once for the whole generation. The new keys and values are written in place at
+        `start` (a tensor, so one trace serves every position), and each query attends
+        to the cache's positions up to its own; the rest are masked as the causal mask
+        does, so the result is the uncached attention's."""
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        qkv = ops.reshape(self.c_attn(x), (batch, length, 3, self.heads, self.head_dim))
+        q, k, v = (ops.transpose(qkv[:, :, i], (0, 2, 1, 3)) for i in range(3))
+        zero = ops.zeros((), dtype="int32")
+        at = (zero, zero, ops.cast(start, "int32"), zero)
+        keys = ops.slice_update(cache[0], at, ops.cast(k, cache[0].dtype))
+        values = ops.slice_update(cache[1], at, ops.cast(v, cache[1].dtype))
+        scores = ops.matmul(q, ops.transpose(keys, (0, 1, 3, 2))) / math.sqrt(self.head_dim)
+        seen = ops.arange(ops.shape(keys)[2])[None, :] <= (start + ops.arange(length))[:, None]
+        scores = ops.where(seen[None, None], scores, ops.cast(-1e9, scores.dtype))
+        out = ops.transpose(ops.matmul(ops.softmax(scores, axis=-1), values), (0, 2, 1, 3))
+        out = self.c_proj(ops.reshape(out, (batch, length, self.heads * self.head_dim)))
+        return out, (keys, values)
+
 
 class Block(layers.Layer):  # type: ignore[misc]
     """Pre-norm: x + attn(ln_1(x)), then x + mlp(ln_2(x)), each with residual dropout."""
@@ -58,6 +79,12 @@ class Block(layers.Layer):  # type: ignore[misc]
         x = x + self.dropout(self.attn(self.ln_1(x), training=training), training=training)
         h = keras.activations.gelu(self.c_fc(self.ln_2(x)), approximate=True)
         return x + self.dropout(self.c_proj(h), training=training)
+
+    def cached(self, x: Any, cache: tuple[Any, Any], start: Any) -> tuple[Any, tuple[Any, Any]]:
+        attended, cache = self.attn.cached(self.ln_1(x), cache, start)
+        x = x + attended
+        h = keras.activations.gelu(self.c_fc(self.ln_2(x)), approximate=True)
+        return x + self.c_proj(h), cache
 
 
 class GPT2(keras.Model):  # type: ignore[misc]
@@ -78,6 +105,29 @@ class GPT2(keras.Model):  # type: ignore[misc]
             x = block(x, training=training)
         # The output layer is the token embedding, transposed (tied weights).
         return ops.matmul(self.ln_f(x), ops.transpose(self.wte.embeddings))
+
+    def empty_cache(self, batch: int, context: int) -> list[tuple[Any, Any]]:
+        """A static key/value cache for `context` positions: zeros, one (keys, values)
+        pair per block, each (batch, heads, context, head_dim)."""
+        attn = self.blocks[0].attn
+        shape = (batch, attn.heads, context, attn.head_dim)
+        dtype = self.compute_dtype
+        return [(ops.zeros(shape, dtype), ops.zeros(shape, dtype)) for _ in self.blocks]
+
+    def next_token(
+        self, ids: Any, cache: list[tuple[Any, Any]], start: Any
+    ) -> tuple[Any, list[tuple[Any, Any]]]:
+        """Greedy decoding through the cache: `ids` (batch, length) at positions start..,
+        their keys and values written to `cache`; returns the next token after the last
+        position (batch,) int32 and the cache. Inference only: no dropout."""
+        positions = start + ops.arange(ops.shape(ids)[1])[None, :]
+        x = self.wte(ids) + self.wpe(positions)
+        found = []
+        for block, layer_cache in zip(self.blocks, cache, strict=True):
+            x, layer_cache = block.cached(x, layer_cache, start)
+            found.append(layer_cache)
+        logits = ops.matmul(self.ln_f(x[:, -1]), ops.transpose(self.wte.embeddings))
+        return ops.cast(ops.argmax(logits, axis=-1), "int32"), found
 
 
 def _variable(model: GPT2, path: str) -> Any:

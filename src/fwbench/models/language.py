@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fwbench.models import shapes
 from fwbench.models.registry import ModelSpec, Optimizer, register
 
 
@@ -56,6 +57,7 @@ for _name, _what, _seq in (
             dims={"seq_len": _seq, "vocab_size": 50257 if _name == "gpt2" else 512},
             objective="lm",
             optimizer=Optimizer("adamw", learning_rate=6e-4, weight_decay=0.1),
+            context=shapes.GPT2[_name]["positions"],
         )
     )
 register(

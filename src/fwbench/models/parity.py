@@ -34,3 +34,23 @@ def check(counts: dict[str, int], tolerance: float = TOLERANCE) -> Parity:
     low, high = min(counts.values()), max(counts.values())
     diff = (high - low) / low if low > 0 else float("inf")
     return Parity(counts=counts, max_rel_diff=diff, mismatch=diff > tolerance)
+
+
+def token_check(tokens: dict[str, list[int]]) -> str | None:
+    """Whether variants that generated from the same weights and prompt made the same
+    greedy tokens (fwbench.frameworks.generation: each records its first sequence's):
+    "passed: ..." or "failed: ..." (a different model, or numerics far enough apart to
+    change a token), as a result's `settings.token_check`; None with one variant."""
+    if len(tokens) < 2:
+        return None
+    distinct = {tuple(t) for t in tokens.values()}
+    names = ", ".join(sorted(tokens))
+    if len(distinct) == 1:
+        return f"passed: {names} generated the same {len(next(iter(distinct)))} tokens"
+    first = min(
+        next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b), min(len(x), len(y)))
+        for x in distinct
+        for y in distinct
+        if x != y
+    )
+    return f"failed: {names} generated different tokens (the first difference at token {first + 1})"

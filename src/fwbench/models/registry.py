@@ -88,6 +88,9 @@ class ModelSpec:
     # workload name: fwbench compares them like two modes of one framework.
     workload: str = ""
     implementation: str = ""
+    # Positions a generation may fill (prompt and new tokens): a causal language model's
+    # context. None: the model does not generate (task generate refuses it).
+    context: int | None = None
 
     def __post_init__(self) -> None:
         if self.input_kind not in INPUT_KINDS:

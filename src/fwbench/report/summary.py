@@ -13,6 +13,7 @@ from fwbench.case import execution_note
 from fwbench.measure.compare import RUNS_NEEDED_CAP, Verdict
 from fwbench.measure.comparison import ESTIMATOR_TEXT, widest
 from fwbench.result import Result, comparison_of
+from fwbench.tasks import STEP_TIME, find_task
 
 # FLOP counters of different frameworks may differ a little in what they count.
 FLOPS_TOLERANCE = 0.05
@@ -33,7 +34,8 @@ class SummaryRow:
         return min(ok, key=lambda v: _median(ok[v])) if ok else None
 
     def relative(self, variant: str) -> float | None:
-        """Step time relative to the fastest variant (fastest = 1.0), as the studies plot it."""
+        """Time relative to the fastest variant (fastest = 1.0), as the studies plot it: the
+        step time, or the figure its task's verdicts read (Result.verdict_figure)."""
         ok, best = self.ok, self.best
         if variant not in ok or best is None:
             return None
@@ -146,8 +148,28 @@ def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
         mode_advice(rows),
         plan_note(rows),
         estimator_note(rows),
+        figure_note(rows),
     )
     return [n for n in notes if n]
+
+
+def figure_note(rows: Iterable[SummaryRow]) -> str | None:
+    """Which rows show and compare a figure other than the step time (a generation's time
+    per output token), and where the others are."""
+    shown: dict[str, str] = {}
+    for row in rows:
+        for r in row.ok.values():
+            task = find_task(r.case.task)
+            if r.verdict_figure != STEP_TIME.name and task is not None:
+                shown[task.name] = task.figure(r.verdict_figure).label
+    if not shown:
+        return None
+    parts = [f"{task} rows show and compare the {label}" for task, label in shown.items()]
+    return (
+        "; ".join(parts).capitalize()
+        + " (the time to first token and the other figures of each case are in its "
+        "record: `fwbench results --json`, `fwbench export`)."
+    )
 
 
 def budget_note(rows: Iterable[SummaryRow]) -> str | None:
@@ -273,7 +295,8 @@ def cell(result: Result | None, relative: float | None, short: bool = False) -> 
         return "-"
     if result.measurement is None:
         return result.status.upper()
-    st = result.measurement.step_time_s
+    # The figure its verdict reads: the step time, or a task's own (time per output token).
+    st = result.measurement.figure(result.verdict_figure)
     half = (st.ci_high - st.ci_low) / 2 / st.median
     if short and half <= WIDE:
         text = f"{st.median * 1e3:.2f} ±{half:.1%}"
@@ -290,4 +313,4 @@ def cell(result: Result | None, relative: float | None, short: bool = False) -> 
 
 def _median(r: Result) -> float:
     assert r.measurement is not None
-    return r.measurement.step_time_s.median
+    return r.measurement.figure(r.verdict_figure).median

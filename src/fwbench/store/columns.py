@@ -189,6 +189,16 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _case("options", "VARCHAR"),
     # version 12
     _case("task_dims", "VARCHAR"),
+    # version 13
+    Column(
+        "figures",
+        "VARCHAR",
+        lambda r: (
+            json.dumps({k: v.model_dump() for k, v in r.measurement.figures.items()})
+            if r.measurement
+            else None
+        ),
+    ),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -474,6 +474,7 @@ def _from_row(row: dict[str, Any]) -> Result:
             ),
             samples=tuple(row["samples"]),
             runs=runs,
+            figures=_json_cell(row, "figures") or {},
             **({"ci_method": row["ci_method"]} if row.get("ci_method") else {}),
             **{c.name: row[c.name] for c in columns.of_kind("measured") if c.name != "ci_method"},
         )

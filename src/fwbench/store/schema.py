@@ -28,6 +28,9 @@ are in one place: fwbench.result. The tables of each version:
      invocation_id. Renamed in place: the rows, keys and column order stay.
  12  results gain the task's own dimensions (`task_dims`, e.g. "new_tokens=32"; NULL for
      a task without any, as for every result before this version).
+ 13  results gain figures (JSON: the task's own figures beyond the step time, each with
+     its interval over runs, e.g. a generation's ttft_s and tpot_s; '{}' for train and
+     infer, NULL before this version: read alike).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -239,6 +242,10 @@ def _to_v12(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN task_dims VARCHAR")
 
 
+def _to_v13(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN figures VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -252,6 +259,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     9: _to_v10,
     10: _to_v11,
     11: _to_v12,
+    12: _to_v13,
 }
 
 

@@ -1,11 +1,12 @@
 """Tasks: what one timed step of a case is, one module and one registry entry each.
 
-A task says what a step does (a training step, a forward pass), the unit its throughput
-counts, whether it trains (data-parallel strategies need that) and whether it can be
-served (LoadGen answers queries with it), its own dimensions (a generation's new tokens:
-sizes of the work that are the task's, not the model's), and the figures it reports: one
-step time for `train` and `infer`; a task like generation would name several, each with
-its interval.
+A task says what a step does (a training step, a forward pass, a whole generation), the
+unit its throughput counts, whether it trains (data-parallel strategies need that) and
+whether it can be served (LoadGen answers queries with it), its own dimensions (a
+generation's new tokens: sizes of the work that are the task's, not the model's), which
+models it fits, and the figures it reports: one step time for `train` and `infer`;
+`generate` names several (time to first token, time per output token, ...), each a value
+per timed block with its own interval over runs, the first the one verdicts compare.
 Frameworks declare the tasks they implement on their registry entry (`tasks`, with a
 reason for each they refuse), so a case of a task its framework does not implement is
 refused before any work, never measured as something else. The CLI's choices, sweeps,
@@ -16,7 +17,9 @@ plus one `register_task` (docs/adding-a-task.md).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from fwbench import plugins
 from fwbench.errors import SpecError
@@ -56,6 +59,24 @@ class Dimension:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A time a case of a task reports: one value per timed block (seconds, the mean over
+    the block's steps), one per run by the estimator, and the case's over its runs."""
+
+    name: str  # the key in a result's figures: lower_snake_case, ends in `_s`
+    label: str  # how tables name it: "time per output token"
+    short: str = ""  # a column heading: "TPOT"; the label if empty
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or not self.name.endswith("_s"):
+            raise ValueError(f"figure {self.name!r}: use a lower_snake_case name ending in _s")
+
+
+# Every task has it: the time of one whole step, timed by the driver's blocks.
+STEP_TIME = Figure("step_time_s", "step time", "step")
+
+
+@dataclass(frozen=True)
 class Task:
     name: str  # the CLI's --task value, a sweep's task, the stored value
     label: str  # how reports name it: "training", "inference"
@@ -63,11 +84,41 @@ class Task:
     trains: bool = False  # a step updates the weights (data-parallel strategies need it)
     serves: bool = False  # LoadGen can serve it: a query is answered by one step
     unit: str = "samples"  # what its throughput counts, per second
-    # The figures a case of this task reports, the first the one verdicts compare.
-    figures: tuple[str, ...] = ("step_time_s",)
+    # The figures a case of this task reports, the first the one verdicts compare; the
+    # step time is always one (the others the workload times inside its steps).
+    figures: tuple[Figure, ...] = (STEP_TIME,)
     # Its own dimensions, each with a default: a case of the task always has all of them
     # (a case of a task without any has none, and its key is as before they existed).
     dimensions: tuple[Dimension, ...] = ()
+    # The dimension that counts the units a step makes per sample (a generation's
+    # new_tokens: its throughput is tokens per second); None: one unit per sample.
+    units_from: str | None = None
+    # Which models it takes (their ModelSpec): a generation, causal language models only.
+    takes: Callable[[Any], bool] | None = None
+    # Why a case of a model it takes cannot be made (the case and its ModelSpec), or
+    # None when it can: a generation needs room for the prompt and the new tokens.
+    fits: Callable[[Any, Any], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        names = [f.name for f in self.figures]
+        if STEP_TIME.name not in names or len(set(names)) != len(names):
+            raise ValueError(f"task {self.name}: figures must name step_time_s, each once")
+        if self.units_from and self.units_from not in {d.name for d in self.dimensions}:
+            raise ValueError(f"task {self.name}: units_from names no dimension of the task")
+
+    @property
+    def verdict_figure(self) -> str:
+        """The figure verdicts, ratios and stopping rules read."""
+        return self.figures[0].name
+
+    def figure(self, name: str) -> Figure:
+        found = {f.name: f for f in self.figures}
+        if name not in found:
+            raise ValueError(
+                f"figure: task {self.name} has no figure {name!r}; "
+                f"valid choices: {', '.join(found)}"
+            )
+        return found[name]
 
     def dimension(self, name: str) -> Dimension:
         for dim in self.dimensions:
@@ -83,7 +134,7 @@ class Task:
 
 _TASKS: dict[str, Task] = {}
 _loaded = False
-_BUILT_IN = ("train", "infer")
+_BUILT_IN = ("train", "infer", "generate")
 
 
 def register_task(task: Task) -> Task:

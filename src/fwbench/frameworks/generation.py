@@ -1,0 +1,118 @@
+"""What every framework's generation workload shares (task `generate`): the timing of
+one generation and the figures it gives, the prompt, and the weights.
+
+A step is one whole greedy generation: the prefill over the prompt yields the first
+token, then each decoding step feeds the last token through the key/value cache. Every
+token is brought to the host as it is made (a streaming server sends it), so each
+token's time is its own, synchronised: the first token's time is the time to first
+token (TTFT), each later one a decoding step's time per output token (TPOT). A framework
+implements `prefill` and `decode` in its idiomatic fast path; this class times them.
+
+Framework-free: the prompt and the weights are NumPy arrays made from fixed seeds, so
+that every framework generates from the same prompt with the same weights, and its
+greedy tokens can be compared (`tokens`, recorded with the result).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fwbench.case import Case
+from fwbench.frameworks.base import Workload
+from fwbench.models import gpt_weights
+
+PROMPT_SEED = 1234
+WEIGHTS_SEED = 0
+
+
+def prompt(case: Case) -> np.ndarray:
+    """The prompt's token ids, (batch, seq_len) int32: the same in every framework."""
+    rng = np.random.default_rng(PROMPT_SEED)
+    shape = (case.batch_size, int(case.seq_len or 0))
+    return rng.integers(0, int(case.vocab_size or 0), shape, dtype=np.int32)
+
+
+def weights(case: Case) -> dict[str, np.ndarray]:
+    """The model's weights, the same in every framework (fwbench.models.gpt_weights)."""
+    return gpt_weights.random_weights(
+        case.model, int(case.seq_len or 0), int(case.vocab_size or 0), WEIGHTS_SEED
+    )
+
+
+def new_tokens(case: Case) -> int:
+    return case.task_values["new_tokens"]
+
+
+class GenerateWorkload(Workload):
+    """One greedy generation per step, timed token by token (see the module's docstring).
+
+    `prefill` and `decode` return the next token of every sequence as a NumPy array
+    (batch,): bringing it to the host is the synchronisation a streaming server has."""
+
+    def __init__(self, case: Case, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.new_tokens = new_tokens(case)
+        self.prompt_len = int(case.seq_len or 0)
+        self.clock = clock
+        self.last_tokens: np.ndarray | None = None  # (batch, new_tokens) of the last step
+        self._ttft: list[float] = []
+        self._tpot: list[float] = []
+        self._p50: list[float] = []
+        self._p90: list[float] = []
+
+    @abstractmethod
+    def prefill(self) -> np.ndarray:
+        """Start a generation: run the prompt, fill the cache, return the first tokens."""
+
+    @abstractmethod
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        """Feed `tokens` (batch,) at `position` through the cache; return the next ones."""
+
+    def step(self) -> None:
+        clock = self.clock
+        start = clock()
+        token = self.prefill()
+        first = clock()
+        made = [token]
+        times = []
+        for i in range(1, self.new_tokens):
+            before = clock()
+            token = self.decode(token, self.prompt_len + i - 1)
+            times.append(clock() - before)
+            made.append(token)
+        self._ttft.append(first - start)
+        self._tpot.append(statistics.fmean(times))
+        self._p50.append(float(np.quantile(times, 0.5)))
+        self._p90.append(float(np.quantile(times, 0.9)))
+        self.last_tokens = np.stack(made, axis=1)
+
+    def sync(self) -> None:
+        # Each token was brought to the host as it was made: nothing is pending.
+        return None
+
+    def figures(self) -> dict[str, float]:
+        found = {
+            "ttft_s": self._ttft,
+            "tpot_s": self._tpot,
+            "tpot_p50_s": self._p50,
+            "tpot_p90_s": self._p90,
+        }
+        out = {name: statistics.fmean(values) for name, values in found.items() if values}
+        for values in found.values():
+            values.clear()
+        return out
+
+    def counters(self) -> dict[str, Any]:
+        return self.generated()
+
+    def generated(self) -> dict[str, Any]:
+        """What the last generation made, recorded with the result: the first sequence's
+        tokens, which every framework given the same weights and prompt must repeat."""
+        if self.last_tokens is None:
+            return {}
+        return {"generated_tokens": [int(t) for t in self.last_tokens[0]]}

@@ -1,0 +1,68 @@
+"""`generate`: one whole greedy generation, as a streaming server makes it.
+
+A step is a prompt of `seq_len` tokens (the prefill, which yields the first token), then
+`new_tokens - 1` decoding steps, each feeding the last token through a key/value cache,
+for every sequence of the batch. Each new token is read back to the host as it is made,
+as a server streams it, so every token's time is synchronised. Besides the whole step,
+the workload times the first token and each decoding step (fwbench.frameworks.generation):
+time to first token, time per output token (the mean over the decoding steps, which
+verdicts read) and its 50th and 90th percentiles within a generation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.tasks import STEP_TIME, Dimension, Figure, Task, register_task
+
+NEW_TOKENS = Dimension(
+    "new_tokens",
+    "tokens generated after the prompt, greedily (the first from the prefill)",
+    default=32,
+    # Two at least: the first token comes from the prefill, so one alone times no
+    # decoding step, and time per output token would be undefined.
+    minimum=2,
+    maximum=1 << 16,
+    short="new",
+)
+
+
+def _takes(spec: Any) -> bool:
+    # A causal language model declares its context (fwbench.models.registry.ModelSpec).
+    return getattr(spec, "context", None) is not None
+
+
+def _fits(case: Any, spec: Any) -> str | None:
+    context = int(spec.context)
+    new = case.task_values.get(NEW_TOKENS.name, NEW_TOKENS.default)
+    total = int(case.seq_len or 0) + new
+    if total > context:
+        return (
+            f"a prompt of seq_len {case.seq_len} and {new} new tokens need {total} positions; "
+            f"{spec.name}'s context holds {context}"
+        )
+    return None
+
+
+register_task(
+    Task(
+        name="generate",
+        label="generation",
+        description=(
+            "a prompt of seq_len tokens, then new_tokens greedy tokens through a key/value "
+            "cache, each read back as it is made (streaming)"
+        ),
+        unit="tokens",
+        figures=(
+            Figure("tpot_s", "time per output token", "TPOT"),
+            Figure("ttft_s", "time to first token", "TTFT"),
+            Figure("tpot_p50_s", "time per output token, median step", "TPOT p50"),
+            Figure("tpot_p90_s", "time per output token, 90th-percentile step", "TPOT p90"),
+            STEP_TIME,
+        ),
+        dimensions=(NEW_TOKENS,),
+        units_from=NEW_TOKENS.name,
+        takes=_takes,
+        fits=_fits,
+    )
+)
