@@ -104,6 +104,7 @@ class TensorFlowGenerate(GenerateWorkload):
         super().__init__(case)
         keras_gpt.load_weights(model, generation.weights(case))
         self.param_count = count_trainable(model)
+        self.on_gpu = case.device == "cuda"
         with tf.device(device_name):
             self.ids = tf.constant(generation.prompt(case))
         context = self.prompt_len + self.new_tokens
@@ -392,7 +393,7 @@ class TensorFlowAdapter(Adapter):
         files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
         space = xplane_pb2.XSpace()
         space.ParseFromString(open(files[-1], "rb").read())  # noqa: SIM115
-        on_gpu = isinstance(workload, TensorFlowWorkload) and workload.on_gpu
+        on_gpu = isinstance(workload, TensorFlowWorkload | TensorFlowGenerate) and workload.on_gpu
         events: list[Event] = []
         window = (0.0, 0.0)
         for plane in space.planes:

@@ -185,6 +185,7 @@ class TorchGenerate(GenerateWorkload):
         from fwbench.models import torch_gpt
 
         super().__init__(case)
+        self.device = device
         if not isinstance(model, torch_gpt.GPT2):
             raise TaskNotImplemented(f"task generate: {case.model} has no PyTorch generation")
         torch_gpt.load_weights(model, generation.weights(case))
@@ -436,7 +437,7 @@ class TorchAdapter(Adapter):
     ) -> tuple[str, list[Event], tuple[float, float], str | None]:
         from torch.profiler import ProfilerActivity, profile, record_function
 
-        assert isinstance(workload, TorchWorkload)
+        assert isinstance(workload, TorchWorkload | TorchGenerate)
         on_gpu = workload.device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
         with profile(activities=activities) as prof, record_function(WINDOW):
