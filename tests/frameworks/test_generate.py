@@ -156,3 +156,50 @@ def test_the_cli_refuses_a_bad_generation_in_one_line_writing_nothing(tmp_path: 
     # Left out, a generation makes 32 tokens.
     case = Case.build(framework="torch", model="gpt2", task="generate")
     assert case.task_dims == "new_tokens=32" and case.shape.endswith("new32")
+
+
+def test_a_report_has_a_generation_table_with_both_times_and_their_verdicts(
+    generated: tuple[Path, list[dict]], tmp_path: Path
+) -> None:
+    db, records = generated
+    out = tmp_path / "r.md"
+    proc = fwbench("report", str(db), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    section = text[text.index("## Generation") :]
+    assert "| model | batch | shape | variant | TTFT ms | TPOT ms | tokens/s | TPOT p90 ms |" in (
+        section
+    )
+    for r in records:
+        ttft = r["figures"]["ttft_s"]
+        assert f"| {r['framework']}/" in section
+        assert f"{ttft['median'] * 1e3:.3g} ({ttft['ci_low'] * 1e3:.3g}-" in section
+    verdict_row = next(line for line in section.splitlines() if "| verdict |" in line)
+    assert (
+        verdict_row.count("faster")
+        + verdict_row.count("inconclusive")
+        + verdict_row.count("equivalent")
+        == 2
+    )
+
+
+def test_pytorch_compiled_generation_makes_the_same_tokens_through_a_static_cache() -> None:
+    """Mode compile: transformers' StaticCache under torch.compile, graphs made in the
+    first generations only (the cache's first use, then its reuse), none after."""
+    from fwbench.frameworks.torch import TorchAdapter
+
+    made = {}
+    for mode in ("eager", "compile"):
+        case = Case.build(framework="torch", mode=mode, model="gpt2_tiny", task="generate",
+                          batch_size=2, seq_len=8, task_dims="new_tokens=6", threads=1)  # fmt: skip
+        workload = TorchAdapter().build(case)
+        for _ in range(3):
+            workload.step()
+        graphs = workload.compile_count()
+        workload.step()
+        assert workload.compile_count() == graphs, mode
+        made[mode] = workload.counters()["generated_tokens"]
+        assert workload.settings()["kv_cache"].startswith(
+            "transformers StaticCache" if mode == "compile" else "transformers DynamicCache"
+        )
+    assert made["compile"] == made["eager"]

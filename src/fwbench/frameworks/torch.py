@@ -178,8 +178,12 @@ def _sdpa_cpu_backward_flops(
 
 
 class TorchGenerate(GenerateWorkload):
-    """Greedy generation in eager mode through transformers' dynamic key/value cache
-    (`past_key_values`, grown by one position a token), as `model.generate` runs it."""
+    """Greedy generation as transformers' `generate()` runs it: in eager mode through its
+    dynamic key/value cache (`past_key_values`, grown by one position a token); in the
+    compile modes through its static cache (`StaticCache`, allocated for the whole
+    generation and reset before each), the model under `torch.compile`, whose prefill
+    and decoding step are one graph each: a static cache keeps every step's shapes,
+    so no token recompiles (compile_count says if one did)."""
 
     def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
         from fwbench.models import torch_gpt
@@ -196,31 +200,69 @@ class TorchGenerate(GenerateWorkload):
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.past: Any = None
         self.token: torch.Tensor | None = None
+        self.compiled = case.mode.startswith("compile")
+        self.forward: Any = self.gpt
+        self.static: Any = None
+        cache = "transformers DynamicCache (grows each token)"
+        if self.compiled:
+            from transformers import StaticCache
+
+            context = self.prompt_len + self.new_tokens
+            self.static = StaticCache(config=self.gpt.config, max_cache_len=context)
+            # Positions as tensors on the device: the compiled graphs take them as inputs.
+            self.positions = [torch.tensor([p], device=device) for p in range(context)]
+            self.prompt_positions = torch.arange(self.prompt_len, device=device)
+            options = case.mode.removeprefix("compile").removeprefix("-") or "default"
+            self.forward = torch.compile(self.gpt, mode=options)
+            cache = f"transformers StaticCache, {context} positions (reset each generation)"
         self.settings_ = {
             "precision": case.precision or "fp32",
             "autocast_dtype": str(dtype) if dtype is not None else None,
-            "kv_cache": "transformers DynamicCache (grows each token)",
+            "kv_cache": cache,
             "decoding": "greedy (argmax), each token read back to the host",
         }
 
-    def _next(self, ids: torch.Tensor) -> np.ndarray:
+    def _next(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> np.ndarray:
         with torch.inference_mode(), self.autocast:
             # Logits of the last position only, as transformers' generate() asks for: the
             # prefill's other positions need none.
-            out = self.gpt(
-                input_ids=ids, past_key_values=self.past, use_cache=True, logits_to_keep=1
+            out = self.forward(
+                input_ids=ids,
+                past_key_values=self.past,
+                use_cache=True,
+                logits_to_keep=1,
+                **({"cache_position": positions} if positions is not None else {}),
             )
-        self.past = out.past_key_values
+        if self.static is None:
+            self.past = out.past_key_values
         self.token = out.logits[:, -1].argmax(-1)
         return self.token.cpu().numpy()
 
     def prefill(self) -> np.ndarray:
-        self.past = None
-        return self._next(self.ids)
+        if self.static is None:
+            self.past = None
+            return self._next(self.ids)
+        with torch.inference_mode():  # its tensors were made in inference mode
+            self.static.reset()
+        self.past = self.static
+        return self._next(self.ids, self.prompt_positions)
 
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         assert self.token is not None
-        return self._next(self.token[:, None])
+        if self.static is None:
+            return self._next(self.token[:, None])
+        return self._next(self.token[:, None], self.positions[position])
+
+    def compile_count(self) -> int | None:
+        if not self.compiled:
+            return None
+        from torch._dynamo.utils import counters
+
+        return int(counters["stats"]["unique_graphs"])
+
+    def counters(self) -> dict[str, Any]:
+        compiled = {"dynamo_graphs": self.compile_count()} if self.compiled else {}
+        return compiled | super().counters()
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
@@ -365,10 +407,10 @@ class TorchAdapter(Adapter):
 
     def build(self, case: Case) -> Workload:
         require_task(case, ("train", "infer", "generate"))
-        if case.task == "generate" and case.mode != "eager":
+        if case.task == "generate" and case.mode == "script":
             raise TaskNotImplemented(
-                f"task generate: PyTorch generates in eager mode (a dynamic key/value cache) "
-                f"only so far; mode {case.mode} needs a static cache, not built yet"
+                "task generate: TorchScript cannot trace a generation's key/value cache; "
+                "mode eager (a dynamic cache) or compile (a static one) generates"
             )
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
         cuda: dict[str, Any] = {}

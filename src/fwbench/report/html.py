@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from fwbench.explain.side_by_side import side_by_side
-from fwbench.report import figures, scaling, warnings
+from fwbench.report import figures, generation, scaling, warnings
 from fwbench.report import serving as serving_report
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
@@ -365,7 +365,7 @@ def render(
     `serving` the serving scenarios' tables and latency-throughput curve."""
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
-    for table in serving_report.tables(serving):
+    for table in [*serving_report.tables(serving), *generation.tables(results)]:
         figs.append(
             (
                 table.heading,

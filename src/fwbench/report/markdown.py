@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
-from fwbench.report import scaling, warnings
+from fwbench.report import generation, scaling, warnings
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
     cell,
@@ -50,7 +50,7 @@ def render(
         f"Generated {datetime.now():%Y-%m-%d %H:%M} from {counted}.",
         "",
     ]
-    for table in serving_tables(serving):
+    for table in [*serving_tables(serving), *generation.tables(results)]:
         out += [f"## {table.heading}", "", table.note, ""]  # our own words
         out += ["| " + " | ".join(table.head) + " |", "|" + "---|" * len(table.head)]
         out += ["| " + " | ".join(md(c) for c in row) + " |" for row in table.rows]

@@ -1,0 +1,281 @@
+"""Does fwbench time a generation's tokens as a hand-written decoding loop does?
+
+For each framework in its default mode, fwbench's time per output token (`fwbench run
+--task generate`, one run, its `tpot_s`) is set against a decoding loop written here the
+way each framework's users write one, alternated round by round (ABBA) in fresh
+processes on this machine:
+
+- PyTorch: transformers' GPT2LMHeadModel under `torch.inference_mode()`, the prompt
+  once with `use_cache=True`, then one token at a time through `past_key_values`;
+- TensorFlow: the Keras twin's prefill and decoding step, each a `tf.function`;
+- Keras on JAX: the same two functions under `jax.jit`, weights passed as arguments.
+
+Both sides load the same weights and prompt and read each token back as it is made.
+The hand loop's time per output token is the median over its generations of the mean
+decoding step after the first token; fwbench's the same figure of its one run (its
+default run: at least 6 timed blocks, about 2 s of them). Ratios are fwbench / hand
+(above 1: fwbench slower), geometric means over rounds with a t interval; the target is
+1.00 +- 0.03. Usage:
+
+    cd benchmarks && ../.venv/bin/python generate_overhead.py [--rounds 3]
+        [--framework torch ...] [--model gpt2] [--batch-size 1] [--seq-len 128]
+        [--new-tokens 32] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fwbench.measure.compare import ratio
+
+FWBENCH = str(Path(sys.executable).parent / "fwbench")
+FRAMEWORKS = ("torch", "tensorflow", "keras-jax")
+TARGET = 0.03
+
+
+def _case(args: argparse.Namespace) -> Any:
+    from fwbench.case import Case
+
+    return Case.build(
+        framework=args.framework, model=args.model, task="generate",
+        batch_size=args.batch_size, seq_len=args.seq_len, threads=args.threads,
+        task_dims=f"new_tokens={args.new_tokens}",
+    )  # fmt: skip
+
+
+def torch_loop(args: argparse.Namespace) -> Callable[[], list[float]]:
+    import torch
+
+    from fwbench.frameworks import generation
+    from fwbench.models import torch_gpt
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(args.threads)
+    case = _case(args)
+    model = torch_gpt.GPT2(args.model, args.seq_len, int(case.vocab_size))
+    torch_gpt.load_weights(model, generation.weights(case))
+    gpt = model.gpt.eval()
+    ids = torch.from_numpy(generation.prompt(case)).long()
+
+    def generate() -> list[float]:
+        times = []
+        with torch.inference_mode():
+            start = time.perf_counter()
+            out = gpt(input_ids=ids, use_cache=True, logits_to_keep=1)
+            token = out.logits[:, -1].argmax(-1)
+            token.cpu().numpy()
+            times.append(time.perf_counter() - start)
+            for _ in range(args.new_tokens - 1):
+                start = time.perf_counter()
+                out = gpt(input_ids=token[:, None], past_key_values=out.past_key_values,
+                          use_cache=True, logits_to_keep=1)  # fmt: skip
+                token = out.logits[:, -1].argmax(-1)
+                token.cpu().numpy()
+                times.append(time.perf_counter() - start)
+        return times
+
+    return generate
+
+
+def _keras_model(args: argparse.Namespace) -> tuple[Any, Any, np.ndarray, int]:
+    from fwbench.frameworks import generation
+    from fwbench.models import keras_gpt
+
+    case = _case(args)
+    model = keras_gpt.build(args.model, seq_len=args.seq_len, vocab_size=case.vocab_size)
+    keras_gpt.load_weights(model, generation.weights(case))
+    return model, case, generation.prompt(case), args.seq_len + args.new_tokens
+
+
+def tensorflow_loop(args: argparse.Namespace) -> Callable[[], list[float]]:
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    model, case, prompt, context = _keras_model(args)
+    ids = tf.constant(prompt)
+
+    def first(ids: Any) -> Any:
+        return model.next_token(ids, model.empty_cache(case.batch_size, context), 0)
+
+    def following(token: Any, cache: Any, position: Any) -> Any:
+        return model.next_token(token[:, None], cache, position)
+
+    prefill, decode = tf.function(first), tf.function(following)
+
+    positions = [tf.constant(p, tf.int32) for p in range(context)]
+
+    def generate() -> list[float]:
+        start = time.perf_counter()
+        token, cache = prefill(ids)
+        token.numpy()
+        times = [time.perf_counter() - start]
+        for i in range(1, args.new_tokens):
+            start = time.perf_counter()
+            token, cache = decode(token, cache, positions[args.seq_len + i - 1])
+            token.numpy()
+            times.append(time.perf_counter() - start)
+        return times
+
+    return generate
+
+
+def keras_jax_loop(args: argparse.Namespace) -> Callable[[], list[float]]:
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, cores[: args.threads])
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    os.environ["KERAS_BACKEND"] = "jax"
+    import jax
+    import keras
+
+    model, case, prompt, context = _keras_model(args)
+    variables = list(model.variables)
+    values = [v.value for v in variables]
+    ids = jax.numpy.asarray(prompt)
+
+    def prefill(values: Any, ids: Any) -> Any:
+        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+            return model.next_token(ids, model.empty_cache(case.batch_size, context), 0)
+
+    def decode(values: Any, token: Any, cache: Any, position: Any) -> Any:
+        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+            return model.next_token(token[:, None], cache, position)
+
+    first = jax.jit(prefill)
+    step = jax.jit(decode, donate_argnums=2)
+    positions = [jax.numpy.asarray(p, jax.numpy.int32) for p in range(context)]
+
+    def generate() -> list[float]:
+        start = time.perf_counter()
+        token, cache = first(values, ids)
+        np.asarray(token)
+        times = [time.perf_counter() - start]
+        for i in range(1, args.new_tokens):
+            start = time.perf_counter()
+            token, cache = step(values, token, cache, positions[args.seq_len + i - 1])
+            np.asarray(token)
+            times.append(time.perf_counter() - start)
+        return times
+
+    return generate
+
+
+LOOPS = {"torch": torch_loop, "tensorflow": tensorflow_loop, "keras-jax": keras_jax_loop}
+
+
+def hand(args: argparse.Namespace) -> dict[str, float]:
+    """The hand loop in this process: warm up, then generations for `seconds`."""
+    generate = LOOPS[args.framework](args)
+    for _ in range(3):
+        generate()
+    tpot: list[float] = []
+    ttft: list[float] = []
+    end = time.perf_counter() + args.seconds
+    while time.perf_counter() < end or len(tpot) < 6:
+        times = generate()
+        ttft.append(times[0])
+        tpot.append(statistics.fmean(times[1:]))
+    return {"tpot_s": statistics.median(tpot), "ttft_s": statistics.median(ttft),
+            "generations": len(tpot)}  # fmt: skip
+
+
+def _fwbench(args: argparse.Namespace, framework: str, db: Path) -> dict[str, float]:
+    argv = [FWBENCH, "run", "--framework", framework, "--model", args.model,
+            "--task", "generate", "--batch-size", str(args.batch_size),
+            "--seq-len", str(args.seq_len), "--task-dims", f"new_tokens={args.new_tokens}",
+            "--threads", str(args.threads), "--min-runs", "1", "--max-runs", "1",
+            "--db", str(db), "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fwbench run {framework}: {proc.stderr[-2000:]}")
+    record = json.loads(proc.stdout)  # one case: its record
+    if record["status"] != "ok":
+        raise RuntimeError(f"fwbench run {framework}: {record['error']}")
+    figures = record["figures"]
+    return {"tpot_s": figures["tpot_s"]["median"], "ttft_s": figures["ttft_s"]["median"]}
+
+
+def _hand(args: argparse.Namespace, framework: str) -> dict[str, float]:
+    argv = [sys.executable, __file__, "--hand", "--framework", framework,
+            "--model", args.model, "--batch-size", str(args.batch_size),
+            "--seq-len", str(args.seq_len), "--new-tokens", str(args.new_tokens),
+            "--threads", str(args.threads), "--seconds", str(args.seconds)]  # fmt: skip
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"hand loop {framework}: {proc.stderr[-2000:]}")
+    found: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--framework", action="append", choices=FRAMEWORKS)
+    p.add_argument("--model", default="gpt2")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=32)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--hand", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.hand:
+        args.framework = args.framework[0]
+        print(json.dumps(hand(args)))
+        return
+    frameworks = args.framework or list(FRAMEWORKS)
+    print(
+        f"# {date.today()}: {args.model} generate b{args.batch_size} prompt {args.seq_len} "
+        f"new {args.new_tokens}, {args.threads} threads, {args.rounds} rounds (ABBA)"
+    )
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for framework in frameworks:
+            ours: list[float] = []
+            theirs: list[float] = []
+            firsts: list[tuple[float, float]] = []
+            for i in range(args.rounds):
+                order = ("fwbench", "hand") if i % 2 == 0 else ("hand", "fwbench")
+                got: dict[str, dict[str, float]] = {}
+                for side in order:
+                    db = Path(tmp) / f"{framework}-{i}.duckdb"
+                    got[side] = (
+                        _fwbench(args, framework, db)
+                        if side == "fwbench"
+                        else _hand(args, framework)
+                    )
+                ours.append(got["fwbench"]["tpot_s"])
+                theirs.append(got["hand"]["tpot_s"])
+                firsts.append((got["fwbench"]["ttft_s"], got["hand"]["ttft_s"]))
+                print(
+                    f"{framework} round {i + 1}: TPOT fwbench {ours[-1] * 1e3:.2f} ms, hand "
+                    f"{theirs[-1] * 1e3:.2f} ms ({ours[-1] / theirs[-1]:.3f}); TTFT "
+                    f"{firsts[-1][0] * 1e3:.1f} / {firsts[-1][1] * 1e3:.1f} ms",
+                    flush=True,
+                )
+            found = ratio(ours, theirs)
+            inside = abs(found.value - 1) <= TARGET
+            print(
+                f"{framework}: TPOT fwbench / hand {found.value:.3f} "
+                f"(95% CI {found.ci_low:.3f}-{found.ci_high:.3f}) over {args.rounds} rounds: "
+                f"{'within' if inside else 'OUTSIDE'} 1.00 +- {TARGET:.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
