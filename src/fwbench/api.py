@@ -290,8 +290,9 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
     est = case_runs.estimate(
         [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
     )
-    # Each figure of the task's own over the runs, as the step time is (a run's own
-    # interval is its median's, the one run of a case measured once).
+    # Each of the task's own figures over the runs, estimated as the step time is from
+    # each run's median of its blocks (and, for a case of one run, that median's own
+    # interval, as its step time has).
     figures = {}
     for name in sorted({name for r in found for name in r.figures}):
         series = [r.figures[name] for r in found if name in r.figures]

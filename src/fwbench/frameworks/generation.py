@@ -25,7 +25,7 @@ import numpy as np
 
 from fwbench.case import Case
 from fwbench.frameworks.base import Workload
-from fwbench.models import gpt_weights
+from fwbench.models import gpt_weights, shapes
 
 PROMPT_SEED = 1234
 WEIGHTS_SEED = 0
@@ -47,6 +47,16 @@ def weights(case: Case) -> dict[str, np.ndarray]:
 
 def new_tokens(case: Case) -> int:
     return case.task_values["new_tokens"]
+
+
+def cache_bytes(case: Case) -> int:
+    """The key/value cache of a whole generation: keys and values of every layer, for
+    every position of the prompt and the new tokens, in the case's precision (a static
+    cache holds this from the start; a dynamic one grows to it)."""
+    size = shapes.GPT2[case.model]
+    positions = int(case.seq_len or 0) + new_tokens(case)
+    per_value = 2 if case.precision in ("bf16", "fp16") else 4
+    return 2 * size["layers"] * case.batch_size * positions * size["width"] * per_value
 
 
 class GenerateWorkload(Workload):
@@ -109,6 +119,14 @@ class GenerateWorkload(Workload):
 
     def counters(self) -> dict[str, Any]:
         return self.generated()
+
+    def cache_settings(self, case: Case, kind: str) -> dict[str, Any]:
+        """What a result records of its cache and decoding (its settings)."""
+        return {
+            "kv_cache": kind,
+            "kv_cache_bytes": cache_bytes(case),
+            "decoding": "greedy (argmax), each token read back to the host",
+        }
 
     def generated(self) -> dict[str, Any]:
         """What the last generation made, recorded with the result: the first sequence's

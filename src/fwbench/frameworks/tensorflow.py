@@ -123,10 +123,9 @@ class TensorFlowGenerate(GenerateWorkload):
         self.positions = [tf.constant(p, tf.int32) for p in range(context)]
         self.token: Any = None
         self.cache: Any = None
-        self.settings_: dict[str, Any] = {
-            "kv_cache": f"static, {context} positions (written in place)",
-            "decoding": "greedy (argmax), each token read back to the host",
-        }
+        self.settings_: dict[str, Any] = self.cache_settings(
+            case, f"static, {context} positions (written in place)"
+        )
 
     def prefill(self) -> np.ndarray:
         self.token, self.cache = self.first(self.ids)

@@ -218,8 +218,7 @@ class TorchGenerate(GenerateWorkload):
         self.settings_ = {
             "precision": case.precision or "fp32",
             "autocast_dtype": str(dtype) if dtype is not None else None,
-            "kv_cache": cache,
-            "decoding": "greedy (argmax), each token read back to the host",
+            **self.cache_settings(case, cache),
         }
 
     def _next(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> np.ndarray:
