@@ -70,6 +70,7 @@ class GenerateWorkload(Workload):
         self.prompt_len = int(case.seq_len or 0)
         self.clock = clock
         self.last_tokens: np.ndarray | None = None  # (batch, new_tokens) of the last step
+        self.settings_: dict[str, Any] = {}  # the adapter adds the case's settings
         self._ttft: list[float] = []
         self._tpot: list[float] = []
         self._p50: list[float] = []
@@ -119,6 +120,9 @@ class GenerateWorkload(Workload):
 
     def counters(self) -> dict[str, Any]:
         return self.generated()
+
+    def settings(self) -> dict[str, Any]:
+        return self.settings_
 
     def cache_settings(self, case: Case, kind: str) -> dict[str, Any]:
         """What a result records of its cache and decoding (its settings)."""

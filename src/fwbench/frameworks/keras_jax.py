@@ -140,7 +140,7 @@ class KerasJaxGenerate(GenerateWorkload):
         self.positions = [jnp.asarray(p, jnp.int32) for p in range(context)]
         self.token: Any = None
         self.cache: Any = None
-        self.settings_: dict[str, Any] = self.cache_settings(
+        self.settings_ = self.cache_settings(
             case, f"static, {context} positions (donated, written in place)"
         )
 
@@ -153,9 +153,6 @@ class KerasJaxGenerate(GenerateWorkload):
             self.values, self.token, self.cache, self.positions[position]
         )
         return np.asarray(self.token)
-
-    def settings(self) -> dict[str, Any]:
-        return self.settings_
 
     def compile_count(self) -> int | None:
         if not self.jit:

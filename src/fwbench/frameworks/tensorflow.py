@@ -123,7 +123,7 @@ class TensorFlowGenerate(GenerateWorkload):
         self.positions = [tf.constant(p, tf.int32) for p in range(context)]
         self.token: Any = None
         self.cache: Any = None
-        self.settings_: dict[str, Any] = self.cache_settings(
+        self.settings_ = self.cache_settings(
             case, f"static, {context} positions (written in place)"
         )
 
@@ -134,9 +134,6 @@ class TensorFlowGenerate(GenerateWorkload):
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         self.token, self.cache = self.following(self.token, self.cache, self.positions[position])
         return np.asarray(self.token.numpy())
-
-    def settings(self) -> dict[str, Any]:
-        return self.settings_
 
     def compile_count(self) -> int | None:
         if not self.graph:

@@ -263,9 +263,6 @@ class TorchGenerate(GenerateWorkload):
         compiled = {"dynamo_graphs": self.compile_count()} if self.compiled else {}
         return compiled | super().counters()
 
-    def settings(self) -> dict[str, Any]:
-        return self.settings_
-
 
 class MatmulWorkload(Workload):
     def __init__(self, device: torch.device, dtype: str, n: int) -> None:
