@@ -51,7 +51,7 @@ from fwbench.measure import comparison
 from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
-from fwbench.tasks import STEP_TIME, find_task
+from fwbench.tasks import STEP_TIME, verdict_figure
 
 SCHEMA_VERSION = 13
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
@@ -288,9 +288,7 @@ class Result(BaseModel):
         """The figure its verdicts read: its task's first (a generation's time per output
         token), where it was measured; the step time otherwise (a task whose plugin is
         not loaded here, a result recorded before figures)."""
-        task = find_task(self.case.task)
-        m = self.measurement
-        name = task.verdict_figure if task is not None else STEP_TIME.name
+        name, m = verdict_figure(self.case.task), self.measurement
         return name if m is not None and name in m.figures else STEP_TIME.name
 
     @property
@@ -439,7 +437,7 @@ def comparison_of(
     if figure is None:
         figure = common_figure(r for r, _ in ok.values())
     values = {name: m.per_run(estimator, figure) for name, (_, m) in ok.items()}
-    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator, figure)
+    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator)
 
 
 def common_figure(results: Iterable[Result]) -> str:

@@ -45,7 +45,7 @@ from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.measure import comparison, load
 from fwbench.measure import runs as case_runs
 from fwbench.serve.rounds import PointRuns, serve_round, serve_stop
-from fwbench.tasks import STEP_TIME, find_task
+from fwbench.tasks import STEP_TIME, verdict_figure
 
 OnPhase = Callable[[str], None] | None
 
@@ -169,9 +169,7 @@ def _decided(live: list[CaseRuns]) -> bool | None:
     estimator = comparison.common_estimator(c.estimator for c in configs)
     # The figure the group's verdict reads (a generation's time per output token): the
     # variants of one workload are of one task; the step time where a run lacks it.
-    task = find_task(live[0].request.case.task)
-    figure = task.verdict_figure if task is not None else STEP_TIME.name
-    runs = [state.figure_runs(figure) for state in live]
+    runs = [state.figure_runs(verdict_figure(live[0].request.case.task)) for state in live]
     if any(r is None for r in runs):
         runs = [state.figure_runs(STEP_TIME.name) for state in live]
     # By place, not key: an A/A group holds one case twice.

@@ -212,8 +212,6 @@ class Comparison:
     confidence: float = 0.95  # of a fixed interval; a sequential plan sets its own
     looks: Looks | None = None
     estimator: str = DEFAULT_ESTIMATOR  # what the values are (ESTIMATORS), for the text
-    # Which of the task's figures the values are (fwbench.tasks.Figure), for the text.
-    figure: str = "step_time_s"
 
     @classmethod
     def of(
@@ -225,11 +223,10 @@ class Comparison:
         confidence: float = 0.95,
         looks: Looks | None = None,
         estimator: str = DEFAULT_ESTIMATOR,
-        figure: str = "step_time_s",
     ) -> Comparison:
         """From name -> per-run values; variants without a value are left out."""
         variants = tuple(Variant(name, tuple(v)) for name, v in values.items() if len(v) > 0)
-        return cls(variants, rule, tuple(given), band, confidence, looks, estimator, figure)
+        return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
 
     @property
     def level(self) -> float:

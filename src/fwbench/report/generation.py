@@ -35,7 +35,17 @@ def tables(results: Sequence[Result]) -> list[Table]:
     if not generated or task is None:
         return []
     _, rows = summarise(generated)
-    head = ["model", "batch", "shape", "variant", "TTFT ms", "TPOT ms", "tokens/s", "TPOT p90 ms"]
+    ttft, tpot, p90 = (task.figure(name).short for name in ("ttft_s", "tpot_s", "tpot_p90_s"))
+    head = [
+        "model",
+        "batch",
+        "shape",
+        "variant",
+        f"{ttft} ms",
+        f"{tpot} ms",
+        "tokens/s",
+        f"{p90} ms",
+    ]
     body: list[list[str]] = []
     for row in rows:
         model, _, batch, shape = row.workload[:4]

@@ -175,6 +175,13 @@ def task_dimensions() -> dict[str, Dimension]:
     return {d.name: d for task in all_tasks().values() for d in task.dimensions}
 
 
+def verdict_figure(name: str) -> str:
+    """The figure verdicts of task `name` read: its first; the step time for a task whose
+    plugin is not loaded here."""
+    task = find_task(name)
+    return task.verdict_figure if task is not None else STEP_TIME.name
+
+
 def find_task(name: str) -> Task | None:
     """The task, or None when its plugin is not loaded (e.g. reading old results)."""
     return all_tasks().get(name)
