@@ -6,7 +6,7 @@ way each framework's users write one, alternated round by round (ABBA) in fresh
 processes on this machine:
 
 - PyTorch: transformers' GPT2LMHeadModel under `torch.inference_mode()`, the prompt
-  once with `use_cache=True`, then one token at a time through `past_key_values`;
+  once with `use_cache=True`, then one token at a time through its key/value cache;
 - TensorFlow: the Keras twin's prefill and decoding step, each a `tf.function`;
 - Keras on JAX: the same two functions under `jax.jit`, weights passed as arguments.
 
@@ -25,6 +25,7 @@ default run: at least 6 timed blocks, about 2 s of them). Ratios are fwbench / h
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -69,6 +70,8 @@ def torch_loop(args: argparse.Namespace) -> Callable[[], list[float]]:
     torch_gpt.load_weights(model, generation.weights(case))
     gpt = model.gpt.eval()
     ids = torch.from_numpy(generation.prompt(case)).long()
+    # transformers 5 calls the cache `cache`; transformers 4 `past_key_values`.
+    name = "cache" if "cache" in inspect.signature(gpt.forward).parameters else "past_key_values"
 
     def generate() -> list[float]:
         times = []
@@ -80,8 +83,8 @@ def torch_loop(args: argparse.Namespace) -> Callable[[], list[float]]:
             times.append(time.perf_counter() - start)
             for _ in range(args.new_tokens - 1):
                 start = time.perf_counter()
-                out = gpt(input_ids=token[:, None], past_key_values=out.past_key_values,
-                          use_cache=True, logits_to_keep=1)  # fmt: skip
+                out = gpt(input_ids=token[:, None], use_cache=True, logits_to_keep=1,
+                          **{name: out[name]})  # fmt: skip
                 token = out.logits[:, -1].argmax(-1)
                 token.cpu().numpy()
                 times.append(time.perf_counter() - start)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import time
@@ -179,7 +180,7 @@ def _sdpa_cpu_backward_flops(
 
 class TorchGenerate(GenerateWorkload):
     """Greedy generation as transformers' `generate()` runs it: in eager mode through its
-    dynamic key/value cache (`past_key_values`, grown by one position a token); in the
+    dynamic key/value cache (grown by one position a token); in the
     compile modes through its static cache (`StaticCache`, allocated for the whole
     generation and reset before each), the model under `torch.compile`, whose prefill
     and decoding step are one graph each: a static cache keeps every step's shapes,
@@ -199,6 +200,10 @@ class TorchGenerate(GenerateWorkload):
         dtype = AUTOCAST.get(case.precision or "")
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.past: Any = None
+        # transformers 5 names the cache argument and output `cache` (`past_key_values`
+        # warns there, and goes in 5.40); transformers 4 knows only `past_key_values`.
+        params = inspect.signature(self.gpt.forward).parameters
+        self.cache_name = "cache" if "cache" in params else "past_key_values"
         self.token: torch.Tensor | None = None
         self.compiled = case.mode.startswith("compile")
         self.forward: Any = self.gpt
@@ -227,13 +232,13 @@ class TorchGenerate(GenerateWorkload):
             # prefill's other positions need none.
             out = self.forward(
                 input_ids=ids,
-                past_key_values=self.past,
                 use_cache=True,
                 logits_to_keep=1,
+                **{self.cache_name: self.past},
                 **({"cache_position": positions} if positions is not None else {}),
             )
         if self.static is None:
-            self.past = out.past_key_values
+            self.past = out[self.cache_name]
         self.token = out.logits[:, -1].argmax(-1)
         return self.token.cpu().numpy()
 
