@@ -81,6 +81,14 @@ class Curve:
     values: list[float]
     failed: list[tuple[int, str]]  # batch sizes without a value, and why
     trend: Trend | None = None
+    # Each value's 95% interval over runs, drawn as error bars; empty: none to draw.
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+
+    def error_bars(self) -> tuple[list[float], list[float]]:
+        """Distances from each value down and up to its interval."""
+        minus = [v - low for v, (low, _) in zip(self.values, self.intervals, strict=True)]
+        plus = [high - v for v, (_, high) in zip(self.values, self.intervals, strict=True)]
+        return minus, plus
 
 
 @dataclass

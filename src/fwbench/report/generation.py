@@ -1,13 +1,16 @@
 """The generation section of a report (task `generate`): one table of each framework's
 time to first token, time per output token and tokens per second, with their 95%
-intervals over runs and a verdict on each of the two times, built once from Results and
-rendered by the HTML and Markdown reports alike."""
+intervals over runs and a verdict on each of the two times, and the charts of those two
+times against batch size, built once from Results and rendered by the HTML and Markdown
+reports alike."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from fwbench.measure.comparison import Comparison
+from fwbench.report.figures import Curve, CurvePanel
 from fwbench.report.serving import Table
 from fwbench.report.summary import SummaryRow, summarise
 from fwbench.result import Result, StepTime, comparison_of
@@ -77,3 +80,70 @@ def tables(results: Sequence[Result]) -> list[Table]:
         "and the runner-up."
     )
     return [Table("Generation", note, head, body)]
+
+
+# Each chart: the figure it plots, its title, and its caption (HTML and Markdown alike).
+_CHARTS = (
+    (
+        "tpot_s",
+        "Time per output token vs batch size",
+        "Time per output token (the mean decoding step) in ms against batch size, a line "
+        "per variant; bars are 95% intervals over runs.",
+    ),
+    (
+        "ttft_s",
+        "Time to first token vs batch size",
+        "Time to first token (the prompt's prefill and the first token) in ms against batch "
+        "size, a line per variant; bars are 95% intervals over runs.",
+    ),
+)
+
+
+def charts(results: Sequence[Result]) -> list[tuple[str, str, str, list[CurvePanel]]]:
+    """The generation charts with something to draw: (figure, title, caption, panels)."""
+    out = []
+    for figure, title, caption in _CHARTS:
+        panels = token_times(results, figure)
+        if panels:
+            out.append((figure, title, caption, panels))
+    return out
+
+
+def token_times(results: Sequence[Result], figure: str = "tpot_s") -> list[CurvePanel]:
+    """A generation figure (time per output token; `ttft_s`: time to first token) in ms
+    against batch size, with each point's 95% interval over runs: a panel per workload
+    but its batch (model, prompt and new tokens, precision, device, threads), a curve per
+    variant. A panel is kept only where some variant has two batch sizes or more: one
+    batch size is the table's row, with nothing to draw a line through."""
+    by_workload: dict[tuple[Any, ...], dict[str, dict[int, Result]]] = {}
+    titles: dict[tuple[Any, ...], str] = {}
+    for r in results:
+        if r.case.task != TASK:
+            continue
+        c = r.case
+        whole = c.workload_key()
+        key = (*whole[:2], *whole[3:])  # all but the batch (Case.workload_key's third)
+        precision = c.precision or "fp32"
+        titles.setdefault(key, f"{whole[0]}, {c.shape}, {precision}, {c.device} t{c.threads}")
+        # A later result of a case replaces an earlier one.
+        by_workload.setdefault(key, {}).setdefault(c.variant, {})[c.batch_size] = r
+    panels = []
+    for key, by_variant in by_workload.items():
+        curves = [_curve(variant, by_batch, figure) for variant, by_batch in by_variant.items()]
+        if any(len(curve.values) >= 2 for curve in curves):
+            panels.append(CurvePanel(titles[key], curves))
+    return panels
+
+
+def _curve(variant: str, by_batch: dict[int, Result], figure: str) -> Curve:
+    curve = Curve(variant, [], [], [])
+    for b in sorted(by_batch):
+        r = by_batch[b]
+        found = r.measurement.figures.get(figure) if r.measurement is not None else None
+        if found is None:
+            curve.failed.append((b, r.status if r.status != "ok" else "not measured"))
+            continue
+        curve.batch_sizes.append(b)
+        curve.values.append(found.median * 1e3)
+        curve.intervals.append((found.ci_low * 1e3, found.ci_high * 1e3))
+    return curve

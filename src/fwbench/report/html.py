@@ -103,6 +103,10 @@ def _curve_figure(
         for curve in panel.curves:
             name = curve.variant
             label = f"{name}: {curve.trend.describe()}" if curve.trend else name
+            error_y = None
+            if curve.intervals:
+                minus, plus = curve.error_bars()
+                error_y = {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
             fig.add_trace(
                 go.Scatter(
                     name=name,
@@ -110,6 +114,7 @@ def _curve_figure(
                     showlegend=name not in shown,
                     x=curve.batch_sizes,
                     y=curve.values,
+                    error_y=error_y,
                     mode="lines+markers",
                     line={"color": colour(name), "dash": dash(name)},
                     hovertemplate=(
@@ -372,6 +377,10 @@ def render(
                 None,
                 f"<p>{html.escape(table.note)}</p>" + _table(table.head, table.rows),
             )
+        )
+    for _, chart, caption, curves in generation.charts(results):
+        figs.append(
+            (chart, _curve_figure(curves, chart, "ms", log=True), f"<p>{html.escape(caption)}</p>")
         )
     curve = serving_report.curve(serving)
     if curve:

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 import matplotlib.pyplot as plt
 
-from fwbench.report import figures, scaling
+from fwbench.report import figures, generation, scaling
 from fwbench.report.style import colour, dash, pattern
 from fwbench.result import Result
 from fwbench.tasks import all_tasks
@@ -74,9 +74,11 @@ def _curves(panels: list[figures.CurvePanel], title: str, y_label: str, path: Pa
     fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.8 * len(panels)), squeeze=False)
     for ax, panel in zip(axes[:, 0], panels, strict=True):
         for curve in panel.curves:
-            ax.plot(
+            ax.errorbar(
                 curve.batch_sizes,
                 curve.values,
+                yerr=curve.error_bars() if curve.intervals else None,
+                capsize=3,
                 marker="o",
                 color=colour(curve.variant),
                 linestyle=MATPLOTLIB_DASH[dash(curve.variant)],
@@ -157,4 +159,8 @@ def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Pat
         path = folder / "per-sample.png"
         _curves(per_sample, "Inference time per sample", "seconds per sample", path)
         charts.append(("Inference time per sample vs batch size", path))
+    for figure, title, caption, curves in generation.charts(results):
+        path = folder / f"generation-{figure.removesuffix('_s')}.png"
+        _curves(curves, title, "ms", path)
+        charts.append((caption, path))
     return charts
