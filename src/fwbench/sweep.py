@@ -28,7 +28,7 @@ from fwbench.errors import SpecError, duration_seconds, positive_seconds
 from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
 from fwbench.models.registry import DIMENSIONS, find_model
-from fwbench.serve.spec import ServeSpec, check_case
+from fwbench.serve.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
 
 # Outer to inner: the framework varies fastest, so both frameworks of one workload run
@@ -406,7 +406,8 @@ def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> Non
 
 
 def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:
-    """The `serve` key: one scenario mapping or a list of them; its cases must infer."""
+    """The `serve` key: one scenario mapping or a list of them; its cases must be of a
+    task that serves, and its bounds of the kind the task answers with."""
     if value is None:
         return ()
     items = value if isinstance(value, list) else [value]
@@ -421,10 +422,11 @@ def _serve(source: str, value: Any, cases: list[Case]) -> tuple[ServeSpec, ...]:
         except SpecError as exc:
             raise SpecError(f"{source}: {exc}") from None
     for case in cases:
-        try:
-            check_case(case)
-        except SpecError as exc:
-            raise SpecError(f"{source}: {exc}") from None
+        for spec in specs:
+            try:
+                check_point(case, spec)
+            except SpecError as exc:
+                raise SpecError(f"{source}: {exc}") from None
     return tuple(specs)
 
 

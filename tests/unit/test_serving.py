@@ -89,6 +89,26 @@ def test_figures_come_from_loadgens_detail_log() -> None:
     assert ss.samples_per_s == 80.0 and ss.validity == "INVALID"
 
 
+def test_token_latencies_come_from_a_generations_detail_log() -> None:
+    """A generation served at 20 qps (gpt2_tiny, 8 new tokens): LoadGen's time to first
+    token, its time per output token, and tokens per second."""
+    found = read_detail_log(DATA / "loadgen-generate-server-detail.txt")
+    t = figures_from_log(found, "server", 20.0, 23.0, batch=1)
+    assert t.validity == "VALID" and t.query_count == 459
+    assert t.ttft_s["90.00"] == pytest.approx(0.003665819)
+    assert t.tpot_s["90.00"] == pytest.approx(0.000846278)
+    assert t.mean_ttft_s == pytest.approx(0.002457553)
+    assert t.mean_tpot_s == pytest.approx(0.000787947)
+    # 8 tokens a query: tokens per second are 8 x the queries completed
+    assert t.tokens_per_s == pytest.approx(157.579)
+    assert t.tokens_per_s == pytest.approx(8 * t.samples_per_s, rel=1e-2)
+    # a query's latency is its first token plus 7 more
+    assert t.latency_s["50.00"] > t.ttft_s["50.00"] + 6 * t.tpot_s["50.00"] * 0.9
+    # a model that does not stream has no token figures
+    plain = figures_from_log(read_detail_log(DATA / "loadgen-server-detail.txt"), "server", 1, 1, 8)
+    assert plain.ttft_s == {} and plain.tpot_s == {} and plain.tokens_per_s is None
+
+
 def probe_at(capacity: float):
     """A model that meets the bound below `capacity` qps and misses it above."""
 
@@ -229,7 +249,7 @@ def test_a_sweep_serves_its_cases_and_refuses_training(tmp_path: Path) -> None:
     base = "model: resnet18\nframework: torch\ntask: infer\n"
     found = sweep.parse(base + "serve: [{scenario: single_stream}, {scenario: offline}]\n")
     assert [s.scenario for s in found.serve] == ["single_stream", "offline"]
-    with pytest.raises(SpecError, match="serving runs inference; set task: infer"):
+    with pytest.raises(SpecError, match="serving answers queries; set task: infer or generate"):
         sweep.parse("model: resnet18\nframework: torch\nserve: {scenario: offline}\n")
     with pytest.raises(SpecError, match="serve: scenario: invalid value"):
         sweep.parse(base + "serve: {scenario: nightly}\n")
@@ -270,7 +290,7 @@ def test_the_batcher_fills_batches_and_answers_every_sample() -> None:
     ran: list[int] = []
     answered: list[int] = []
 
-    def run(n: int) -> None:
+    def run(n: int, first: object) -> None:
         ran.append(n)
         if n == 2:
             raise RuntimeError("model failed")
@@ -279,7 +299,7 @@ def test_the_batcher_fills_batches_and_answers_every_sample() -> None:
         answered.extend(x.id for x in samples)
 
     # An Offline query of 10 samples arrives at once: full batches of 4, the rest last.
-    batches = Batches(lambda n: ran.append(n), complete, 4, 0.05)
+    batches = Batches(lambda n, first: ran.append(n), complete, 4, 0.05)
     batches.issue([Sample(i) for i in range(10)])
     batches.stop()
     batches.serve()
@@ -297,6 +317,63 @@ def test_the_batcher_fills_batches_and_answers_every_sample() -> None:
     with pytest.raises(RuntimeError, match="model failed"):
         batches.serve()
     assert ran == [4, 2] and answered == [0, 1, 2, 7, 8, 9]
+
+
+def test_a_streaming_batch_is_answered_its_first_token_then_whole() -> None:
+    """A generation's batch: its samples' first tokens are answered when the model has
+    them (LoadGen's time to first token), the samples whole when it returns; a model
+    that fails before its first token still has every sample answered."""
+    from fwbench.serve.loadgen import Batches
+
+    events: list[tuple[str, list[int]]] = []
+
+    def run(n: int, first) -> None:
+        events.append(("prefill", [n]))
+        if n == 3:
+            raise RuntimeError("prefill failed")
+        first()
+        events.append(("decoded", [n]))
+
+    def answer(kind: str):
+        return lambda samples: events.append((kind, [x.id for x in samples]))
+
+    batches = Batches(run, answer("complete"), 2, 0.0, first=answer("first token"))
+    batches.issue([Sample(0), Sample(1)])
+    batches.stop()
+    batches.serve()
+    assert events == [
+        ("prefill", [2]), ("first token", [0, 1]), ("decoded", [2]), ("complete", [0, 1])
+    ]  # fmt: skip
+    events.clear()
+    batches = Batches(run, answer("complete"), 3, 0.0, first=answer("first token"))
+    batches.issue([Sample(5), Sample(6), Sample(7)])
+    batches.stop()
+    with pytest.raises(RuntimeError, match="prefill failed"):
+        batches.serve()
+    assert events == [("prefill", [3]), ("complete", [5, 6, 7])]
+
+
+def test_bounds_are_of_the_kind_the_task_answers_with() -> None:
+    from fwbench.serve.spec import check_point
+
+    gen = Case.build(framework="torch", model="gpt2_tiny", task="generate", batch_size=1, seq_len=8)
+    tokens = ServeSpec.build(scenario="server", ttft_bound_ms=500, tpot_bound_ms=50)
+    assert (tokens.ttft_bound_s, tokens.tpot_bound_s) == (0.5, 0.05)
+    check_point(gen, tokens)
+    check_point(gen, ServeSpec.build(scenario="server"))  # the defaults: 2 s and 200 ms
+    assert ServeSpec.build(scenario="server").ttft_bound_s == 2.0
+    with pytest.raises(SpecError, match="latency_bound_ms does not apply to task generate; "
+                       "its bounds are ttft_bound_ms and tpot_bound_ms"):  # fmt: skip
+        check_point(gen, ServeSpec.build(scenario="server", latency_bound_ms=50))
+    with pytest.raises(SpecError, match="ttft_bound_ms does not apply to task infer"):
+        check_point(case(), ServeSpec.build(scenario="server", ttft_bound_ms=50))
+    with pytest.raises(SpecError, match="give one kind"):
+        ServeSpec.build(scenario="server", latency_bound_ms=5, tpot_bound_ms=5)
+    with pytest.raises(SpecError, match="tpot_bound_ms: applies to the server scenario"):
+        ServeSpec.build(scenario="single_stream", tpot_bound_ms=5)
+    # an explicit default names the same point as an omitted one
+    explicit = ServeSpec.build(scenario="server", ttft_bound_ms=2000, tpot_bound_ms=200)
+    assert point_key(gen, explicit) == point_key(gen, ServeSpec.build(scenario="server"))
 
 
 def test_explicit_defaults_name_the_same_point() -> None:

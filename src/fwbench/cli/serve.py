@@ -28,6 +28,7 @@ from fwbench.cli.common import (
     OptionsOption,
     PrecisionOption,
     SeqLenOption,
+    TaskDimsOption,
     cases_per_framework,
     console,
     print_json,
@@ -41,7 +42,7 @@ from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.result import ServingResult
 from fwbench.serve.rounds import Point
-from fwbench.serve.spec import SCENARIOS, ServeSpec, check_case, point_key
+from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
 from fwbench.store.db import ResultStore
 
 
@@ -66,7 +67,7 @@ def execute_serving(
             "serving needs MLPerf LoadGen: pip install 'fwbench[serve]' (mlcommons-loadgen)"
         )
     for point in points:
-        check_case(point.case)
+        check_point(point.case, point.spec)
     check_output(db, "--db")
     if runs == 1:
         console.print(
@@ -99,8 +100,8 @@ def execute_serving(
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(
-                        f"[red]{result.status}[/red] {result.case.label()} "
-                        f"{result.spec.label()}: {result.error}"
+                        f"[red]{result.status}[/red] "
+                        f"{point_label(result.case, result.spec)}: {result.error}"
                     )
             progress.update(task, description="done")
         latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
@@ -123,6 +124,14 @@ def print_tables(results: Sequence[ServingResult]) -> None:
 def command(
     framework: FrameworksOption,
     model: ModelOption,
+    task: Annotated[
+        str,
+        typer.Option(
+            help="infer: a query is one forward pass; generate: a query is a prompt and its "
+            "answer a greedy generation, streamed (LoadGen's token latencies)."
+        ),
+    ] = "infer",
+    task_dims: TaskDimsOption = None,
     scenario: Annotated[
         list[str] | None,
         typer.Option(help=f"{', '.join(SCENARIOS)}; repeat for several. [default: single_stream]"),
@@ -143,6 +152,18 @@ def command(
     ] = None,
     latency_bound_ms: Annotated[
         float | None, typer.Option(help="server: the latency bound, ms. [default: 100]")
+    ] = None,
+    ttft_bound_ms: Annotated[
+        float | None,
+        typer.Option(
+            help="server, task generate: the time-to-first-token bound, ms. [default: 2000]"
+        ),
+    ] = None,
+    tpot_bound_ms: Annotated[
+        float | None,
+        typer.Option(
+            help="server, task generate: the bound on each later token's time, ms. [default: 200]"
+        ),
     ] = None,
     percentile: Annotated[
         float | None,
@@ -187,10 +208,13 @@ def command(
     json: JsonOption = False,
 ) -> None:
     """Serve a model under MLPerf LoadGen's scenarios in each framework and compare latency
-    percentiles, rates under a latency bound and offline throughput."""
+    percentiles, rates under a latency bound and offline throughput; with --task generate,
+    time to first token and time per output token of streamed generations."""
     timeout_s = positive_seconds(timeout, "--timeout")
     server = {
         "latency_bound_ms": latency_bound_ms,
+        "ttft_bound_ms": ttft_bound_ms,
+        "tpot_bound_ms": tpot_bound_ms,
         "percentile": percentile,
         "max_wait_ms": max_wait_ms,
         "search_steps": search_steps,
@@ -221,7 +245,8 @@ def command(
             mode or [],
             options=framework_options,
             model=model,
-            task="infer",
+            task=task,
+            task_dims=task_dims,
             batch_size=b,
             input_size=input_size,
             seq_len=seq_len,

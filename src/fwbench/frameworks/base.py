@@ -7,7 +7,7 @@ framework at module level, and nothing outside a worker may import it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from fwbench.case import Case
@@ -77,6 +77,10 @@ class Workload(ABC):
     """A built model with its synthetic data already on the device, ready to step."""
 
     param_count: int
+    # A streaming task's workload (fwbench.tasks: Task.streams) calls it once per step,
+    # as soon as the step's first output is on the host (a generation's first token):
+    # serving answers the query's first token then. Others never call it.
+    first_output: Callable[[], None] | None = None
 
     @abstractmethod
     def step(self) -> None:

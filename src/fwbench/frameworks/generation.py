@@ -89,6 +89,8 @@ class GenerateWorkload(Workload):
         start = clock()
         token = self.prefill()
         first = clock()
+        if self.first_output is not None:
+            self.first_output()
         made = [token]
         times = []
         for i in range(1, self.new_tokens):

@@ -6,6 +6,11 @@ batch, and for the server's dynamic batcher every power of two below it, a parti
 batch padded up to the next), warmed up, and its synthetic inputs stay on the device:
 LoadGen's samples carry no data, so a test measures the framework, not data loading.
 LoadGen's own cost is measured on a no-op model in the same process and reported.
+
+A streaming task (a generation) is served with LoadGen's token latencies: the model
+answers a query's first token as soon as it is on the host (`FirstTokenComplete`) and
+the whole query with its token count, and LoadGen reports the time to first token and
+the time per output token after it, and holds the server's rate to bounds on both.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +31,16 @@ from fwbench.frameworks.base import Workload
 from fwbench.measure import stats
 from fwbench.measure.timing import TimingConfig, prepare, run_block
 from fwbench.serve.result import PERCENTILES, LoadGenTest
-from fwbench.serve.spec import ServeSpec, min_queries
+from fwbench.serve.spec import ServeSpec, min_queries, streams
+from fwbench.tasks import find_task
 
 # The QSL's size: samples are indices into nothing (the inputs are bound to the model).
 _QSL_SAMPLES = 1024
 _KEEP = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 Complete = Callable[[Sequence[Any]], None]
+# Runs n inputs; a streaming model calls the second argument when its first output is
+# on the host.
+Run = Callable[[int, Callable[[], None] | None], None]
 
 
 def ladder(batch_size: int, scenario: str) -> list[int]:
@@ -72,11 +82,28 @@ def figures_from_log(
         value = found.get(key)
         return value[0] if isinstance(value, list) else value
 
-    latency = {
-        p: float(v) / 1e9
-        for p in PERCENTILES
-        if (v := first(f"result_{p}_percentile_latency_ns")) is not None
-    }
+    def percentiles(pattern: str) -> dict[str, float]:
+        return {
+            p: float(v) / 1e9 for p in PERCENTILES if (v := first(pattern.format(p))) is not None
+        }
+
+    latency = percentiles("result_{}_percentile_latency_ns")
+    # Token latencies (a streaming model's): LoadGen's time per output token of a query
+    # is (its latency - its first token's) / (its tokens - 1).
+    ttft = percentiles("result_first_token_{}_percentile_latency_ns")
+    tpot = percentiles("result_time_per_output_token_{}_percentile_ns")
+    tokens_rate = None
+    if first("requested_use_token_latencies"):
+        tokens_rate = next(
+            (
+                v
+                for k in ("result_completed_tokens_per_second", "result_tokens_per_second")
+                if (v := first(k)) is not None
+            ),
+            None,
+        )
+    if tokens_rate is not None and scenario == "single_stream":
+        tokens_rate = float(tokens_rate) * batch  # a query carries a batch of prompts
     rate = next(
         (
             float(v)
@@ -106,6 +133,8 @@ def figures_from_log(
         reasons.append(" ".join(str(early).split()))
     mean = first("result_mean_latency_ns")
     count = first("result_query_count")
+    mean_ttft = first("result_first_token_mean_latency_ns")
+    mean_tpot = first("result_time_to_output_token_mean")
     return LoadGenTest(
         scenario=scenario,
         target_qps=target_qps,
@@ -114,6 +143,11 @@ def figures_from_log(
         latency_s=latency,
         mean_latency_s=float(mean) / 1e9 if mean is not None else None,
         samples_per_s=rate,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        mean_ttft_s=float(mean_ttft) / 1e9 if ttft and mean_ttft is not None else None,
+        mean_tpot_s=float(mean_tpot) / 1e9 if tpot and mean_tpot is not None else None,
+        tokens_per_s=float(tokens_rate) if tokens_rate is not None else None,
         query_count=int(count) if count is not None else None,
         early_stopping=" ".join(str(early).split()) if early else None,
         wall_s=wall_s,
@@ -128,6 +162,12 @@ class Served:
         self.sizes = ladder(case.batch_size, scenario)
         self.workloads = {b: build(case.model_copy(update={"batch_size": b})) for b in self.sizes}
         self.latency_s: dict[int, float] = {}
+        # A streaming task's tokens per sample (a generation's new tokens); None otherwise.
+        task = find_task(case.task)
+        units = task.units_from if task is not None else None
+        self.tokens = case.task_values[units] if streams(case) and units else None
+        # Its own figures (a generation's TTFT and TPOT), unloaded, per batch size.
+        self.unloaded: dict[int, dict[str, float]] = {}
 
     @property
     def param_count(self) -> int:
@@ -142,16 +182,23 @@ class Served:
         start = time.perf_counter()
         for b, w in self.workloads.items():
             prepare(w.step, w.sync, timing)
+            w.figures()  # the warmup's: dropped
             self.latency_s[b] = stats.median(
                 [run_block(w.step, w.sync, 1, time.perf_counter) for _ in range(5)]
             )
+            self.unloaded[b] = w.figures()
         return time.perf_counter() - start
 
-    def run(self, n: int) -> None:
-        """Run n samples as one batch (padded up to the smallest built size)."""
+    def run(self, n: int, first: Callable[[], None] | None = None) -> None:
+        """Run n samples as one batch (padded up to the smallest built size); a streaming
+        model calls `first` when the batch's first tokens are on the host."""
         w = self.workloads[fitting(self.sizes, n)]
-        w.step()
-        w.sync()
+        w.first_output = first
+        try:
+            w.step()
+            w.sync()
+        finally:
+            w.first_output = None
 
     @property
     def capacity(self) -> float:
@@ -176,11 +223,20 @@ class LoadGen:
         self.log_dir = log_dir
         self.count = 0
 
-    def settings(self, scenario: str, duration_s: float, queries: int = 1, rate: float = 0) -> Any:
+    def settings(
+        self,
+        scenario: str,
+        duration_s: float,
+        queries: int = 1,
+        rate: float = 0,
+        tokens: bool = False,
+    ) -> Any:
         """Settings of a test of `duration_s` and at least `queries` queries (at `rate`
-        queries per second, where LoadGen sets the pace)."""
+        queries per second, where LoadGen sets the pace); `tokens`: LoadGen's token
+        latencies (a streaming model)."""
         lg = self.lg
         ts = lg.TestSettings()
+        ts.use_token_latencies = tokens
         ts.scenario = {
             "single_stream": lg.TestScenario.SingleStream,
             "server": lg.TestScenario.Server,
@@ -247,48 +303,84 @@ class LoadGen:
                     path.unlink()
         return found, wall
 
-    def complete(self, samples: Sequence[Any]) -> None:
+    def complete(self, samples: Sequence[Any], tokens: int | None = None) -> None:
+        """Answer samples whole; a streaming model's with the tokens each made (LoadGen's
+        time per output token divides by them)."""
         lg = self.lg
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in samples])
+        if tokens is None:
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0) for s in samples])
+        else:
+            lg.QuerySamplesComplete([lg.QuerySampleResponse(s.id, 0, 0, tokens) for s in samples])
+
+    def first_token(self, samples: Sequence[Any]) -> None:
+        lg = self.lg
+        lg.FirstTokenComplete([lg.QuerySampleResponse(s.id, 0, 0, 1) for s in samples])
+
+    def batches(self, served: Served, max_batch: int, wait_s: float, inputs: int = 1) -> Batches:
+        """The batcher that serves `served`, answering as its model does (whole, or its
+        first token and then whole)."""
+        if served.tokens is None:
+            return Batches(served.run, self.complete, max_batch, wait_s, inputs_per_sample=inputs)
+        return Batches(
+            served.run,
+            partial(self.complete, tokens=served.tokens),
+            max_batch,
+            wait_s,
+            inputs_per_sample=inputs,
+            first=self.first_token,
+        )
 
     def overhead(self) -> float | None:
         """p50 latency of a model that does nothing, served the way a real one is (the
         callback, the queue, the main thread's answer): what the harness adds."""
         ts = self.settings("single_stream", 0.3, queries=2000)
         ts.single_stream_expected_latency_ns = 20_000
-        found, _ = self.test(ts, Batches(lambda n: None, self.complete, 1, 0.0), "noop", False)
+        noop = Batches(lambda n, first: None, self.complete, 1, 0.0)
+        found, _ = self.test(ts, noop, "noop", False)
         value = found.get("result_50.00_percentile_latency_ns")
         return float(value) / 1e9 if value is not None else None
 
     def single_stream(self, served: Served, spec: ServeSpec) -> LoadGenTest:
         b = served.sizes[-1]
-        ts = self.settings("single_stream", spec.duration_s, queries=max(64, min_queries(0.9)))
+        # 64 queries at least: LoadGen's early stopping needs as many for a stream's
+        # token latencies as for the p90 latency.
+        ts = self.settings(
+            "single_stream",
+            spec.duration_s,
+            queries=max(64, min_queries(0.9)),
+            tokens=served.tokens is not None,
+        )
         # LoadGen schedules duration / expected latency queries; a test that finished them
         # early would be INVALID (min duration): expect half the unloaded latency.
         ts.single_stream_expected_latency_ns = max(1, int(served.latency_s[b] * 0.5e9))
         ts.max_duration_ms = max(
             ts.max_duration_ms, int(ts.min_query_count * served.latency_s[b] * 3e3)
         )
-        batches = Batches(served.run, self.complete, 1, 0.0, inputs_per_sample=b)
-        found, wall = self.test(ts, batches, "single_stream")
+        found, wall = self.test(ts, self.batches(served, 1, 0.0, inputs=b), "single_stream")
         return figures_from_log(found, "single_stream", None, wall, b)
 
     def offline(self, served: Served, spec: ServeSpec) -> LoadGenTest:
         b = served.sizes[-1]
-        ts = self.settings("offline", spec.duration_s)
+        ts = self.settings("offline", spec.duration_s, tokens=served.tokens is not None)
         # Likewise: twice the unloaded capacity, so the samples outlast the duration.
         ts.offline_expected_qps = 2 * served.capacity
-        found, wall = self.test(ts, Batches(served.run, self.complete, b, 0.0), "offline")
+        found, wall = self.test(ts, self.batches(served, b, 0.0), "offline")
         return figures_from_log(found, "offline", None, wall, b)
 
     def server(self, served: Served, spec: ServeSpec, qps: float) -> LoadGenTest:
         # Enough queries for early stopping to accept the percentile at all.
         queries = min_queries(spec.bound_percentile)
-        ts = self.settings("server", spec.duration_s, queries=queries, rate=qps)
+        tokens = served.tokens is not None
+        ts = self.settings("server", spec.duration_s, queries=queries, rate=qps, tokens=tokens)
         ts.server_target_qps = qps
-        ts.server_target_latency_ns = int(spec.bound_s * 1e9)
         ts.server_target_latency_percentile = spec.bound_percentile
-        batches = Batches(served.run, self.complete, served.sizes[-1], spec.wait_s)
+        if tokens:
+            # LoadGen holds a stream's first token and each later one to the percentile.
+            ts.ttft_latency = int(spec.ttft_bound_s * 1e9)
+            ts.tpot_latency = int(spec.tpot_bound_s * 1e9)
+        else:
+            ts.server_target_latency_ns = int(spec.bound_s * 1e9)
+        batches = self.batches(served, served.sizes[-1], spec.wait_s)
         found, wall = self.test(ts, batches, f"server-{qps:.4g}qps")
         return figures_from_log(found, "server", qps, wall, served.sizes[-1])
 
@@ -297,20 +389,24 @@ class Batches:
     """A dynamic batcher on the calling thread. LoadGen's callback queues each query's
     samples with their arrival time; `serve` runs up to `max_batch` samples at once, as
     soon as the batch is full or its oldest sample has waited `max_wait_s`, until
-    `stop`. A sample is `inputs_per_sample` inputs; `run(n)` runs n inputs.
+    `stop`. A sample is `inputs_per_sample` inputs; `run(n, on_first)` runs n inputs.
+    Given `first`, the batch's samples are answered their first token when the model
+    calls `on_first` (a generation's batch decodes together: static batching), and
+    whole when it returns.
 
     Every sample taken is answered, even when the model fails (the first error is raised
     once LoadGen has all its answers), so a failure never leaves LoadGen waiting."""
 
     def __init__(
         self,
-        run: Callable[[int], None],
+        run: Run,
         complete: Complete,
         max_batch: int,
         max_wait_s: float,
         inputs_per_sample: int = 1,
+        first: Complete | None = None,
     ) -> None:
-        self.run, self.complete = run, complete
+        self.run, self.complete, self.first = run, complete, first
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
         self.inputs_per_sample = inputs_per_sample
         self.queue: queue.Queue[tuple[float, list[Any]] | None] = queue.Queue()
@@ -350,7 +446,8 @@ class Batches:
             batch = [waiting.popleft()[1] for _ in range(min(self.max_batch, len(waiting)))]
             try:
                 if error is None:
-                    self.run(len(batch) * self.inputs_per_sample)
+                    on_first = partial(self.first, batch) if self.first is not None else None
+                    self.run(len(batch) * self.inputs_per_sample, on_first)
             except BaseException as exc:  # answered below all the same
                 error = exc
             finally:
@@ -376,19 +473,44 @@ def search(probe: Callable[[float], LoadGenTest], capacity: float, steps: int) -
     return probes
 
 
+def unmeetable(served: Served, spec: ServeSpec) -> str | None:
+    """Why no rate can meet the server's bounds, when a query alone, unloaded, misses
+    one (the smallest batch, which a lone query runs in); None when one might."""
+    b = served.sizes[0]
+    checks: list[tuple[str, float, float | None, str]]
+    if served.tokens is None:
+        checks = [("bound", spec.bound_s, served.latency_s[b], "latency of one sample")]
+    else:
+        figures = served.unloaded.get(b, {})
+        checks = [
+            ("TTFT bound", spec.ttft_bound_s, figures.get("ttft_s"), "time to first token"),
+            ("TPOT bound", spec.tpot_bound_s, figures.get("tpot_s"), "time per output token"),
+        ]
+    for name, bound, unloaded, what in checks:
+        if unloaded is not None and unloaded > bound:
+            return (
+                f"the {name} {bound * 1e3:g} ms is below the unloaded {what} "
+                f"({unloaded * 1e3:.3g} ms): no rate and no batch size can meet it"
+            )
+    return None
+
+
+def bounds_text(served: Served, spec: ServeSpec) -> str:
+    p = f"p{spec.bound_percentile * 100:g}"
+    if served.tokens is None:
+        return f"{p} <= {spec.bound_s * 1e3:g} ms"
+    return f"{p} TTFT <= {spec.ttft_bound_s * 1e3:g} ms and TPOT <= {spec.tpot_bound_s * 1e3:g} ms"
+
+
 def run_scenario(lg: LoadGen, served: Served, spec: ServeSpec) -> dict[str, Any]:
     """The scenario's tests in one run: ServingRun's test fields."""
     if spec.scenario == "single_stream":
         return {"tests": [lg.single_stream(served, spec)], "main": 0}
     if spec.scenario == "offline":
         return {"tests": [lg.offline(served, spec)], "main": 0}
-    unloaded = served.latency_s[served.sizes[0]]
-    if unloaded > spec.bound_s:
-        return {
-            "invalid_reason": f"the bound {spec.bound_s * 1e3:g} ms is below the unloaded "
-            f"latency of one sample ({unloaded * 1e3:.3g} ms): no rate and no batch size can "
-            "meet it"
-        }
+    reason = unmeetable(served, spec)
+    if reason is not None:
+        return {"invalid_reason": reason}
     if not spec.searches:
         assert spec.target_qps is not None
         return {"tests": [lg.server(served, spec, spec.target_qps)], "main": 0}
@@ -399,8 +521,8 @@ def run_scenario(lg: LoadGen, served: Served, spec: ServeSpec) -> dict[str, Any]
         reasons = "; ".join(lowest.invalid_reasons) or "INVALID"
         return {
             "tests": probes,
-            "invalid_reason": f"no rate tried met p{spec.bound_percentile * 100:g} <= "
-            f"{spec.bound_s * 1e3:g} ms; the lowest, {lowest.target_qps:.4g} qps: {reasons}",
+            "invalid_reason": f"no rate tried met {bounds_text(served, spec)}; the lowest, "
+            f"{lowest.target_qps:.4g} qps: {reasons}",
         }
     best = max(valid, key=lambda i: probes[i].target_qps or 0.0)
     rate = probes[best].target_qps or 0.0

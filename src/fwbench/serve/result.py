@@ -30,6 +30,13 @@ class LoadGenTest(BaseModel):
     # Samples completed per second (offline, server) or queries per second without
     # LoadGen's overhead (single stream).
     samples_per_s: float | None = None
+    # A streaming model's token latencies (LoadGen's, percentile -> seconds): the time
+    # to a query's first token, and its time per output token after the first.
+    ttft_s: dict[str, float] = Field(default_factory=dict)
+    tpot_s: dict[str, float] = Field(default_factory=dict)
+    mean_ttft_s: float | None = None
+    mean_tpot_s: float | None = None
+    tokens_per_s: float | None = None  # tokens completed per second
     query_count: int | None = None
     early_stopping: str | None = None
     wall_s: float
@@ -96,6 +103,11 @@ class ServingResult(BaseModel):
     invalid_reasons: tuple[str, ...] = ()
     latency_s: dict[str, Figure] = Field(default_factory=dict)  # percentile -> figure
     samples_per_s: Figure | None = None
+    # A streaming task's (a generation's): LoadGen's token latencies, percentile ->
+    # figure, and tokens completed per second.
+    ttft_s: dict[str, Figure] = Field(default_factory=dict)
+    tpot_s: dict[str, Figure] = Field(default_factory=dict)
+    tokens_per_s: Figure | None = None
     max_qps: Figure | None = None
     overhead_s: float | None = None  # median over runs
     # The rate search's resolution: the widest bracket (above / max_qps - 1) of any run.
@@ -123,6 +135,17 @@ class ServingResult(BaseModel):
 
     def latency(self, percentile: str) -> Figure | None:
         return self.latency_s.get(percentile)
+
+    def ttft(self, percentile: str) -> Figure | None:
+        return self.ttft_s.get(percentile)
+
+    def tpot(self, percentile: str) -> Figure | None:
+        return self.tpot_s.get(percentile)
+
+    @property
+    def streams(self) -> bool:
+        """Its model answered with a stream of tokens (its figures are token latencies)."""
+        return bool(self.ttft_s)
 
     def to_record(self) -> dict[str, Any]:
         """The JSON form printed by `--json`: the record itself, with the case flat."""

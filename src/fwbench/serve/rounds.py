@@ -30,7 +30,7 @@ from fwbench.launch.protocol import ServeReport, ServeRequest
 from fwbench.measure import load, stats
 from fwbench.measure.timing import TimingConfig
 from fwbench.serve.result import Figure, ServingResult, ServingRun
-from fwbench.serve.spec import ServeSpec, point_key
+from fwbench.serve.spec import ServeSpec, point_key, point_label
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class Point:
     spec: ServeSpec
 
     def label(self) -> str:
-        return f"{self.case.label()} {self.spec.label()}"
+        return point_label(self.case, self.spec)
 
 
 def figure(values: Sequence[float]) -> Figure | None:
@@ -119,19 +119,26 @@ def build_result(
     brackets = [r.max_qps_above / r.max_qps - 1 for r in ok if r.max_qps and r.max_qps_above]
     reasons = sorted({x for r in ok for x in _reasons(r)})
     valid = len(mains) == len(ok) and all(t.validity == "VALID" for t in mains)
-    latency = {
-        p: f
-        for p in (mains[0].latency_s if mains else {})
-        if (f := figure([t.latency_s.get(p, 0.0) for t in mains])) is not None
-    }
+
+    def over_runs(field: str) -> dict[str, Figure]:
+        by_percentile: list[dict[str, float]] = [getattr(t, field) for t in mains]
+        return {
+            p: f
+            for p in (by_percentile[0] if by_percentile else {})
+            if (f := figure([values.get(p, 0.0) for values in by_percentile])) is not None
+        }
+
     overheads = [r.overhead_s for r in ok if r.overhead_s is not None]
     return ServingResult(
         **common,
         status="ok",
         validity="VALID" if valid else "INVALID",
         invalid_reasons=tuple(reasons),
-        latency_s=latency,
+        latency_s=over_runs("latency_s"),
         samples_per_s=figure([t.samples_per_s or 0.0 for t in mains]),
+        ttft_s=over_runs("ttft_s"),
+        tpot_s=over_runs("tpot_s"),
+        tokens_per_s=figure([t.tokens_per_s or 0.0 for t in mains]),
         max_qps=figure([r.max_qps or 0.0 for r in ok]) if point.spec.searches else None,
         search_resolution=max(brackets) if brackets else None,
         overhead_s=stats.median(overheads) if overheads else None,
@@ -195,7 +202,7 @@ def serve_round(
         request = state.request
         runs = request.timing.max_runs
         if on_phase:
-            label = f"{request.case.label()} {request.spec.label()}"
+            label = point_label(request.case, request.spec)
             on_phase(f"{label}: run {round_index + 1} of {runs}")
         log_dir = Path(request.log_dir) / f"run{round_index}"
         run, report = _one_run(
@@ -216,7 +223,7 @@ def _one_run(
     case = request.case
     env = case_env(case)
     server = servers.for_case(case, env, index, request.timing.max_runs)
-    label = f"serve: {case.label()} {request.spec.label()}"
+    label = f"serve: {point_label(case, request.spec)}"
     worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s, server)
     try:
         worker.send(request)

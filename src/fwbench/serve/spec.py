@@ -27,16 +27,27 @@ SCENARIOS: tuple[str, ...] = ("single_stream", "server", "offline")
 SERVER_ONLY: tuple[str, ...] = (
     "target_qps",
     "latency_bound_ms",
+    "ttft_bound_ms",
+    "tpot_bound_ms",
     "percentile",
     "max_wait_ms",
     "search_steps",
 )
 DEFAULT_BOUND_MS = 100.0
+# A streaming task's (a generation's) bounds: on the first token and on each later one,
+# MLPerf's Llama 2 70B Server constraints (TTFT 2 s, TPOT 200 ms at p99).
+DEFAULT_TTFT_BOUND_MS = 2000.0
+DEFAULT_TPOT_BOUND_MS = 200.0
+# Settings of a query's latency, and of a stream's token latencies: a point takes one kind.
+QUERY_BOUNDS: tuple[str, ...] = ("latency_bound_ms",)
+TOKEN_BOUNDS: tuple[str, ...] = ("ttft_bound_ms", "tpot_bound_ms")
 DEFAULT_PERCENTILE = 0.99
 DEFAULT_MAX_WAIT_MS = 2.0
 DEFAULT_SEARCH_STEPS = 6
 _DEFAULTS: dict[str, float] = {
     "latency_bound_ms": DEFAULT_BOUND_MS,
+    "ttft_bound_ms": DEFAULT_TTFT_BOUND_MS,
+    "tpot_bound_ms": DEFAULT_TPOT_BOUND_MS,
     "percentile": DEFAULT_PERCENTILE,
     "max_wait_ms": DEFAULT_MAX_WAIT_MS,
     "search_steps": DEFAULT_SEARCH_STEPS,
@@ -54,6 +65,10 @@ class ServeSpec(BaseModel):
     # latency percentile stays under the bound (MLPerf's Server result).
     target_qps: float | None = Field(None, gt=0, allow_inf_nan=False)
     latency_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    # A streaming task's bounds (a generation's): time to first token, and time per
+    # output token after it; LoadGen holds both at the percentile.
+    ttft_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    tpot_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
     # One of the percentiles LoadGen reports (0.5, 0.9, 0.95, 0.97, 0.99, 0.999).
     percentile: float | None = None
     max_wait_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
@@ -92,6 +107,11 @@ class ServeSpec(BaseModel):
                 )
         elif self.target_qps is not None and self.search_steps is not None:
             raise ValueError("search_steps: a fixed target_qps is not searched; give one")
+        if self.latency_bound_ms is not None and self.has_token_bounds:
+            raise ValueError(
+                "latency_bound_ms: bounds a query's latency; ttft_bound_ms and tpot_bound_ms "
+                "bound a generation's tokens: give one kind"
+            )
         return self
 
     @classmethod
@@ -105,6 +125,18 @@ class ServeSpec(BaseModel):
     @property
     def bound_s(self) -> float:
         return (self.latency_bound_ms or DEFAULT_BOUND_MS) / 1e3
+
+    @property
+    def ttft_bound_s(self) -> float:
+        return (self.ttft_bound_ms or DEFAULT_TTFT_BOUND_MS) / 1e3
+
+    @property
+    def tpot_bound_s(self) -> float:
+        return (self.tpot_bound_ms or DEFAULT_TPOT_BOUND_MS) / 1e3
+
+    @property
+    def has_token_bounds(self) -> bool:
+        return any(getattr(self, f) is not None for f in TOKEN_BOUNDS)
 
     @property
     def bound_percentile(self) -> float:
@@ -122,10 +154,15 @@ class ServeSpec(BaseModel):
     def searches(self) -> bool:
         return self.scenario == "server" and self.target_qps is None
 
-    def label(self) -> str:
+    def label(self, streams: bool = False) -> str:
+        """How tables and progress name it; `streams`: the point's task streams tokens,
+        so its bounds are on them."""
         if self.scenario != "server":
             return self.scenario
-        bound = f"p{self.bound_percentile * 100:g}<={self.bound_s * 1e3:g}ms"
+        p = f"p{self.bound_percentile * 100:g}"
+        bound = f"{p}<={self.bound_s * 1e3:g}ms"
+        if streams:
+            bound = f"{p} ttft<={self.ttft_bound_s * 1e3:g}ms tpot<={self.tpot_bound_s * 1e3:g}ms"
         rate = "max qps" if self.target_qps is None else f"{self.target_qps:g} qps"
         return f"server {rate} {bound} wait {self.wait_s * 1e3:g}ms"
 
@@ -152,8 +189,32 @@ def check_case(case: Case) -> None:
     if task is None or not task.serves:
         served = " or ".join(t.name for t in all_tasks().values() if t.serves)
         raise SpecError(
-            f"serve: {case.label()}: serving runs inference; set task: {served} (a task "
+            f"serve: {case.label()}: serving answers queries; set task: {served} (a task "
             f"that answers a query with one step)"
         )
     if case.strategy:
         raise SpecError(f"serve: {case.label()}: data-parallel cases are not served")
+
+
+def streams(case: Case) -> bool:
+    """Whether the case's task answers with a stream of tokens (timed token by token)."""
+    task = find_task(case.task)
+    return task is not None and task.streams
+
+
+def point_label(case: Case, spec: ServeSpec) -> str:
+    """How progress, warnings and tables name a point: its case and its scenario."""
+    return f"{case.label()} {spec.label(streams(case))}"
+
+
+def check_point(case: Case, spec: ServeSpec) -> None:
+    """A case and the scenario it is served in: the case as check_case, and bounds of
+    the kind its task answers with (a query's latency, or a stream's token latencies)."""
+    check_case(case)
+    given = [f for f in (TOKEN_BOUNDS if not streams(case) else QUERY_BOUNDS) if getattr(spec, f)]
+    if given:
+        other = "ttft_bound_ms and tpot_bound_ms" if streams(case) else "latency_bound_ms"
+        raise SpecError(
+            f"serve: {case.label()}: {given[0]} does not apply to task {case.task}; "
+            f"its bounds are {other}"
+        )

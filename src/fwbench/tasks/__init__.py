@@ -83,6 +83,10 @@ class Task:
     description: str
     trains: bool = False  # a step updates the weights (data-parallel strategies need it)
     serves: bool = False  # LoadGen can serve it: a query is answered by one step
+    # A step answers with a stream of units (a generation's tokens), the first sent as
+    # soon as it is made: serving times the first unit and each later one (LoadGen's
+    # token latencies), and a step's units per sample come from `units_from`.
+    streams: bool = False
     unit: str = "samples"  # what its throughput counts, per second
     # The figures a case of this task reports, the first the one verdicts compare; the
     # step time is always one (the others the workload times inside its steps).
@@ -105,6 +109,8 @@ class Task:
             raise ValueError(f"task {self.name}: figures must name step_time_s, each once")
         if self.units_from and self.units_from not in {d.name for d in self.dimensions}:
             raise ValueError(f"task {self.name}: units_from names no dimension of the task")
+        if self.streams and not (self.serves and self.units_from):
+            raise ValueError(f"task {self.name}: a streaming task serves, and names units_from")
 
     @property
     def verdict_figure(self) -> str:

@@ -53,6 +53,10 @@ register_task(
             "cache, each read back as it is made (streaming)"
         ),
         unit="tokens",
+        # Served, a query is a prompt and its answer the generation, streamed: LoadGen
+        # times the first token and each later one (fwbench.serve).
+        serves=True,
+        streams=True,
         figures=(
             Figure("tpot_s", "time per output token", "TPOT"),
             Figure("ttft_s", "time to first token", "TTFT"),
