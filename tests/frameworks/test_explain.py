@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fwbench.explain.categories import IDLE
+from fwbench.store.db import ResultStore
 from tests.conftest import fwbench
 
 
@@ -34,6 +37,43 @@ def test_resnet_train_breakdown_in_both_frameworks(tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     assert fwbench("report", str(db), "-o", str(report)).returncode == 0
     assert "Where the step goes" in report.read_text()
+
+
+def _ops(categories: dict[str, float]) -> float:
+    return sum(s for cat, s in categories.items() if cat != IDLE)
+
+
+def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    steps, new_tokens = 2, 4
+    proc = fwbench(
+        "explain", "--model", "gpt2_tiny", "--task", "generate", "--batch-size", "1",
+        "--seq-len", "8", "--task-dims", f"new_tokens={new_tokens}", "--threads", "1",
+        "--steps", str(steps), "--max-time", "0.3", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "Where the prefill goes" in proc.stdout
+    assert "total (decoding step)" in proc.stdout
+    assert "Per decoding step" in proc.stderr
+    with ResultStore(db, read_only=True) as store:
+        results = {r.case.framework: r for r in store.results()}
+    assert set(results) == {"torch", "tensorflow"}
+    for fw, r in results.items():
+        b = r.breakdown
+        assert b is not None, (fw, r.error)
+        prefill, decode = b.phases["prefill"], b.phases["decode"]
+        # One prefill a generation, then a decoding step for each token after the first.
+        assert (prefill.occurrences, decode.occurrences) == (steps, steps * (new_tokens - 1))
+        assert decode.profiled_s > 0 and _ops(decode.categories) > 0, (fw, decode)
+        for phase in (prefill, decode):
+            assert sum(phase.categories.values()) == pytest.approx(phase.profiled_s, rel=1e-6)
+        # The phases lie inside the window and fill most of it: the rest is the loop
+        # between tokens. Every op runs inside one, so their ops' time is the window's.
+        window = b.profiled_step_s * steps
+        in_phases = sum(p.profiled_s * p.occurrences for p in (prefill, decode))
+        assert 0.5 * window < in_phases <= window * (1 + 1e-9), (fw, in_phases, window)
+        split = sum(_ops(p.categories) * p.occurrences for p in (prefill, decode))
+        assert split == pytest.approx(_ops(b.categories) * steps, rel=0.02), fw
 
 
 def test_explain_refuses_an_unknown_stored_case(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from fwbench.errors import SpecError
+from fwbench.explain.breakdown import Breakdown, build
 from fwbench.explain.categories import IDLE, Categoriser, load_rules
-from fwbench.explain.timeline import Event, attribute
+from fwbench.explain.timeline import Event, Window, attribute, attribute_ranges
 
 CATEGORISE = Categoriser()
 
@@ -52,6 +53,42 @@ def test_events_outside_the_window_are_clipped() -> None:
     found = attribute([ev("t", -5.0, 5.0, "aten::relu")], (0.0, 10.0), CATEGORISE)
     assert found.by_category["elementwise / activation"] == pytest.approx(5.0)
     assert found.window_s == 10.0
+
+
+def test_a_phases_ranges_take_the_events_inside_them_and_nothing_between() -> None:
+    events = [
+        ev("t", 0.0, 2.0, "aten::addmm"),
+        ev("t", 3.2, 3.8, "aten::relu"),  # between the ranges: in neither
+        ev("u", 2.0, 5.0, "aten::addmm"),  # another thread, across both ranges
+        ev("t", 4.0, 5.0, "aten::relu"),
+        ev("t", 9.0, 10.0, "aten::relu"),  # after both
+    ]
+    found = attribute_ranges(events, [(4.0, 6.0), (0.0, 3.0)], CATEGORISE)
+    assert found.window_s == pytest.approx(5.0)
+    assert found.by_category["matmul / GEMM"] == pytest.approx(3.0 + 0.5)  # 4-5 shared
+    assert found.by_category["elementwise / activation"] == pytest.approx(0.5)
+    assert found.by_category[IDLE] == pytest.approx(1.0)  # 5-6
+    assert sum(found.by_category.values()) == pytest.approx(found.window_s)
+
+
+def test_a_breakdown_gives_each_phase_per_occurrence() -> None:
+    # Two generations: a 2 s prefill and two 1 s decoding steps each, 1 s of loop between.
+    events = [ev("t", 0.0, 2.0, "aten::addmm"), ev("t", 7.0, 9.0, "aten::addmm")]
+    events += [ev("t", s, s + 1.0, "aten::relu") for s in (3.0, 5.0, 10.0, 12.0)]
+    decoding = [(3.0, 4.0), (5.0, 6.0), (10.0, 11.0), (12.0, 13.0)]
+    window = Window(0.0, 14.0, {"prefill": [(0.0, 2.0), (7.0, 9.0)], "decode": decoding})
+    found = build("test", events, window, 2, CATEGORISE, None)
+    assert found.profiled_step_s == pytest.approx(7.0)
+    prefill, decode = found.phases["prefill"], found.phases["decode"]
+    assert (prefill.occurrences, decode.occurrences) == (2, 4)
+    assert prefill.profiled_s == pytest.approx(2.0)
+    assert decode.profiled_s == pytest.approx(1.0)  # per decoding step, not per generation
+    assert decode.categories == {"elementwise / activation": pytest.approx(1.0)}
+    assert decode.top_ops[0].seconds_per_step == pytest.approx(1.0)
+    # An adapter's bare (start, end) window, and a record stored before phases, have none.
+    assert build("test", events, (0.0, 14.0), 2, CATEGORISE, None).phases == {}
+    old = found.model_dump(exclude={"phases"})
+    assert Breakdown.model_validate(old).phases == {}
 
 
 @pytest.mark.parametrize(

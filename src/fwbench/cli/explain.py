@@ -37,11 +37,31 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
-from fwbench.explain.side_by_side import side_by_side
+from fwbench.explain.side_by_side import CategoryRow, side_by_side
 from fwbench.frameworks.registry import core_frameworks, get_framework
 from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
+
+# A generation's phases (Breakdown.phases): each table's title, what one occurrence is
+# called, and the figure of the unprofiled runs its time per occurrence lines up with.
+PHASE_TABLES = (
+    (
+        "prefill",
+        "Where the prefill goes (ms per generation, share of the prefill)",
+        "prefill",
+        "ttft_s",
+        "TTFT",
+    ),
+    (
+        "decode",
+        "Where a decoding step goes (ms per decoding step, share of it)",
+        "decoding step",
+        "tpot_s",
+        "TPOT",
+    ),
+)
+
 
 # Each framework's usual way of running, as in the quick preset.
 
@@ -171,14 +191,10 @@ def _stored_case(db: Path, key: str) -> Case:
     return matches[-1]
 
 
-def render(results: list[Result]) -> None:
-    for r in results:
-        if r.breakdown is None:
-            console.print(f"[red]{r.case.label()}: {r.status}[/red] {r.error or 'no profile'}")
-    variants, rows = side_by_side(results)
-    if not variants:
-        return
-    table = Table(title="Where the step goes (ms per step, share of the profiled step)")
+def _category_table(
+    title: str, variants: list[str], rows: list[CategoryRow], total: str, totals: dict[str, float]
+) -> Table:
+    table = Table(title=title)
     table.add_column("category")
     for v in variants:
         table.add_column(v, justify="right")
@@ -189,32 +205,71 @@ def render(results: list[Result]) -> None:
             *(f"{row.seconds[v] * 1e3:.2f} ({row.shares.get(v, 0):.0%})" for v in variants),
             f"{row.difference * 1e3:.2f}",
         )
-    footer = []
+    table.add_row(*[""] * (len(variants) + 2))
+    table.add_row(total, *(f"{totals[v] * 1e3:.2f}" for v in variants), "")
+    return table
+
+
+def render(results: list[Result]) -> None:
     for r in results:
-        b = r.breakdown
-        if b is None:
-            continue
+        if r.breakdown is None:
+            console.print(f"[red]{r.case.label()}: {r.status}[/red] {r.error or 'no profile'}")
+    explained = [(r, r.breakdown) for r in results if r.breakdown is not None]
+    variants, rows = side_by_side(results)
+    if not variants:
+        return
+    title = "Where the step goes (ms per step, share of the profiled step)"
+    totals = {r.case.variant: b.profiled_step_s for r, b in explained}
+    out.print(_category_table(title, variants, rows, "total (profiled step)", totals))
+    for r, b in explained:
         overhead = f"{b.overhead:+.1%}" if b.overhead is not None else "n/a"
-        footer.append(
+        console.print(
             f"{r.case.variant}: profiled step {b.profiled_step_s * 1e3:.2f} ms vs unprofiled "
             f"{(b.unprofiled_step_s or 0) * 1e3:.2f} ms (profiler overhead {overhead}); "
             f"{b.profiler}; trace: {b.trace}"
         )
-    table.add_row(*[""] * (len(variants) + 2))
-    table.add_row(
-        "total (profiled step)",
-        *(f"{r.breakdown.profiled_step_s * 1e3:.2f}" for r in results if r.breakdown is not None),
-        "",
-    )
-    out.print(table)
-    for line in footer:
-        console.print(line)
-    for r in results:
-        if r.breakdown is None:
-            continue
+    _render_phases(results)
+    for r, b in explained:
         top = Table(title=f"Top operations: {r.case.variant}", title_justify="left")
         for col in ("op", "category", "ms/step"):
             top.add_column(col)
-        for op in r.breakdown.top_ops[:10]:
+        for op in b.top_ops[:10]:
             top.add_row(op.name, op.category, f"{op.seconds_per_step * 1e3:.2f}")
         out.print(top)
+
+
+def _render_phases(results: list[Result]) -> None:
+    """A generation's prefill and decoding step, each side by side as the step is."""
+    phased = [(r, r.breakdown) for r in results if r.breakdown is not None and r.breakdown.phases]
+    if not phased:
+        return
+    for phase, title, noun, _, _ in PHASE_TABLES:
+        variants, rows = side_by_side(results, phase)
+        if variants:
+            totals = {
+                r.case.variant: b.phases[phase].profiled_s for r, b in phased if phase in b.phases
+            }
+            out.print(_category_table(title, variants, rows, f"total ({noun})", totals))
+    for r, b in phased:
+        parts = []
+        in_phases = 0.0
+        for phase, _, noun, figure, label in PHASE_TABLES:
+            found = b.phases.get(phase)
+            if found is None:
+                continue
+            in_phases += found.profiled_s * found.occurrences / b.steps
+            measured = r.measurement.figures.get(figure) if r.measurement else None
+            unprofiled = f"{measured.median * 1e3:.2f} ms" if measured else "n/a"
+            parts.append(
+                f"{noun} {found.profiled_s * 1e3:.2f} ms x {found.occurrences} "
+                f"(unprofiled {label} {unprofiled})"
+            )
+        outside = (b.profiled_step_s - in_phases) * 1e3
+        console.print(
+            f"{r.case.variant}: {'; '.join(parts)}; in neither phase {outside:.2f} ms per "
+            "generation"
+        )
+    console.print(
+        "Per decoding step: the decoding phase's profiled time / (generations profiled x "
+        "(new_tokens - 1)), as TPOT is; the timing loop between tokens is in neither phase."
+    )

@@ -25,6 +25,7 @@ from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
+from fwbench.explain.timeline import Window
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import CaseRequest
@@ -110,7 +111,7 @@ def _communication(
     except Exception as exc:
         traceback.print_exc()
         return {"profiled_steps": steps, "in_flight_s": None, "error": one_line(exc)}, None
-    found = comm.summarise(profiler, events, window, steps, categorise)
+    found = comm.summarise(profiler, events, Window.of(window).span, steps, categorise)
     full = None
     if request.profile_steps:
         built = breakdown.build(profiler, events, window, steps, categorise, trace)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from fwbench.case import Case
 from fwbench.environment import cpu_features_text
-from fwbench.explain.timeline import Event
+from fwbench.explain.timeline import Event, Window
 
 
 class TaskNotImplemented(Exception):
@@ -176,11 +176,13 @@ class Adapter(ABC):
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+    ) -> tuple[str, list[Event], Window | tuple[float, float], str | None]:
         """Run `steps` steps under the framework's profiler.
 
         Returns the profiler's name, its op (CPU) or kernel (GPU) events, the window the
-        steps took on the profiler's clock, and where the raw trace was written.
+        steps took on the profiler's clock (a Window, with the ranges of a generation's
+        phases inside it: fwbench.frameworks.generation.phases_marked; or its (start,
+        end) alone), and where the raw trace was written.
         """
         raise NotImplementedError(f"{self.name} cannot be profiled (see its registry entry)")
 

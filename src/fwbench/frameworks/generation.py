@@ -18,12 +18,14 @@ from __future__ import annotations
 import statistics
 import time
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
 
 from fwbench.case import Case
+from fwbench.explain.timeline import DECODE, PREFILL
 from fwbench.frameworks.base import Workload
 from fwbench.models import gpt_weights, shapes
 
@@ -43,6 +45,22 @@ def weights(case: Case) -> dict[str, np.ndarray]:
     return gpt_weights.random_weights(
         case.model, int(case.seq_len or 0), int(case.vocab_size or 0), WEIGHTS_SEED
     )
+
+
+@contextmanager
+def phases_marked(
+    workload: Workload, mark: Callable[[str], AbstractContextManager[Any]]
+) -> Iterator[None]:
+    """Inside: a generation's prefill and decoding steps each run in a profiler range
+    `mark(name)` (GenerateWorkload.mark_phase); other workloads have no phases."""
+    if not isinstance(workload, GenerateWorkload):
+        yield
+        return
+    workload.mark_phase = mark
+    try:
+        yield
+    finally:
+        workload.mark_phase = None
 
 
 def new_tokens(case: Case) -> int:
@@ -65,6 +83,12 @@ class GenerateWorkload(Workload):
     `prefill` and `decode` return the next token of every sequence as a NumPy array
     (batch,): bringing it to the host is the synchronisation a streaming server has."""
 
+    # While `fwbench explain` profiles, the adapter sets it to its profiler's range (called
+    # with PREFILL or DECODE): each prefill and decoding step runs inside one, and the
+    # breakdown splits the profile by them. None otherwise: timed steps call prefill and
+    # decode directly, with nothing around them.
+    mark_phase: Callable[[str], AbstractContextManager[Any]] | None = None
+
     def __init__(self, case: Case, clock: Callable[[], float] = time.perf_counter) -> None:
         self.new_tokens = new_tokens(case)
         self.prompt_len = int(case.seq_len or 0)
@@ -86,8 +110,9 @@ class GenerateWorkload(Workload):
 
     def step(self) -> None:
         clock = self.clock
+        prefill, decode = self._phases()
         start = clock()
-        token = self.prefill()
+        token = prefill()
         first = clock()
         if self.first_output is not None:
             self.first_output()
@@ -95,7 +120,7 @@ class GenerateWorkload(Workload):
         times = []
         for i in range(1, self.new_tokens):
             before = clock()
-            token = self.decode(token, self.prompt_len + i - 1)
+            token = decode(token, self.prompt_len + i - 1)
             times.append(clock() - before)
             made.append(token)
         self._ttft.append(first - start)
@@ -103,6 +128,24 @@ class GenerateWorkload(Workload):
         self._p50.append(float(np.quantile(times, 0.5)))
         self._p90.append(float(np.quantile(times, 0.9)))
         self.last_tokens = np.stack(made, axis=1)
+
+    def _phases(
+        self,
+    ) -> tuple[Callable[[], np.ndarray], Callable[[np.ndarray, int], np.ndarray]]:
+        """prefill and decode, each inside its phase's range when mark_phase is set."""
+        mark = self.mark_phase
+        if mark is None:
+            return self.prefill, self.decode
+
+        def prefill() -> np.ndarray:
+            with mark(PREFILL):
+                return self.prefill()
+
+        def decode(tokens: np.ndarray, position: int) -> np.ndarray:
+            with mark(DECODE):
+                return self.decode(tokens, position)
+
+        return prefill, decode
 
     def sync(self) -> None:
         # Each token was brought to the host as it was made: nothing is pending.

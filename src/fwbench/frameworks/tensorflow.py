@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
-from fwbench.explain.timeline import Event
+from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
 from fwbench.frameworks.generation import GenerateWorkload
@@ -371,7 +371,7 @@ class TensorFlowAdapter(Adapter):
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+    ) -> tuple[str, list[Event], Window, str | None]:
         import glob
         import tempfile
 
@@ -380,7 +380,10 @@ class TensorFlowAdapter(Adapter):
         logdir = trace_path or tempfile.mkdtemp(prefix="fwbench-tf-trace-")
         tf.profiler.experimental.start(logdir)
         try:
-            with tf.profiler.experimental.Trace(WINDOW):
+            with (
+                generation.phases_marked(workload, tf.profiler.experimental.Trace),
+                tf.profiler.experimental.Trace(WINDOW),
+            ):
                 for _ in range(steps):
                     workload.step()
                 workload.sync()
@@ -391,7 +394,8 @@ class TensorFlowAdapter(Adapter):
         space.ParseFromString(open(files[-1], "rb").read())  # noqa: SIM115
         on_gpu = isinstance(workload, TensorFlowWorkload | TensorFlowGenerate) and workload.on_gpu
         events: list[Event] = []
-        window = (0.0, 0.0)
+        span = (0.0, 0.0)
+        phases: dict[str, list[tuple[float, float]]] = {}
         for plane in space.planes:
             gpu_plane = plane.name.startswith("/device:GPU")
             if plane.name != "/host:CPU" and not gpu_plane:
@@ -404,13 +408,16 @@ class TensorFlowAdapter(Adapter):
                     start = base + ev.offset_ps * 1e-12
                     end = start + ev.duration_ps * 1e-12
                     if name == WINDOW:
-                        window = (start, end)
+                        span = (start, end)
+                    elif name in PHASES:
+                        if not gpu_plane:
+                            phases.setdefault(PHASES[name], []).append((start, end))
                     elif gpu_plane == on_gpu:
                         op = name if gpu_plane else _cpu_op(name)
                         if op is not None:
                             thread = f"{plane.name}:{line.id}"
                             events.append(Event(thread, start, end, op, name))
-        return "tf.profiler (XPlane)", events, window, logdir
+        return "tf.profiler (XPlane)", events, Window(*span, phases), logdir
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload("/GPU:0" if device == "cuda" else "/CPU:0", dtype, n)

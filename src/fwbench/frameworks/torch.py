@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from fwbench.case import Case
 from fwbench.explain.kernels import kernel_launchers
-from fwbench.explain.timeline import Event
+from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     Adapter,
@@ -477,28 +477,39 @@ class TorchAdapter(Adapter):
 
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], tuple[float, float], str | None]:
+    ) -> tuple[str, list[Event], Window, str | None]:
         from torch.profiler import ProfilerActivity, profile, record_function
 
         assert isinstance(workload, TorchWorkload | TorchGenerate)
         on_gpu = workload.device.type == "cuda"
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-        with profile(activities=activities) as prof, record_function(WINDOW):
+        with (
+            generation.phases_marked(workload, record_function),
+            profile(activities=activities) as prof,
+            record_function(WINDOW),
+        ):
             for _ in range(steps):
                 workload.step()
             workload.sync()
         if trace_path:
             prof.export_chrome_trace(trace_path)
         events: list[Event] = []
-        window = (0.0, 0.0)
+        span = (0.0, 0.0)
+        phases: dict[str, list[tuple[float, float]]] = {}
         all_events = list(prof.events())
         launched_by = kernel_launchers(all_events) if on_gpu else {}
         for ev in all_events:
             start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
-            if ev.name == WINDOW:
-                window = (start, end)
-                continue
             is_gpu = ev.device_type.name == "CUDA"
+            if ev.name == WINDOW:
+                span = (start, end)
+                continue
+            if ev.name in PHASES:
+                # On GPUs a range shows twice, on the CPU and as a GPU annotation: the
+                # CPU's covers the phase, whose last kernel ends before its token is read.
+                if not is_gpu:
+                    phases.setdefault(PHASES[ev.name], []).append((start, end))
+                continue
             if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
                 continue
             # A kernel's name says how it computes (cuDNN runs convolutions as implicit
@@ -506,12 +517,14 @@ class TorchAdapter(Adapter):
             parent = launched_by.get(id(ev)) if is_gpu else ev.cpu_parent
             ancestors = []
             while parent is not None and parent.name != WINDOW:
-                ancestors.append(parent.name)
+                # A phase says when an op ran, not what it does ("prefill" reads "fill").
+                if parent.name not in PHASES:
+                    ancestors.append(parent.name)
                 parent = parent.cpu_parent
             text = "|".join([*reversed(ancestors), ev.name])
             thread = f"gpu:{ev.device_index}" if is_gpu else f"cpu:{ev.thread}"
             events.append(Event(thread, start, end, ev.name, text))
-        return "torch.profiler", events, window, trace_path
+        return "torch.profiler", events, Window(*span, phases), trace_path
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)
