@@ -16,6 +16,9 @@ from fwbench.store.db import ResultStore
 from tests.conftest import fwbench
 from tests.e2e.test_cli import _wait_for_worker
 
+GENERATE = ["--model", "gpt2_tiny", "--task", "generate", "--seq-len", "16", "--threads", "1"]
+
+
 TINY = ["--model", "tiny_cnn", "--num-classes", "10", "--threads", "1", "--batch-size", "2"]
 
 
@@ -52,6 +55,60 @@ def test_serve_measures_every_scenario_per_framework_and_keeps_loadgens_logs(
     assert again.returncode == 0 and "6 serving points" in again.stderr
 
 
+def test_a_generation_is_served_as_a_stream_with_loadgens_token_latencies(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    """A prompt per query, its 8 tokens streamed: LoadGen times the first token and each
+    later one, in both frameworks, with intervals over runs and verdicts on both."""
+    db, report = tmp_path / "r.duckdb", tmp_path / "serve.md"
+    args = ["serve", "--framework", "torch", "--framework", "tensorflow", *GENERATE]
+    args += ["--task-dims", "new_tokens=8", "--scenario", "single_stream", "--scenario"]
+    args += ["server", "--qps", "20", "--percentile", "0.9", "--duration", "0.3", "--runs", "2"]
+    proc = fwbench(*args, "--db", str(db), "--report", str(report), "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(proc.stdout)
+    assert len(records) == 4
+    for r in records:
+        assert r["status"] == "ok" and r["validity"] == "VALID", (r["error"], r["invalid_reasons"])
+        ttft, tpot = r["ttft_s"]["90.00"], r["tpot_s"]["90.00"]
+        assert 0 < ttft["ci_low"] <= ttft["value"] <= ttft["ci_high"] and ttft["runs"] == 2
+        assert 0 < tpot["value"] < r["latency_s"]["90.00"]["value"]
+        # every query is a batch of one prompt making 8 tokens
+        tokens, samples = r["tokens_per_s"]["value"], r["samples_per_s"]["value"]
+        assert tokens == pytest.approx(8 * samples, rel=0.05)
+        for run in r["runs"]:
+            (test,) = run["tests"]
+            # LoadGen's TPOT: (the query's latency - its first token's) / 7 tokens
+            latency = test["mean_latency_s"]
+            assert (latency - test["mean_ttft_s"]) / 7 == pytest.approx(
+                test["mean_tpot_s"], rel=0.05
+            )
+        detail = next(Path(r["log_dir"]).glob("run0/*/mlperf_log_detail.txt")).read_text()
+        assert '"requested_use_token_latencies", "value": true' in detail
+    server = next(r for r in records if r["spec"]["scenario"] == "server")
+    assert server["spec"]["target_qps"] == 20 and server["tokens_per_s"]["value"] > 0
+    text = report.read_text()
+    assert "## Serving generation: SingleStream token latency" in text
+    assert "## Serving generation: token latency at a fixed rate" in text
+    assert "## Serving: SingleStream latency" not in text  # no query-latency table
+
+
+def test_a_ttft_bound_no_rate_can_meet_is_recorded_invalid_with_its_reason(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    db = tmp_path / "r.duckdb"
+    args = ["serve", "--framework", "torch", *GENERATE, "--task-dims", "new_tokens=2"]
+    args += ["--scenario", "server", "--ttft-bound-ms", "0.001", "--runs", "1"]
+    proc = fwbench(*args, "--duration", "0.2", "--db", str(db), "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)
+    assert record["status"] == "ok" and record["validity"] == "INVALID"
+    assert record["invalid_reasons"][0].startswith(
+        "the TTFT bound 0.001 ms is below the unloaded time to first token"
+    )
+    assert record["max_qps"] is None
+
+
 def test_a_bound_no_batch_can_meet_is_recorded_invalid_with_its_reason(
     tmp_path: Path, plugin_env: dict[str, str]
 ) -> None:
@@ -75,7 +132,20 @@ def test_a_bound_no_batch_can_meet_is_recorded_invalid_with_its_reason(
         (["--latency-bound-ms", "5"], "--latency-bound-ms: applies to the server scenario"),
         (["--qps", "5"], "--qps: applies to the server scenario"),
         (["--runs", "0"], "runs: must be 1 or more"),
-        (["--task", "train"], "No such option"),
+        (["--task", "train"], "serving answers queries; set task: infer or generate"),
+        (
+            [*GENERATE[:4], "--scenario", "server", "--latency-bound-ms", "50"],
+            "latency_bound_ms does not apply to task generate; its bounds are ttft_bound_ms",
+        ),
+        (
+            ["--scenario", "server", "--ttft-bound-ms", "50"],
+            "ttft_bound_ms does not apply to task infer; its bounds are latency_bound_ms",
+        ),
+        (["--tpot-bound-ms", "5"], "--tpot-bound-ms: applies to the server scenario"),
+        (
+            ["--model", "resnet18", "--task", "generate"],
+            "task generate does not take resnet18; valid choices: gpt2, gpt2_tiny",
+        ),
     ],
 )
 def test_bad_serving_input_is_one_line_and_writes_nothing(

@@ -3,7 +3,7 @@ from ServingResults and rendered by the HTML and Markdown reports alike."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fwbench.case import execution_note
@@ -11,6 +11,7 @@ from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.measure.comparison import Comparison
 from fwbench.report import warnings
 from fwbench.serve.result import Figure, ServingResult
+from fwbench.serve.spec import point_label, streams
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,16 @@ def _validity(r: ServingResult) -> str:
     return "INVALID: " + "; ".join(r.invalid_reasons or ("see LoadGen's log",)) + cut
 
 
-def _groups(results: Sequence[ServingResult]) -> list[list[ServingResult]]:
-    """The newest result of each point, grouped by workload and scenario."""
+def _groups(
+    results: Sequence[ServingResult], streaming: bool | None = None
+) -> list[list[ServingResult]]:
+    """The newest result of each point, grouped by workload and scenario; `streaming`:
+    only the points whose task streams tokens (True) or does not (False)."""
     newest = {r.point_key: r for r in sorted(results, key=lambda r: r.recorded_at)}
     found: dict[tuple[object, ...], list[ServingResult]] = {}
     for r in newest.values():
-        found.setdefault((r.case.workload_key(), r.spec), []).append(r)
+        if streaming is None or streams(r.case) == streaming:
+            found.setdefault((r.case.workload_key(), r.spec), []).append(r)
     return list(found.values())
 
 
@@ -76,28 +81,53 @@ def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool
 
 
 def _per_run(r: ServingResult, values: str) -> list[float]:
+    """Each run's value of `values`: max_qps, samples_per_s, tokens_per_s, a latency
+    percentile ("90.00"), or a token latency's ("ttft:90.00", "tpot:90.00")."""
     if r.status != "ok":
         return []
     out = []
     for run in r.runs:
         main = run.main_test
+        kind, _, percentile = values.rpartition(":")
         if values == "max_qps":
             value = run.max_qps
         elif main is None:
             value = None
-        elif values == "samples_per_s":
-            value = main.samples_per_s
+        elif values in ("samples_per_s", "tokens_per_s"):
+            value = getattr(main, values)
         else:
-            value = main.latency_s.get(values)
+            value = getattr(main, f"{kind or 'latency'}_s").get(percentile)
         if value:
             out.append(value)
     return out
 
 
 def tables(results: Sequence[ServingResult]) -> list[Table]:
-    """One table per scenario that was measured, with a verdict per workload."""
+    """One table per scenario that was measured, with a verdict per workload; a
+    generation's (a streaming task's) in tables of its token latencies."""
+    out = [*_query_tables(results), *_token_tables(results)]
+    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
+    if out and overheads:
+        out[0] = Table(
+            out[0].heading,
+            out[0].note + " The harness's own latency (a no-op model served the same way): "
+            f"{max(overheads) * 1e6:.3g} µs at most.",
+            out[0].head,
+            out[0].rows,
+        )
+    grouped = warnings.group(
+        (point_label(r.case, r.spec), w) for g in _groups(results) for r in g for w in r.warnings
+    )
+    if grouped:
+        rows = [[g.text(), g.where()] for g in grouped]
+        out.append(Table("Serving: warnings", "", ["warning", "where"], rows))
+    return out
+
+
+def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
+    """Tables of the points whose queries are answered whole (their latency)."""
     out = []
-    single = [g for g in _groups(results) if g[0].spec.scenario == "single_stream"]
+    single = [g for g in _groups(results, False) if g[0].spec.scenario == "single_stream"]
     if single:
         rows = [
             [
@@ -134,7 +164,7 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
                 rows,
             )
         )
-    searched = [g for g in _groups(results) if g[0].spec.searches]
+    searched = [g for g in _groups(results, False) if g[0].spec.searches]
     if searched:
         rows = [
             [
@@ -170,7 +200,9 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
             )
         )
     fixed = [
-        g for g in _groups(results) if g[0].spec.scenario == "server" and not g[0].spec.searches
+        g
+        for g in _groups(results, False)
+        if g[0].spec.scenario == "server" and not g[0].spec.searches
     ]
     if fixed:
         rows = [
@@ -209,7 +241,7 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
                 rows,
             )
         )
-    offline = [g for g in _groups(results) if g[0].spec.scenario == "offline"]
+    offline = [g for g in _groups(results, False) if g[0].spec.scenario == "offline"]
     if offline:
         rows = [
             [
@@ -232,25 +264,164 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
                 rows,
             )
         )
-    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
-    if out and overheads:
-        out[0] = Table(
-            out[0].heading,
-            out[0].note + " The harness's own latency (a no-op model served the same way): "
-            f"{max(overheads) * 1e6:.3g} µs at most.",
-            out[0].head,
-            out[0].rows,
-        )
-    grouped = warnings.group(
-        (f"{r.case.label()} {r.spec.label()}", w)
-        for g in _groups(results)
-        for r in g
-        for w in r.warnings
-    )
-    if grouped:
-        rows = [[g.text(), g.where()] for g in grouped]
-        out.append(Table("Serving: warnings", "", ["warning", "where"], rows))
     return out
+
+
+def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
+    """Tables of generations served as streams: LoadGen's time to first token (TTFT),
+    time per output token after it (TPOT) and tokens per second, per scenario."""
+    out = []
+    groups = _groups(results, True)
+
+    def rows(
+        kind: list[list[ServingResult]],
+        cells: Callable[[ServingResult], list[str]],
+        verdicts: list[tuple[str, bool]],
+    ) -> list[list[str]]:
+        return [
+            [
+                r.case.model,
+                r.case.shape,
+                str(r.case.batch_size),
+                *cells(r),
+                _validity(r),
+                *(_verdict(g, v, higher) if i == 0 else "" for v, higher in verdicts),
+            ]
+            for g in kind
+            for i, r in enumerate(g)
+        ]
+
+    single = [g for g in groups if g[0].spec.scenario == "single_stream"]
+    if single:
+        out.append(
+            Table(
+                "Serving generation: SingleStream token latency",
+                "One query at a time, each a prompt for every sequence of `batch`, its tokens "
+                "streamed: LoadGen's time to first token (TTFT) and time per output token "
+                "after it (TPOT), ms, and tokens per second, each with its 95% interval over "
+                "runs; verdicts compare the p90s per run.",
+                [
+                    "model",
+                    "shape",
+                    "batch",
+                    "variant",
+                    "TTFT p50 ms",
+                    "TTFT p90 ms",
+                    "TPOT p50 ms",
+                    "TPOT p90 ms",
+                    "tokens/s",
+                    "LoadGen",
+                    "verdict (TTFT p90)",
+                    "verdict (TPOT p90)",
+                ],
+                rows(
+                    single,
+                    lambda r: [
+                        r.case.variant,
+                        _ms(r.ttft("50.00")),
+                        _ms(r.ttft("90.00")),
+                        _ms(r.tpot("50.00")),
+                        _ms(r.tpot("90.00")),
+                        _rate(r.tokens_per_s),
+                    ],
+                    [("ttft:90.00", False), ("tpot:90.00", False)],
+                ),
+            )
+        )
+    searched = [g for g in groups if g[0].spec.searches]
+    if searched:
+        out.append(
+            Table(
+                "Serving generation: highest rate under the TTFT and TPOT bounds",
+                "MLPerf's Server result for a language model: the highest Poisson rate of "
+                "prompts (batched up to `max batch`, which prefill and decode together) whose "
+                "TTFT and TPOT percentiles both stay under their bounds, found by bisection in "
+                "each run; 95% interval over runs.",
+                [
+                    "model",
+                    "shape",
+                    "max batch",
+                    "scenario",
+                    "variant",
+                    "max qps",
+                    "TTFT at the percentile, ms",
+                    "TPOT at the percentile, ms",
+                    "LoadGen",
+                    "verdict (max qps)",
+                ],
+                rows(
+                    searched,
+                    lambda r: [
+                        r.spec.label(True),
+                        r.case.variant,
+                        _rate(r.max_qps),
+                        _ms(r.ttft(_key(r))),
+                        _ms(r.tpot(_key(r))),
+                    ],
+                    [("max_qps", True)],
+                ),
+            )
+        )
+    fixed = [g for g in groups if g[0].spec.scenario == "server" and not g[0].spec.searches]
+    if fixed:
+        key = _key(fixed[0][0])
+        out.append(
+            Table(
+                "Serving generation: token latency at a fixed rate",
+                "Poisson arrivals of prompts at the target rate, batched up to `max batch`; "
+                "TTFT (queueing included) and TPOT in ms at the median and at the bound's "
+                "percentile, tokens per second; 95% intervals over runs.",
+                [
+                    "model",
+                    "shape",
+                    "max batch",
+                    "scenario",
+                    "variant",
+                    "tokens/s",
+                    "TTFT p50 ms",
+                    "TTFT at the percentile, ms",
+                    "TPOT p50 ms",
+                    "TPOT at the percentile, ms",
+                    "LoadGen",
+                    "verdict (TTFT)",
+                    "verdict (TPOT)",
+                ],
+                rows(
+                    fixed,
+                    lambda r: [
+                        r.spec.label(True),
+                        r.case.variant,
+                        _rate(r.tokens_per_s),
+                        _ms(r.ttft("50.00")),
+                        _ms(r.ttft(_key(r))),
+                        _ms(r.tpot("50.00")),
+                        _ms(r.tpot(_key(r))),
+                    ],
+                    [(f"ttft:{key}", False), (f"tpot:{key}", False)],
+                ),
+            )
+        )
+    offline = [g for g in groups if g[0].spec.scenario == "offline"]
+    if offline:
+        out.append(
+            Table(
+                "Serving generation: Offline throughput",
+                "All prompts at once, generated in batches of `batch`; tokens per second, 95% "
+                "interval over runs.",
+                ["model", "shape", "batch", "variant", "tokens/s", "LoadGen", "verdict"],
+                rows(
+                    offline,
+                    lambda r: [r.case.variant, _rate(r.tokens_per_s)],
+                    [("tokens_per_s", True)],
+                ),
+            )
+        )
+    return out
+
+
+def _key(r: ServingResult) -> str:
+    """The bound's percentile as LoadGen's log names it ("99.00")."""
+    return f"{r.spec.bound_percentile * 100:.2f}"
 
 
 @dataclass(frozen=True)
@@ -269,20 +440,21 @@ def curve(results: Sequence[ServingResult]) -> list[CurvePoint]:
     for r in (r for g in _groups(results) for r in g):
         if r.spec.scenario != "server" or r.status != "ok":
             continue
-        key = f"{r.spec.bound_percentile * 100:.2f}"
-        bound = f"p{r.spec.bound_percentile * 100:g} bound {r.spec.bound_s * 1e3:g} ms"
+        key = _key(r)
+        p = f"p{r.spec.bound_percentile * 100:g}"
+        bound = f"{p} bound {r.spec.bound_s * 1e3:g} ms"
         wait = f"wait {r.spec.wait_s * 1e3:g} ms"
+        # A generation's queueing shows in its first token: the curve is its TTFT.
+        if streaming := streams(r.case):
+            bound = f"{p} TTFT against its bound {r.spec.ttft_bound_s * 1e3:g} ms"
         panel = f"{r.case.model} max batch {r.case.batch_size}, {bound}, {wait}"
         for run in r.runs:
             for t in run.tests:
-                if t.target_qps and key in t.latency_s:
+                values = t.ttft_s if streaming else t.latency_s
+                if t.target_qps and key in values:
                     points.append(
                         CurvePoint(
-                            r.case.variant,
-                            panel,
-                            t.target_qps,
-                            t.latency_s[key],
-                            t.validity == "VALID",
+                            r.case.variant, panel, t.target_qps, values[key], t.validity == "VALID"
                         )
                     )
     return points
