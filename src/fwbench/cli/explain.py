@@ -63,9 +63,6 @@ PHASE_TABLES = (
 )
 
 
-# Each framework's usual way of running, as in the quick preset.
-
-
 def command(
     model: Annotated[
         str | None,
