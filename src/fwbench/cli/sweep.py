@@ -35,6 +35,7 @@ from fwbench.launch.ray import SERVING_REFUSED
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.rounds import Point
+from fwbench.serve.spec import point_label
 
 
 def command(
@@ -148,7 +149,7 @@ def command(
     if dry_run:
         for spec in sweep.serve or [None]:
             for case in sweep.cases:
-                console.print(case.label() + (f" {spec.label()}" if spec else ""))
+                console.print(point_label(case, spec) if spec else case.label())
         points = len(sweep.cases) * len(sweep.serve)
         if sweep.serve:
             console.print(f"{points} serving points")
