@@ -49,10 +49,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--workload", action="append", help="model:task:batch (repeat)")
+    p.add_argument(
+        "--after-first", action="store_true", help="Start with the after plan (a second session)."
+    )
     a = p.parse_args()
     workloads = a.workload or WORKLOADS
     found: dict[str, list[tuple[str, int, float]]] = {name: [] for name in PLANS}
-    flip = False
+    flip = a.after_first
     for r in range(a.rounds):
         for workload in workloads:
             order = list(PLANS) if not flip else list(reversed(PLANS))
