@@ -447,3 +447,43 @@ def test_a_serving_row_of_schema_10_reads_its_run_id_as_its_invocation_id(
     assert back.invocation_id == "old" and back.schema_version == 10
     now = {"invocation_id": r.invocation_id, "schema_version": r.schema_version}
     assert back.model_copy(update=now) == r
+
+
+def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile() -> None:
+    """Served generations: TTFT and TPOT over runs, their own tables (not the query
+    latency's), and a fixed-rate verdict read at each group's own bound percentile."""
+    from fwbench.report.serving import tables
+
+    def gen(framework: str) -> Case:
+        return Case.build(
+            framework=framework, model="gpt2_tiny", task="generate", batch_size=1, seq_len=8,
+            threads=1,
+        )  # fmt: skip
+
+    def token_run(i: int, ttft: dict[str, float], tpot: float) -> ServingRun:
+        test = LoadGenTest(
+            scenario="server", target_qps=5.0, validity="VALID", wall_s=1.0,
+            latency_s={"50.00": 0.1}, ttft_s=ttft, tpot_s={"50.00": tpot, "90.00": tpot,
+            "99.00": tpot}, tokens_per_s=40.0, samples_per_s=5.0,
+        )  # fmt: skip
+        return ServingRun(index=i, launcher="fork-server", status="ok", tests=(test,), main=0)
+
+    results = []
+    for percentile, key in ((0.9, "90.00"), (0.99, "99.00")):
+        spec = ServeSpec.build(scenario="server", target_qps=5, percentile=percentile)
+        for fw, slow in (("torch", 1.0), ("tensorflow", 2.0)):
+            # TTFT differs 2x at this group's percentile only; the other is equal.
+            ttft = {"50.00": 0.01, "90.00": 0.02, "99.00": 0.02}
+            ttft[key] *= slow
+            runs = [token_run(i, {k: v * (1 + i / 100) for k, v in ttft.items()}, 0.005)
+                    for i in range(3)]  # fmt: skip
+            results.append(build_result(Point(gen(fw), spec), runs, [None] * 3, "r", fw, None))
+    r = results[0]
+    assert r.streams and r.ttft("90.00") is not None and r.ttft("90.00").runs == 3
+    assert r.tokens_per_s is not None and r.tokens_per_s.value == pytest.approx(40.0)
+    (fixed,) = [t for t in tables(results) if "fixed rate" in t.heading]
+    assert fixed.heading == "Serving generation: token latency at a fixed rate"
+    verdicts = [row[-2] for row in fixed.rows if row[-2]]
+    assert len(verdicts) == 2
+    assert all(v.startswith("torch/eager 2") for v in verdicts), verdicts
+    assert not any(t.heading.startswith("Serving: latency") for t in tables(results))

@@ -285,7 +285,11 @@ def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
                 str(r.case.batch_size),
                 *cells(r),
                 _validity(r),
-                *(_verdict(g, v, higher) if i == 0 else "" for v, higher in verdicts),
+                # "{key}": the group's bound percentile, as LoadGen's log names it.
+                *(
+                    _verdict(g, v.format(key=_key(g[0])), higher) if i == 0 else ""
+                    for v, higher in verdicts
+                ),
             ]
             for g in kind
             for i, r in enumerate(g)
@@ -364,7 +368,6 @@ def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
         )
     fixed = [g for g in groups if g[0].spec.scenario == "server" and not g[0].spec.searches]
     if fixed:
-        key = _key(fixed[0][0])
         out.append(
             Table(
                 "Serving generation: token latency at a fixed rate",
@@ -397,7 +400,7 @@ def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
                         _ms(r.tpot("50.00")),
                         _ms(r.tpot(_key(r))),
                     ],
-                    [(f"ttft:{key}", False), (f"tpot:{key}", False)],
+                    [("ttft:{key}", False), ("tpot:{key}", False)],
                 ),
             )
         )
