@@ -453,6 +453,7 @@ def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile(
     """Served generations: TTFT and TPOT over runs, their own tables (not the query
     latency's), and a fixed-rate verdict read at each group's own bound percentile."""
     from fwbench.report.serving import tables
+    from fwbench.serve.spec import streams
 
     def gen(framework: str) -> Case:
         return Case.build(
@@ -479,7 +480,7 @@ def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile(
                     for i in range(3)]  # fmt: skip
             results.append(build_result(Point(gen(fw), spec), runs, [None] * 3, "r", fw, None))
     r = results[0]
-    assert r.streams and r.ttft("90.00") is not None and r.ttft("90.00").runs == 3
+    assert streams(r.case) and r.ttft("90.00") is not None and r.ttft("90.00").runs == 3
     assert r.tokens_per_s is not None and r.tokens_per_s.value == pytest.approx(40.0)
     (fixed,) = [t for t in tables(results) if "fixed rate" in t.heading]
     assert fixed.heading == "Serving generation: token latency at a fixed rate"

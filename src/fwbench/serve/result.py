@@ -142,11 +142,6 @@ class ServingResult(BaseModel):
     def tpot(self, percentile: str) -> Figure | None:
         return self.tpot_s.get(percentile)
 
-    @property
-    def streams(self) -> bool:
-        """Its model answered with a stream of tokens (its figures are token latencies)."""
-        return bool(self.ttft_s)
-
     def to_record(self) -> dict[str, Any]:
         """The JSON form printed by `--json`: the record itself, with the case flat."""
         record = self.model_dump(mode="json", exclude={"case"})
