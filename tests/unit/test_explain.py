@@ -108,10 +108,18 @@ def test_a_breakdown_gives_each_phase_per_occurrence() -> None:
         ("aten::copy_", "layout / copies"),
         ("aten::_lstm", "recurrent"),
         ("aten::empty", "other ops"),
+        ("gloo:all_reduce", "communication"),
+        ("DistributedDataParallel.forward|c10d::broadcast_", "communication"),
+        ("CollectiveBcastRecvV2", "communication"),
     ],
 )
 def test_the_default_table(text: str, category: str) -> None:
     assert CATEGORISE(text) == category
+
+
+@pytest.mark.parametrize("text", ["aten::broadcast_tensors", "m/gpt/BroadcastTo:BroadcastTo"])
+def test_a_broadcast_on_one_device_is_not_communication(text: str) -> None:
+    assert CATEGORISE(text) != "communication"
 
 
 def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ OTHER = "other ops"
 
 DEFAULT_RULES: list[tuple[str, str]] = [
     ("optimizer update", r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum"),
-    ("communication", r"allreduce|all_reduce|nccl|gloo|allgather|broadcast|collective"),
+    # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
+    # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
+    ("communication", r"allreduce|all_reduce|nccl|gloo|allgather|c10d::|collective"),
     ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
     ("convolution", r"conv|depthwise"),
     ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm"),
