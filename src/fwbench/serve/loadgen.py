@@ -31,7 +31,7 @@ from fwbench.frameworks.base import Workload
 from fwbench.measure import stats
 from fwbench.measure.timing import TimingConfig, prepare, run_block
 from fwbench.serve.result import PERCENTILES, LoadGenTest
-from fwbench.serve.spec import ServeSpec, min_queries, streams
+from fwbench.serve.spec import ServeSpec, min_queries
 from fwbench.tasks import find_task
 
 # The QSL's size: samples are indices into nothing (the inputs are bound to the model).
@@ -163,9 +163,10 @@ class Served:
         self.workloads = {b: build(case.model_copy(update={"batch_size": b})) for b in self.sizes}
         self.latency_s: dict[int, float] = {}
         # A streaming task's tokens per sample (a generation's new tokens); None otherwise.
+        # (A streaming task names its units_from: tasks.Task checks it.)
         task = find_task(case.task)
-        units = task.units_from if task is not None else None
-        self.tokens = case.task_values[units] if streams(case) and units else None
+        units = task.units_from if task is not None and task.streams else None
+        self.tokens = case.task_values[units] if units else None
         # Its own figures (a generation's TTFT and TPOT), unloaded, per batch size.
         self.unloaded: dict[int, dict[str, float]] = {}
 

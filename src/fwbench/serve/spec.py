@@ -211,10 +211,10 @@ def check_point(case: Case, spec: ServeSpec) -> None:
     """A case and the scenario it is served in: the case as check_case, and bounds of
     the kind its task answers with (a query's latency, or a stream's token latencies)."""
     check_case(case)
-    given = [f for f in (TOKEN_BOUNDS if not streams(case) else QUERY_BOUNDS) if getattr(spec, f)]
+    wrong, right = (QUERY_BOUNDS, TOKEN_BOUNDS) if streams(case) else (TOKEN_BOUNDS, QUERY_BOUNDS)
+    given = [f for f in wrong if getattr(spec, f) is not None]
     if given:
-        other = "ttft_bound_ms and tpot_bound_ms" if streams(case) else "latency_bound_ms"
         raise SpecError(
             f"serve: {case.label()}: {given[0]} does not apply to task {case.task}; "
-            f"its bounds are {other}"
+            f"its bounds are {' and '.join(right)}"
         )
