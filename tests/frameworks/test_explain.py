@@ -81,3 +81,29 @@ def test_explain_refuses_an_unknown_stored_case(tmp_path: Path) -> None:
     proc = fwbench("explain", "--case", "feedbeef", "--db", str(db))
     assert proc.returncode == 2
     assert "no results file" in proc.stderr
+
+
+_PROFILE_UNKEPT = """
+from fwbench.case import Case
+from fwbench.frameworks.tensorflow import TensorFlowAdapter
+case = Case.build(framework="tensorflow", mode="graph", model="resnet18", task="infer",
+                  batch_size=2, input_size=32, num_classes=10, device="cpu", threads=1)
+adapter = TensorFlowAdapter()
+workload = adapter.build(case)
+workload.step()
+_, events, window, trace = adapter.profile(workload, 2, None)
+assert events and trace is None, (len(events), trace)
+"""
+
+
+def test_a_tensorflow_trace_nobody_keeps_leaves_nothing_behind(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROFILE_UNKEPT], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not list(tmp_path.glob("fwbench-tf-trace-*"))

@@ -372,26 +372,32 @@ class TensorFlowAdapter(Adapter):
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
     ) -> tuple[str, list[Event], Window, str | None]:
+        import contextlib
         import glob
         import tempfile
 
         from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-        logdir = trace_path or tempfile.mkdtemp(prefix="fwbench-tf-trace-")
-        tf.profiler.experimental.start(logdir)
-        try:
-            with (
-                generation.phases_marked(workload, tf.profiler.experimental.Trace),
-                tf.profiler.experimental.Trace(WINDOW),
-            ):
-                for _ in range(steps):
-                    workload.step()
-                workload.sync()
-        finally:
-            tf.profiler.experimental.stop()
-        files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
-        space = xplane_pb2.XSpace()
-        space.ParseFromString(open(files[-1], "rb").read())  # noqa: SIM115
+        # A trace nobody asked to keep is read, then removed with its directory.
+        with contextlib.ExitStack() as stack:
+            logdir = trace_path or stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="fwbench-tf-trace-")
+            )
+            tf.profiler.experimental.start(logdir)
+            try:
+                with (
+                    generation.phases_marked(workload, tf.profiler.experimental.Trace),
+                    tf.profiler.experimental.Trace(WINDOW),
+                ):
+                    for _ in range(steps):
+                        workload.step()
+                    workload.sync()
+            finally:
+                tf.profiler.experimental.stop()
+            files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
+            space = xplane_pb2.XSpace()
+            with open(files[-1], "rb") as trace:
+                space.ParseFromString(trace.read())
         on_gpu = isinstance(workload, TensorFlowWorkload | TensorFlowGenerate) and workload.on_gpu
         events: list[Event] = []
         span = (0.0, 0.0)
@@ -417,7 +423,7 @@ class TensorFlowAdapter(Adapter):
                         if op is not None:
                             thread = f"{plane.name}:{line.id}"
                             events.append(Event(thread, start, end, op, name))
-        return "tf.profiler (XPlane)", events, Window(*span, phases), logdir
+        return "tf.profiler (XPlane)", events, Window(*span, phases), trace_path
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload("/GPU:0" if device == "cuda" else "/CPU:0", dtype, n)
