@@ -218,7 +218,9 @@ def result_from_outcome(
     measurement = None
     warnings: tuple[str, ...] = ()
     if report.status == "ok" and outcome.runs:
-        measurement = measurement_of(outcome.runs, outcome.stop_reason or "max_runs")
+        measurement = measurement_of(
+            outcome.runs, outcome.stop_reason or "max_runs", outcome.group_id
+        )
         warnings = (
             *(f"run {r.index + 1}: {w}" for r in measurement.runs for w in r.warnings),
             *outcome.warnings,
@@ -262,8 +264,11 @@ def result_from_outcome(
     )
 
 
-def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measurement:
-    """The case's measurement from its runs: the estimate over runs, every run kept."""
+def measurement_of(
+    measured: Sequence[MeasuredRun], stop_reason: str, group_id: str | None = None
+) -> Measurement:
+    """The case's measurement from its runs: the estimate over runs, every run kept;
+    `group_id` names the group whose variants it was measured with, round by round."""
     found = tuple(
         Run(
             index=i,
@@ -313,6 +318,7 @@ def measurement_of(measured: Sequence[MeasuredRun], stop_reason: str) -> Measure
         runs=found,
         ci_method=est.method,
         figures=figures,
+        group_id=group_id,
     )
 
 

@@ -34,6 +34,9 @@ so `Result.from_record` reads exported JSON of every earlier version):
      generation's time to first token and time per output token): in each run its
      values per block and their median (runs[].figures), and the case's estimate over
      runs with its interval (measurement.figures); {} for train and infer, and before.
+ 14  group_id: the id shared by the variants measured with it in rounds (their blocks
+     alternating, run i of each made in round i), whose verdicts pair their runs by
+     round; None when it was measured alone, and before this version (read unpaired).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
@@ -142,6 +145,10 @@ class Measurement(Blocks):
     # Its task's figures beyond the step time, each estimated over the runs as the step
     # time is (their geometric mean, with the same interval): {} for train and infer.
     figures: dict[str, StepTime] = Field(default_factory=dict)
+    # Shared by the variants measured with it in rounds, their blocks alternating: run i
+    # of each was made in round i, so their verdicts pair runs by round. None: measured
+    # alone (or before version 14).
+    group_id: str | None = None
 
     def per_run(self, estimator: str = "median", figure: str = STEP_TIME.name) -> tuple[float, ...]:
         """One value per process of `figure` (the step time unless named), by the
@@ -153,6 +160,12 @@ class Measurement(Blocks):
         if not series:
             raise ValueError(f"figure: this measurement has no {figure}")
         return comparison.per_run(series, estimator)
+
+    def rounds(self, figure: str = STEP_TIME.name) -> tuple[int, ...]:
+        """The round of each of `per_run`'s values (a run's index is its round)."""
+        if figure == STEP_TIME.name:
+            return tuple(run.index for run in self.runs) or (0,)
+        return tuple(run.index for run in self.runs if figure in run.figures)
 
     def figure(self, name: str = STEP_TIME.name) -> StepTime:
         """The case's estimate of `figure` over its runs, with its interval."""
@@ -430,14 +443,22 @@ def comparison_of(
     Result.verdict_figure, where the sides agree; the step time where they do not) by
     the estimator they were recorded under (where the sides agree), and, with
     `sequential`, under the widest plan any side's runs could have stopped at
-    (Result.looks). Results without a measurement are left out."""
+    (Result.looks). Results measured together in one group (Measurement.group_id) pair
+    their runs by round; others are read unpaired. Results without a measurement are
+    left out."""
     ok = {name: (r, r.measurement) for name, r in results.items() if r.measurement is not None}
     estimator = comparison.common_estimator(r.estimator for r, _ in ok.values())
     looks = comparison.widest(r.looks for r, _ in ok.values()) if sequential else None
     if figure is None:
         figure = common_figure(r for r, _ in ok.values())
     values = {name: m.per_run(estimator, figure) for name, (_, m) in ok.items()}
-    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator)
+    groups = {m.group_id for _, m in ok.values()}
+    rounds = (
+        {name: m.rounds(figure) for name, (_, m) in ok.items()}
+        if len(ok) >= 2 and len(groups) == 1 and None not in groups
+        else None
+    )
+    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator, rounds)
 
 
 def common_figure(results: Iterable[Result]) -> str:

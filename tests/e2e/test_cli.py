@@ -29,6 +29,7 @@ def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
     assert record["framework"] == "torch" and record["model"] == "resnet18"
     assert record["task"] == "infer" and record["batch_size"] == 2
     assert record["status"] == "ok" and record["error"] is None
+    assert record["group_id"] is None  # measured alone: nothing to pair its runs with
     st = record["step_time_s"]
     assert 0 < st["ci_low"] <= st["median"] <= st["ci_high"]
     assert record["throughput"] == pytest.approx(2 / st["median"])

@@ -12,8 +12,8 @@ import pytest
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
-from fwbench.report.summary import summarise
-from fwbench.result import Result, StepTime
+from fwbench.report.summary import summarise, verdict_notes
+from fwbench.result import Result, StepTime, comparison_of
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING, fwbench
 
@@ -58,6 +58,26 @@ def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _stored(db: Path) -> list[Result]:
     with ResultStore(db, read_only=True) as store:
         return store.results()
+
+
+def test_variants_measured_together_share_a_group_and_their_verdicts_pair_runs(
+    sweep_db: Path,
+) -> None:
+    results = [r for r in _stored(sweep_db) if r.measurement is not None]
+    by_workload: dict[tuple[object, ...], list[Result]] = {}
+    for r in results:
+        by_workload.setdefault(r.case.workload_key(), []).append(r)
+    groups = set()
+    for found in by_workload.values():
+        assert len(found) == 2
+        ids = {r.measurement.group_id for r in found if r.measurement}
+        assert len(ids) == 1 and None not in ids  # one group: the two frameworks, round by round
+        groups |= ids
+        assert [run.index for run in found[0].measurement.runs] == [0, 1]  # type: ignore[union-attr]
+        assert comparison_of({r.case.framework: r for r in found}).paired
+    assert len(groups) == len(by_workload)  # each workload its own group
+    _, rows = summarise(results)
+    assert any("pair the variants' runs round by round" in n for n in verdict_notes(rows))
 
 
 def test_html_report_has_every_case_the_gaps_and_the_stored_ratios(

@@ -4,10 +4,13 @@ estimator that turns a run into one value (pure; synthetic per-run values)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import pytest
 
+from fwbench.case import Case
 from fwbench.measure.comparison import Comparison, common_estimator, per_run
+from fwbench.result import Measurement, Result, StepTime, comparison_of
 
 
 @dataclass(frozen=True)
@@ -78,3 +81,55 @@ def test_results_compared_read_the_estimator_they_were_measured_under() -> None:
     assert common_estimator(["p25", "p25"]) == "p25"
     assert common_estimator(["p25", "median"]) == "median"  # both sides read alike
     assert common_estimator([]) == "median"
+
+
+def _grouped(framework: str, medians: list[float], group_id: str | None) -> Result:
+    from tests.unit.test_parity_and_summary import START, runs_of
+
+    case = Case.build(framework=framework, model="resnet18", threads=2)
+    m = Measurement(
+        runs=runs_of(medians),
+        step_time_s=StepTime(median=medians[0], ci_low=min(medians), ci_high=max(medians)),
+        samples=tuple(medians),
+        group_id=group_id,
+        **START,
+    )
+    return Result(
+        result_id=framework, invocation_id="r", recorded_at=datetime.now(), case=case,
+        status="ok", measurement=m,
+    )  # fmt: skip
+
+
+def test_results_of_one_group_pair_their_runs_by_round() -> None:
+    # The machine's state in each round slowed both sides alike; within a round, torch is
+    # 1.06x slower, give or take 0.5%.
+    rounds = [1.00, 1.18, 0.91, 1.07]
+    torch = [0.106 * f * (1 + e) for f, e in zip(rounds, (0.004, -0.003, 0.0, 0.002), strict=True)]
+    tf = [0.100 * f for f in rounds]
+    together = comparison_of(
+        {"torch": _grouped("torch", torch, "g1"), "tf": _grouped("tensorflow", tf, "g1")}
+    )
+    assert together.paired
+    verdict = together.verdict()
+    assert verdict is not None and (verdict.faster, verdict.outcome) == ("tf", "faster")
+    assert verdict.ratio == pytest.approx(1.06, rel=0.005) and verdict.ci_low > 1.04
+    # Measured apart (another group, or before groups were recorded): the rounds' spread
+    # is the runs' spread, and nothing is decided.
+    for other in ("g2", None):
+        apart = comparison_of(
+            {"torch": _grouped("torch", torch, "g1"), "tf": _grouped("tensorflow", tf, other)}
+        )
+        assert not apart.paired
+        assert apart.verdict().outcome == "inconclusive"  # type: ignore[union-attr]
+    # A side whose fourth run failed: the rounds both ran are paired.
+    short = comparison_of(
+        {"torch": _grouped("torch", torch[:3], "g1"), "tf": _grouped("tensorflow", tf, "g1")}
+    )
+    assert short.verdict().runs == (3, 3)  # type: ignore[union-attr]
+
+
+def test_a_paired_comparison_needs_the_rounds_of_every_variant() -> None:
+    with pytest.raises(ValueError, match="rounds of every variant"):
+        Comparison.of({"a": [0.1, 0.2], "b": [0.1, 0.2]}, rounds={"a": [0, 1]})
+    one = Comparison.of({"a": [0.1], "b": [0.12]}, rounds={"a": [0], "b": [0]}).verdict()
+    assert one is not None and one.interval() == "no interval: one run each"

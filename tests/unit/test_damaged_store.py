@@ -48,15 +48,13 @@ DAMAGE = [
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'"],
-        "its results table has column invocation_id, tracked, options, task_dims, figures "
-        "of a schema "
-        "after the version 7",
+        "its results table has column invocation_id, tracked, options, task_dims, figures, "
+        "group_id of a schema after the version 7",
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'", "DROP TABLE serving"],
-        "its results table has column invocation_id, tracked, options, task_dims, figures "
-        "of a schema "
-        "after the version 7",
+        "its results table has column invocation_id, tracked, options, task_dims, figures, "
+        "group_id of a schema after the version 7",
     ),
 ]
 

@@ -30,13 +30,20 @@ def interleaved_runs(seed: int, rounds: int, ratio: float = 1.0) -> dict[str, li
 
 
 def until_decided(
-    runs: dict[str, list[float]], first: int, last: int, sequential: bool = True
+    runs: dict[str, list[float]],
+    first: int,
+    last: int,
+    sequential: bool = True,
+    paired: bool = False,
 ) -> tuple[str, str, int]:
     """The driver's rule: a look after each round from `first` runs a side; stop once
-    decided. Returns the outcome, the side called faster and the runs used."""
+    decided. Returns the outcome, the side called faster and the runs used. `paired`:
+    run i of each side was made in round i, and the verdict pairs them so."""
     looks = Looks(first, last) if sequential else None
     for n in range(first, last + 1):
-        verdict = Comparison.of({k: v[:n] for k, v in runs.items()}, looks=looks).verdict()
+        rounds = {k: range(n) for k in runs} if paired else None
+        values = {k: v[:n] for k, v in runs.items()}
+        verdict = Comparison.of(values, looks=looks, rounds=rounds).verdict()
         assert verdict is not None
         if verdict.outcome != "inconclusive" or n == last:
             return verdict.outcome, verdict.faster, n
@@ -114,3 +121,54 @@ def test_a_low_quantile_decides_sooner_where_interference_only_adds_time() -> No
             outcome, faster, _ = until_decided(values, 3, 10)
             decided[estimator] += outcome == "faster" and faster == "b"
     assert decided["p25"] > 1.2 * decided["median"], decided
+
+
+def test_paired_by_round_identical_variants_are_called_different_at_most_5_percent() -> None:
+    for first, last in ((3, 10), (3, 3)):
+        found = [until_decided(interleaved_runs(s, last), first, last, paired=True)
+                 for s in range(SEEDS)]  # fmt: skip
+        false = sum(outcome == "faster" for outcome, _, _ in found) / SEEDS
+        assert false <= 0.05, (first, last, false)
+    # Fewer degrees of freedom (n - 1) and a share of alpha (PAIRED_MARGIN): wider.
+    assert Looks(3, 3, paired=True).confidence == pytest.approx(0.965)
+    assert Looks(3, 10, paired=True).confidence > Looks(3, 10).confidence
+
+
+def shared_rounds(
+    seed: int, rounds: int, ratio: float = 1.0, lean: float = 0.0, shared: float = 0.08
+) -> dict[str, list[float]]:
+    """Runs whose rounds differ more than their processes do (the machine's state while a
+    round's blocks alternate: `shared`, against 2% a process), with a term that leans the
+    two sides of a round apart (`lean`: what one side's threads cost the other's blocks)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[float]] = {"a": [], "b": []}
+    for _ in range(rounds):
+        both, apart = rng.normal(0, shared), rng.normal(0, lean)
+        out["a"].append(0.1 * ratio * float(np.exp(both + apart + rng.normal(0, 0.02))))
+        out["b"].append(0.1 * float(np.exp(both - apart + rng.normal(0, 0.02))))
+    return out
+
+
+def test_pairing_by_round_decides_what_the_rounds_shared_would_hide() -> None:
+    decided = {False: 0, True: 0}
+    for seed in range(300):
+        runs = shared_rounds(seed, 10, ratio=1.10)
+        for paired in decided:
+            outcome, faster, _ = until_decided(runs, 3, 10, paired=paired)
+            decided[paired] += outcome == "faster" and faster == "b"
+    assert decided[True] >= 0.9 * 300 and decided[True] > 2 * decided[False], decided
+
+
+def test_runs_leaned_apart_within_a_round_keep_5_percent_only_when_paired() -> None:
+    """Why pairing is the reading of an interleaved design, not only a sharper one: when
+    what slows one side's blocks in a round speeds the other's, the two sides' runs of a
+    round are anti-correlated, and the unpaired interval, which takes them for
+    independent, is too narrow."""
+    false = {False: 0, True: 0}
+    for seed in range(SEEDS):
+        runs = shared_rounds(seed, 3, lean=0.06, shared=0.0)
+        for paired in false:
+            outcome, _, _ = until_decided(runs, 3, 3, paired=paired)
+            false[paired] += outcome == "faster"
+    assert false[True] / SEEDS <= 0.05, false
+    assert false[False] / SEEDS > 0.08, false

@@ -28,10 +28,12 @@ one case at a time.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +41,7 @@ from typing import Any, Protocol
 
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.outcome import Outcome, WorkerFailure
+from fwbench.launch.outcome import CaseOutcome, Outcome, WorkerFailure
 from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.measure import comparison, load
@@ -111,6 +113,9 @@ class _Group:
     def __init__(self, requests: Sequence[GroupRequest], deadline: float | None = None) -> None:
         self.kind = kind_of(requests)
         self.states: list[Variant] = [self.kind.state(r) for r in requests]
+        # Variants measured together: their runs of one round alternate blocks, so their
+        # verdicts pair them by round (Measurement.group_id).
+        self.group_id = uuid.uuid4().hex if len(requests) > 1 else None
         self.rounds = 0
         self.max_rounds = max(r.timing.max_runs for r in requests)
         # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
@@ -147,13 +152,18 @@ class _Group:
         self.rounds += 1
 
     def outcomes(self) -> list[Outcome]:
-        return [state.outcome() for state in self.states]
+        return [self._grouped(state.outcome()) for state in self.states]
 
     def so_far(self) -> list[Outcome] | None:
         """The outcomes if the command ended now (see CaseRuns.so_far); None before every
         case has a first run or a failure."""
         found = [state.so_far() for state in self.states]
-        return None if any(o is None for o in found) else [o for o in found if o]
+        return None if any(o is None for o in found) else [self._grouped(o) for o in found if o]
+
+    def _grouped(self, outcome: Outcome) -> Outcome:
+        if self.group_id is None or not isinstance(outcome, CaseOutcome) or not outcome.runs:
+            return outcome
+        return dataclasses.replace(outcome, group_id=self.group_id)
 
 
 def _decided(live: list[CaseRuns]) -> bool | None:
@@ -174,7 +184,10 @@ def _decided(live: list[CaseRuns]) -> bool | None:
         runs = [state.figure_runs(STEP_TIME.name) for state in live]
     # By place, not key: an A/A group holds one case twice.
     values = {f"{i}": comparison.per_run(r or [], estimator) for i, r in enumerate(runs)}
-    return comparison.Comparison.of(values, looks=looks).decided
+    # Live variants have a run in every round so far (one whose run failed is not live):
+    # run i of each is round i, and the verdict pairs them so, as every view will.
+    rounds = {key: range(len(found)) for key, found in values.items()}
+    return comparison.Comparison.of(values, looks=looks, rounds=rounds).decided
 
 
 def run_group(

@@ -53,6 +53,9 @@ class CaseOutcome:
     tracked: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None  # why no more runs were added
     warnings: tuple[str, ...] = ()
+    # Shared by the variants measured with it in rounds (run i of each in round i): their
+    # verdicts pair runs by round. None: measured alone.
+    group_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ A case is measured in several worker processes (runs); each run's median step ti
 one observation, because each process has its own offset (memory layout, allocator and
 thread placement) that no number of blocks inside it averages away, and blocks inside a
 process are autocorrelated. So the ratio of two cases is the ratio of the geometric means
-of their run medians, with a Welch t interval on the log scale (METHODOLOGY rule 16).
+of their run medians, with a t interval on the log scale (METHODOLOGY rule 16): Welch's
+for runs made apart, or a paired one on the per-round log ratios for runs made in the
+same rounds (their blocks alternating, so whatever slowed the machine in a round slowed
+both sides).
 
 A verdict has three outcomes (rule 18), against an equivalence band of +-`band`:
 - "A 1.31x faster (1.27-1.35)" when the whole interval lies beyond the band;
@@ -65,6 +68,23 @@ def ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> R
         df = max(na, nb) - 1
     half = float(sps.t.ppf(0.5 + confidence / 2, df)) * se
     return Ratio(math.exp(diff), math.exp(diff - half), math.exp(diff + half), na, nb)
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Ratio:
+    """Ratio of the geometric means of per-run values made in the same rounds (a[i] and
+    b[i] in round i), with a t interval of the mean per-round log ratio: what the two
+    runs of a round shared (the machine's state while their blocks alternated) cancels,
+    and what differs between the runs of a round, whichever way it leans, is what the
+    interval reads. One round has no interval."""
+    la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
+    if len(la) != len(lb) or len(la) < 1:
+        raise ValueError("a paired comparison needs the same rounds, at least one, on each side")
+    d = la - lb
+    n, diff = len(d), float(d.mean())
+    if n < 2:
+        return Ratio(math.exp(diff), 0.0, math.inf, n, n)
+    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    return Ratio(math.exp(diff), math.exp(diff - half), math.exp(diff + half), n, n)
 
 
 @dataclass(frozen=True)
@@ -137,15 +157,23 @@ POWER = 0.8
 
 
 def runs_needed(
-    a: Sequence[float], b: Sequence[float], band: float, confidence: float
+    a: Sequence[float],
+    b: Sequence[float],
+    band: float,
+    confidence: float,
+    paired: bool = False,
 ) -> int | None:
     """About how many runs a side would decide a comparison that is inconclusive now:
-    the fewest n at which, were the ratio and the spread (pooled, on the logs) what these
-    runs showed, an interval would clear the band (a difference beyond it) or fit inside
-    it (one within it) with probability POWER. An estimate: the runs so far estimate
-    both only roughly. None without a spread (one run a side, or none at all)."""
+    the fewest n at which, were the ratio and the spread (on the logs: pooled, or of the
+    per-round ratios when `paired`) what these runs showed, an interval would clear the
+    band (a difference beyond it) or fit inside it (one within it) with probability
+    POWER. An estimate: the runs so far estimate both only roughly. None without a
+    spread (one run a side, or none at all)."""
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
-    spreads = [float(x.var(ddof=1)) for x in (la, lb) if len(x) >= 2]
+    if paired:
+        spreads = [float((la - lb).var(ddof=1)) / 2] if len(la) >= 2 else []
+    else:
+        spreads = [float(x.var(ddof=1)) for x in (la, lb) if len(x) >= 2]
     if not spreads or (sd := math.sqrt(float(np.mean(spreads)))) == 0:
         return None
     shown, edge = abs(float(la.mean() - lb.mean())), math.log1p(band)
@@ -154,7 +182,8 @@ def runs_needed(
         return RUNS_NEEDED_CAP
     power = float(sps.norm.ppf(POWER))
     for n in range(max(len(la), len(lb), 2), RUNS_NEEDED_CAP):
-        critical = float(sps.t.ppf(0.5 + confidence / 2, 2 * n - 2))
+        df = n - 1 if paired else 2 * n - 2
+        critical = float(sps.t.ppf(0.5 + confidence / 2, df))
         if (critical + power) * sd * math.sqrt(2 / n) < room:
             return n
     return RUNS_NEEDED_CAP
@@ -177,15 +206,17 @@ def compare(
     name_b: str = "B",
     band: float = DEFAULT_BAND,
     confidence: float = 0.95,
+    paired: bool = False,
 ) -> Verdict:
-    """Compare two cases by their per-run step times (seconds; lower is faster)."""
+    """Compare two cases by their per-run step times (seconds; lower is faster); with
+    `paired`, a[i] and b[i] were made in the same round (paired_ratio)."""
     if len(a) < 1 or len(b) < 1:
         raise ValueError("a comparison needs at least one run on each side")
     if float(np.mean(np.log(a))) > float(np.mean(np.log(b))):
         a, b, name_a, name_b = b, a, name_b, name_a
-    r = ratio(b, a, confidence)  # slower / faster
+    r = (paired_ratio if paired else ratio)(b, a, confidence)  # slower / faster
     outcome = outcome_of(r.ci_low, r.ci_high, band)
-    needed = runs_needed(a, b, band, confidence) if outcome == "inconclusive" else None
+    needed = runs_needed(a, b, band, confidence, paired) if outcome == "inconclusive" else None
     return Verdict(
         name_a,
         name_b,

@@ -10,13 +10,16 @@ none reads a run itself. Pure: values in, verdicts out.
 
 The estimator turns a run's blocks into its one value: the median by default, or a low
 quantile or the minimum (ESTIMATORS; docs/methodology.md, "Which per-run value verdicts
-read"). The interval is a Welch t interval on the logs, either
-fixed (`confidence`, valid when read once, after the runs are made) or sequential
-(`looks`): when the driver reads the verdict after every round from `first` to `last`
-runs a side and stops once it is decided, each look's interval is at the nominal level
-that keeps the chance of ever calling identical variants different at `alpha` over all
-the looks (METHODOLOGY rule 5a). That level is Pocock's idea, one constant level for
-every look, calibrated here for the Welch t statistic that the verdicts use: the
+read"). The interval is a t interval on the logs: paired by round where the variants'
+runs were made in the same rounds (`rounds`: the launcher's interleaved groups, whose
+blocks alternate within a round), Welch's otherwise (runs made apart: results of
+different commands or groups). Either is fixed (`confidence`, valid when read once,
+after the runs are made) or sequential (`looks`): when the driver reads the verdict
+after every round from `first` to `last` runs a side and stops once it is decided, each
+look's interval is at the nominal level that keeps the chance of ever calling identical
+variants different at `alpha` over all the looks (METHODOLOGY rule 5a). That level is
+Pocock's idea, one constant level for every look, calibrated here for the t statistic
+the verdicts read (Welch's, or the paired one): the
 `alpha` quantile of the smallest p-value over the looks, in 20,000 simulated A/A
 comparisons of normal per-run values (a fixed seed: the same plan gives the same level
 on every machine). Runs of one side that are correlated in time (a machine's state that
@@ -30,16 +33,17 @@ look (a fixed number of runs) reads a plain 95% interval.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from scipy import stats as sps
 
-from fwbench.measure.compare import DEFAULT_BAND, Ratio, Verdict, compare, ratio
+from fwbench.measure.compare import DEFAULT_BAND, Ratio, Verdict, compare, paired_ratio, ratio
 
 
 class RunLike(Protocol):
@@ -128,18 +132,38 @@ def per_run(runs: Sequence[RunLike], estimator: str = "median") -> tuple[float, 
 @dataclass(frozen=True)
 class Variant:
     """One side: its name (a case's variant, a label) and its per-run values, lower is
-    better (times; a rate is given as its inverse)."""
+    better (times; a rate is given as its inverse); `rounds`, where its runs were made
+    in rounds with the other variants', the round of each value."""
 
     name: str
     values: tuple[float, ...]
+    rounds: tuple[int, ...] | None = None
 
     @property
     def centre(self) -> float:
         return statistics.geometric_mean(self.values)
 
 
+def matched(a: Variant, b: Variant) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The values of the rounds both sides ran, in round order (a side whose run failed
+    stopped there; the other's later rounds have no partner)."""
+    assert a.rounds is not None and b.rounds is not None
+    of_a = dict(zip(a.rounds, a.values, strict=True))
+    of_b = dict(zip(b.rounds, b.values, strict=True))
+    common = sorted(set(of_a) & set(of_b))
+    return tuple(of_a[r] for r in common), tuple(of_b[r] for r in common)
+
+
 # Several looks are calibrated for this share of alpha (see the module's docstring).
 SEQUENTIAL_MARGIN = 0.6
+# A paired reading is calibrated for this share of the alpha an unpaired one reads at.
+# Pairing removes what the two runs of a round shared, and with it the cushion that
+# noise gave the unpaired interval against runs correlated in time (a machine's state
+# that favours one side for minutes): in the simulation of tests/unit/test_sequential.py,
+# at this share the paired reading calls identical variants different no more often
+# than the unpaired one does, at every plan from 3 runs a side to 10, fixed or
+# sequential (docs/methodology.md, "Pairing runs by round").
+PAIRED_MARGIN = 0.7
 # Beyond this many runs a side, the calibration would simulate too much: Bonferroni over
 # the looks instead (valid, and more conservative).
 _SIMULATED_RUNS = 60
@@ -147,10 +171,11 @@ _SIMULATIONS = 20_000
 
 
 @functools.lru_cache(maxsize=64)
-def nominal_alpha(first: int, last: int, alpha: float = 0.05) -> float:
+def nominal_alpha(first: int, last: int, alpha: float = 0.05, paired: bool = False) -> float:
     """The two-sided level of each look of a plan that reads the verdict at every round
     from `first` to `last` runs a side, such that identical variants are called
-    different at some look with probability `alpha` (see the module's docstring)."""
+    different at some look with probability `alpha` (see the module's docstring), for
+    the Welch t statistic or, `paired`, the t statistic of the per-round differences."""
     looks = list(range(max(first, 2), last + 1))
     if len(looks) <= 1:
         return alpha
@@ -161,9 +186,14 @@ def nominal_alpha(first: int, last: int, alpha: float = 0.05) -> float:
     b = rng.standard_normal((_SIMULATIONS, last))
     smallest = np.ones(_SIMULATIONS)
     for n in looks:
-        va, vb = a[:, :n].var(axis=1, ddof=1) / n, b[:, :n].var(axis=1, ddof=1) / n
-        t = (a[:, :n].mean(axis=1) - b[:, :n].mean(axis=1)) / np.sqrt(va + vb)
-        df = (va + vb) ** 2 / ((va**2 + vb**2) / (n - 1))
+        if paired:
+            d = a[:, :n] - b[:, :n]
+            t = d.mean(axis=1) / np.sqrt(d.var(axis=1, ddof=1) / n)
+            df: Any = n - 1
+        else:
+            va, vb = a[:, :n].var(axis=1, ddof=1) / n, b[:, :n].var(axis=1, ddof=1) / n
+            t = (a[:, :n].mean(axis=1) - b[:, :n].mean(axis=1)) / np.sqrt(va + vb)
+            df = (va + vb) ** 2 / ((va**2 + vb**2) / (n - 1))
         smallest = np.minimum(smallest, 2 * sps.t.sf(np.abs(t), df))
     return float(np.quantile(smallest, alpha))
 
@@ -171,19 +201,24 @@ def nominal_alpha(first: int, last: int, alpha: float = 0.05) -> float:
 @dataclass(frozen=True)
 class Looks:
     """A sequential plan: the verdict is read after each round, from `first` to `last`
-    runs a side, and the comparison stops once it is decided."""
+    runs a side, and the comparison stops once it is decided; `paired`: read on the
+    per-round ratios of runs made in the same rounds."""
 
     first: int
     last: int
     alpha: float = 0.05
+    paired: bool = False
 
     @property
     def confidence(self) -> float:
         """Each look's interval level: wider than 1 - alpha, so that all looks together
         keep alpha."""
+        share = PAIRED_MARGIN if self.paired else 1.0
         if self.last <= max(self.first, 2):
-            return 1.0 - self.alpha
-        return 1.0 - nominal_alpha(self.first, self.last, self.alpha * SEQUENTIAL_MARGIN)
+            return 1.0 - self.alpha * share
+        return 1.0 - nominal_alpha(
+            self.first, self.last, self.alpha * SEQUENTIAL_MARGIN * share, self.paired
+        )
 
     def describe(self) -> str:
         if self.last <= max(self.first, 2):
@@ -223,15 +258,37 @@ class Comparison:
         confidence: float = 0.95,
         looks: Looks | None = None,
         estimator: str = DEFAULT_ESTIMATOR,
+        rounds: Mapping[str, Sequence[int]] | None = None,
     ) -> Comparison:
-        """From name -> per-run values; variants without a value are left out."""
-        variants = tuple(Variant(name, tuple(v)) for name, v in values.items() if len(v) > 0)
+        """From name -> per-run values; variants without a value are left out. With
+        `rounds` (name -> the round of each value, for every variant), the variants'
+        runs were made in the same rounds and their verdicts are paired by round."""
+        if rounds is not None and set(rounds) != set(values):
+            raise ValueError("rounds: give the rounds of every variant, or of none")
+        variants = tuple(
+            Variant(name, tuple(v), tuple(rounds[name]) if rounds is not None else None)
+            for name, v in values.items()
+            if len(v) > 0
+        )
+        if looks is not None:
+            looks = dataclasses.replace(looks, paired=rounds is not None)
         return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
+
+    @property
+    def paired(self) -> bool:
+        """Its variants' runs were made in the same rounds: verdicts read the per-round
+        ratios."""
+        return bool(self.variants) and all(v.rounds is not None for v in self.variants)
 
     @property
     def level(self) -> float:
         """The confidence of the intervals its verdicts read."""
-        return self.looks.confidence if self.looks is not None else self.confidence
+        if self.looks is not None:
+            return self.looks.confidence
+        return 1.0 - (1.0 - self.confidence) * (PAIRED_MARGIN if self.paired else 1.0)
+
+    def _sides(self, a: Variant, b: Variant) -> tuple[Sequence[float], Sequence[float]]:
+        return matched(a, b) if self.paired else (a.values, b.values)
 
     def pairs(self) -> list[tuple[Variant, Variant]]:
         """The pairs this comparison decides (a pair whose side has no runs is left out)."""
@@ -243,7 +300,7 @@ class Comparison:
 
     def verdicts(self) -> list[Verdict]:
         return [
-            compare(a.values, b.values, a.name, b.name, self.band, self.level)
+            compare(*self._sides(a, b), a.name, b.name, self.band, self.level, self.paired)
             for a, b in self.pairs()
         ]
 
@@ -254,7 +311,10 @@ class Comparison:
 
     def ratios(self) -> list[Ratio]:
         """a / b of each pair, with its interval at `confidence` (regressions, scaling)."""
-        return [ratio(a.values, b.values, self.level) for a, b in self.pairs()]
+        return [
+            (paired_ratio if self.paired else ratio)(*self._sides(a, b), self.level)
+            for a, b in self.pairs()
+        ]
 
     @property
     def decided(self) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from fwbench.case import execution_note
 from fwbench.measure.compare import RUNS_NEEDED_CAP, Verdict
-from fwbench.measure.comparison import ESTIMATOR_TEXT, widest
+from fwbench.measure.comparison import ESTIMATOR_TEXT, Comparison
 from fwbench.result import Result, comparison_of
 from fwbench.tasks import STEP_TIME, find_task
 
@@ -204,21 +204,31 @@ def unfinished_note(rows: Iterable[SummaryRow]) -> str | None:
     )
 
 
+def _comparisons(rows: Iterable[SummaryRow]) -> list[Comparison]:
+    return [comparison_of(row.ok) for row in rows if len(row.ok) >= 2]
+
+
 def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
     """Which per-run value the verdicts read, where it is not the median that the times
-    in the table are."""
-    used = {
-        found.estimator
-        for row in rows
-        if len(row.ok) >= 2 and (found := comparison_of(row.ok)).estimator != "median"
-    }
-    if not used:
-        return None
-    return (
-        f"Verdicts and their ratios read {' / '.join(ESTIMATOR_TEXT[e] for e in sorted(used))} "
-        "(interference only adds time, so it moves less from run to run); the times shown "
-        "are medians, each run's typical step."
-    )
+    in the table are, and how runs are paired where they were made in the same rounds."""
+    found = _comparisons(rows)
+    used = {c.estimator for c in found if c.estimator != "median"}
+    paired = sum(c.paired for c in found)
+    notes = []
+    if used:
+        notes.append(
+            f"Verdicts and their ratios read {' / '.join(ESTIMATOR_TEXT[e] for e in sorted(used))} "
+            "(interference only adds time, so it moves less from run to run); the times shown "
+            "are medians, each run's typical step."
+        )
+    if paired:
+        which = "Verdicts" if paired == len(found) else f"{paired} of {len(found)} verdicts"
+        notes.append(
+            f"{which} pair the variants' runs round by round (their blocks alternated in each "
+            "round, so what slowed the machine then slowed both): the interval is over the "
+            "rounds' ratios."
+        )
+    return " ".join(notes) or None
 
 
 def plan_note(rows: Iterable[SummaryRow]) -> str | None:
@@ -226,9 +236,8 @@ def plan_note(rows: Iterable[SummaryRow]) -> str | None:
     than 95%, so that every look together keeps 95%)."""
     plans = {
         looks.describe()
-        for row in rows
-        if (looks := widest(r.looks for r in row.ok.values())) is not None
-        and looks.last > max(looks.first, 2)
+        for found in _comparisons(rows)
+        if (looks := found.looks) is not None and looks.last > max(looks.first, 2)
     }
     if not plans:
         return None

@@ -199,6 +199,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
             else None
         ),
     ),
+    # version 14
+    _measured("group_id", "VARCHAR"),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -31,6 +31,9 @@ are in one place: fwbench.result. The tables of each version:
  13  results gain figures (JSON: the task's own figures beyond the step time, each with
      its interval over runs, e.g. a generation's ttft_s and tpot_s; '{}' for train and
      infer, NULL before this version: read alike).
+ 14  results gain group_id: the id shared by the variants measured together in rounds
+     (run i of each in round i), whose verdicts pair their runs by round; NULL for a
+     case measured alone, and before this version (read unpaired).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -246,6 +249,10 @@ def _to_v13(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN figures VARCHAR")
 
 
+def _to_v14(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN group_id VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -260,6 +267,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     10: _to_v11,
     11: _to_v12,
     12: _to_v13,
+    13: _to_v14,
 }
 
 
