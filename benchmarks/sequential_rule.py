@@ -29,14 +29,17 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=1000)
     parser.add_argument("--first", type=int, default=3)
     parser.add_argument("--last", type=int, default=10)
+    parser.add_argument("--paired", action="store_true", help="Also read the runs paired by round.")
     args = parser.parse_args()
     print(f"runs {args.first}-{args.last} a side, {args.seeds} synthetic comparisons each")
-    for sequential in (True, False):
+    rules = [(True, False), (False, False)] + ([(True, True)] if args.paired else [])
+    for sequential, paired in rules:
         rule = "sequential plan" if sequential else "fixed 95% read every round"
+        rule += ", paired" if paired else ""
         for ratio in (1.0, 1.05, 1.10, 1.25):
             found = [
                 until_decided(interleaved_runs(s, args.last, ratio), args.first, args.last,
-                              sequential)
+                              sequential, paired)
                 for s in range(args.seeds)
             ]  # fmt: skip
             if ratio == 1.0:
