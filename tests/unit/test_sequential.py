@@ -131,6 +131,7 @@ def test_paired_by_round_identical_variants_are_called_different_at_most_5_perce
         assert false <= 0.05, (first, last, false)
     # Fewer degrees of freedom (n - 1) and a share of alpha (PAIRED_MARGIN): wider.
     assert Looks(3, 3, paired=True).confidence == pytest.approx(0.965)
+    assert Looks(3, 3, paired=True).describe() == "96.5% interval, paired by round"
     assert Looks(3, 10, paired=True).confidence > Looks(3, 10).confidence
 
 

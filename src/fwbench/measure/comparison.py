@@ -28,7 +28,7 @@ simulation, with successive runs of a side correlated at 0.5, the levels calibra
 5% let 5.7% of identical pairs be called different. So a plan of several looks is
 calibrated for SEQUENTIAL_MARGIN x alpha (3%), which keeps 5% under that correlation,
 process offsets, drift and one-sided interference (tests/unit/test_sequential.py); one
-look (a fixed number of runs) reads a plain 95% interval.
+look (a fixed number of runs) reads a plain 95% interval (paired: PAIRED_MARGIN).
 """
 
 from __future__ import annotations
@@ -221,10 +221,11 @@ class Looks:
         )
 
     def describe(self) -> str:
+        how = ", paired by round" if self.paired else ""
         if self.last <= max(self.first, 2):
-            return f"{1 - self.alpha:.0%} interval"
+            return f"{self.confidence:.1%}".replace(".0%", "%") + f" interval{how}"
         return (
-            f"read after each of runs {self.first}-{self.last} a side, "
+            f"read after each of runs {self.first}-{self.last} a side{how}, "
             f"{self.confidence:.1%} intervals keep {1 - self.alpha:.0%} over all looks"
         )
 
