@@ -19,11 +19,10 @@ import time
 from collections import Counter
 
 import numpy as np
-from common import measure_group
+from common import measure_group, verdict_of
 from scipy import stats as sps
 
 from fwbench.case import Case
-from fwbench.measure.compare import compare
 from fwbench.measure.timing import TimingConfig
 
 CASES = {
@@ -64,7 +63,7 @@ def main() -> None:
         outcomes: Counter[str] = Counter()
         for i in range(a.comparisons):
             left, right = measure_group([case, case], timing)
-            v = compare(left.per_run(), right.per_run(), "A", "A'")
+            v = verdict_of({"A": left, "A'": right}, "median")
             outcomes[v.outcome] += 1
             old = before(list(left.runs[0].samples), list(right.runs[0].samples))
             outcomes["before"] += old

@@ -54,5 +54,17 @@ def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 60
         if not outcome.runs:
             failed = outcome.failure.error if outcome.failure else outcome.report
             raise RuntimeError(f"no measurement: {failed}")
-        found.append(measurement_of(outcome.runs, outcome.stop_reason or ""))
+        found.append(measurement_of(outcome.runs, outcome.stop_reason or "", outcome.group_id))
     return found
+
+
+def verdict_of(sides: dict[str, Any], estimator: str = "p25", looks: Any = None) -> Any:
+    """The verdict between measurements (name -> Measurement) as fwbench reads it: paired
+    by round where they were measured in one group (measure_group), else unpaired."""
+    from fwbench.measure.comparison import Comparison
+
+    values = {name: m.per_run(estimator) for name, m in sides.items()}
+    rounds = {name: m.rounds() for name, m in sides.items()}
+    groups = {name: m.group_id for name, m in sides.items()}
+    found = Comparison.of(values, looks=looks, estimator=estimator, rounds=rounds, groups=groups)
+    return found.verdict()

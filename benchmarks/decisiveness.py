@@ -23,10 +23,10 @@ import statistics
 import time
 from collections import Counter
 
-from common import measure_group
+from common import measure_group, verdict_of
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Comparison, Looks
+from fwbench.measure.comparison import Looks
 from fwbench.measure.timing import TimingConfig
 
 FRAMEWORKS = {"torch": "eager", "tensorflow": "graph", "keras-jax": "jit"}
@@ -104,7 +104,7 @@ def main() -> None:
                     timing,
                 )
                 values = {"A": left.per_run(timing.estimator), "B": right.per_run(timing.estimator)}
-                v = Comparison.of(values, looks=looks).verdict()
+                v = verdict_of({"A": left, "B": right}, timing.estimator, looks)
                 assert v is not None
                 key = v.outcome if v.outcome != "faster" else f"{v.faster} faster"
                 outcomes[key] += 1

@@ -23,10 +23,10 @@ import argparse
 import statistics
 import time
 
-from common import measure_group
+from common import measure_group, verdict_of
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Comparison, Looks
+from fwbench.measure.comparison import Looks
 from fwbench.measure.timing import TimingConfig
 
 PLANS = {
@@ -70,7 +70,7 @@ def main() -> None:
                     "tensorflow": right.per_run(timing.estimator),
                 }
                 looks = Looks(timing.min_runs, timing.max_runs)
-                v = Comparison.of(values, looks=looks).verdict()
+                v = verdict_of({"torch": left, "tensorflow": right}, timing.estimator, looks)
                 assert v is not None
                 runs = min(len(x) for x in values.values())
                 found[name].append((v.outcome, runs, seconds))

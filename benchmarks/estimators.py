@@ -125,7 +125,9 @@ def _value(run: dict, estimator: str) -> float:
 def _replay(a: list[float], b: list[float], looks: Looks) -> tuple[str, int, float]:
     """The sequential verdict as the driver reads it: (outcome, runs a side, ratio)."""
     for n in range(looks.first, looks.last + 1):
-        v = Comparison.of({"A": a[:n], "B": b[:n]}, looks=looks).verdict()
+        # One group's runs: run i of each side in round i, read paired as fwbench reads them.
+        rounds = {"A": range(n), "B": range(n)}
+        v = Comparison.of({"A": a[:n], "B": b[:n]}, looks=looks, rounds=rounds).verdict()
         assert v is not None
         if v.outcome != "inconclusive" or n == looks.last:
             key = v.outcome if v.outcome != "faster" else f"{v.faster} faster"

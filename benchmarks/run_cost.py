@@ -20,11 +20,10 @@ import statistics
 import time
 from typing import Any
 
-from common import measure_group
+from common import measure_group, verdict_of
 
 from fwbench.case import Case
 from fwbench.frameworks.registry import FRAMEWORKS, FrameworkInfo
-from fwbench.measure.comparison import Comparison
 from fwbench.measure.timing import TimingConfig
 
 CONFIGS = ("default", "nocache", "spawn", "spawn-nocache")
@@ -88,9 +87,7 @@ def main() -> None:
             rows = [phases(r) for r in runs]
             medians = {k: statistics.median(r[k] for r in rows if k in r) for k in PHASES}
             timed = sum(r["timed_s"] for r in rows)
-            verdict = Comparison.of(
-                {"A": left.per_run(timing.estimator), "B": right.per_run(timing.estimator)}
-            ).verdict()
+            verdict = verdict_of({"A": left, "B": right}, timing.estimator)
             launchers = sorted({r.launcher.split(" ")[0] for r in runs})
             print(
                 f"{config} | {spec} | {wall:.1f} | "

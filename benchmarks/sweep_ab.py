@@ -86,8 +86,13 @@ def verdicts(db: Path) -> tuple[Counter[str], list[int], dict[str, int]]:
         runs.append(min(v.runs))
         looks = widest(r.looks for r in row.ok.values())
         for name in ESTIMATORS:
-            values = {k: r.measurement.per_run(name) for k, r in row.ok.items() if r.measurement}
-            other = Comparison.of(values, looks=looks, estimator=name).verdict()
+            ok = {k: r.measurement for k, r in row.ok.items() if r.measurement}
+            values = {k: m.per_run(name) for k, m in ok.items()}
+            rounds = {k: m.rounds() for k, m in ok.items()}
+            groups = {k: m.group_id for k, m in ok.items()}
+            other = Comparison.of(
+                values, looks=looks, estimator=name, rounds=rounds, groups=groups
+            ).verdict()
             by_estimator[name] += other is not None and other.outcome != "inconclusive"
     return found, runs, by_estimator
 

@@ -443,22 +443,20 @@ def comparison_of(
     Result.verdict_figure, where the sides agree; the step time where they do not) by
     the estimator they were recorded under (where the sides agree), and, with
     `sequential`, under the widest plan any side's runs could have stopped at
-    (Result.looks). Results measured together in one group (Measurement.group_id) pair
-    their runs by round; others are read unpaired. Results without a measurement are
-    left out."""
+    (Result.looks). A pair of results measured together in one group
+    (Measurement.group_id) is read on its runs paired by round, others unpaired.
+    Results without a measurement are left out."""
     ok = {name: (r, r.measurement) for name, r in results.items() if r.measurement is not None}
     estimator = comparison.common_estimator(r.estimator for r, _ in ok.values())
     looks = comparison.widest(r.looks for r, _ in ok.values()) if sequential else None
     if figure is None:
         figure = common_figure(r for r, _ in ok.values())
     values = {name: m.per_run(estimator, figure) for name, (_, m) in ok.items()}
-    groups = {m.group_id for _, m in ok.values()}
-    rounds = (
-        {name: m.rounds(figure) for name, (_, m) in ok.items()}
-        if len(ok) >= 2 and len(groups) == 1 and None not in groups
-        else None
+    rounds = {name: m.rounds(figure) for name, (_, m) in ok.items()}
+    groups = {name: m.group_id for name, (_, m) in ok.items()}
+    return comparison.Comparison.of(
+        values, rule, given, band, confidence, looks, estimator, rounds, groups
     )
-    return comparison.Comparison.of(values, rule, given, band, confidence, looks, estimator, rounds)
 
 
 def common_figure(results: Iterable[Result]) -> str:

@@ -128,8 +128,31 @@ def test_results_of_one_group_pair_their_runs_by_round() -> None:
     assert short.verdict().runs == (3, 3)  # type: ignore[union-attr]
 
 
-def test_a_paired_comparison_needs_the_rounds_of_every_variant() -> None:
-    with pytest.raises(ValueError, match="rounds of every variant"):
-        Comparison.of({"a": [0.1, 0.2], "b": [0.1, 0.2]}, rounds={"a": [0, 1]})
-    one = Comparison.of({"a": [0.1], "b": [0.12]}, rounds={"a": [0], "b": [0]}).verdict()
-    assert one is not None and one.interval() == "no interval: one run each"
+def test_a_pair_is_paired_when_its_two_sides_were_measured_together() -> None:
+    rounds = [1.00, 1.18, 0.91, 1.07]
+    torch = [0.106 * f * (1 + e) for f, e in zip(rounds, (0.004, -0.003, 0.0, 0.002), strict=True)]
+    tf = [0.100 * f for f in rounds]
+    # A third variant measured elsewhere (a resumed case) does not unpair the two that
+    # were measured together; its own pairs read unpaired.
+    three = {
+        "torch": _grouped("torch", torch, "g1"),
+        "tf": _grouped("tensorflow", tf, "g1"),
+        "slow": _grouped("torch", [0.2, 0.3, 0.25], "g2"),
+    }
+    found = comparison_of(three)
+    assert found.paired and found.verdict().outcome == "faster"  # type: ignore[union-attr]
+    (apart,) = comparison_of(three, "given", [("slow", "tf")]).verdicts()
+    assert apart.runs == (4, 3)  # unpaired: every run of each side
+    # Fewer than two rounds in common: read unpaired (one run borrows the other's spread).
+    short = comparison_of(
+        {"torch": _grouped("torch", torch[:1], "g1"), "tf": _grouped("tensorflow", tf, "g1")}
+    )
+    assert not short.paired and short.verdict().runs == (4, 1)  # type: ignore[union-attr]
+    # Values without rounds, or without a group, read unpaired.
+    plain = Comparison.of({"a": [0.1, 0.2], "b": [0.1, 0.2]}, rounds={"a": [0, 1]})
+    assert not plain.paired
+    assert not Comparison.of(
+        {"a": [0.1, 0.2], "b": [0.1, 0.2]},
+        rounds={"a": [0, 1], "b": [0, 1]},
+        groups={"a": None, "b": None},
+    ).paired

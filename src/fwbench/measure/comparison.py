@@ -132,25 +132,30 @@ def per_run(runs: Sequence[RunLike], estimator: str = "median") -> tuple[float, 
 @dataclass(frozen=True)
 class Variant:
     """One side: its name (a case's variant, a label) and its per-run values, lower is
-    better (times; a rate is given as its inverse); `rounds`, where its runs were made
-    in rounds with the other variants', the round of each value."""
+    better (times; a rate is given as its inverse); where its runs were made in rounds
+    with other variants', the round of each value and the group they were made in."""
 
     name: str
     values: tuple[float, ...]
     rounds: tuple[int, ...] | None = None
+    group: str | None = None
 
     @property
     def centre(self) -> float:
         return statistics.geometric_mean(self.values)
 
 
-def matched(a: Variant, b: Variant) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The values of the rounds both sides ran, in round order (a side whose run failed
-    stopped there; the other's later rounds have no partner)."""
-    assert a.rounds is not None and b.rounds is not None
+def matched(a: Variant, b: Variant) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """The values of the rounds both sides ran, in round order, where they were measured
+    in one group and share at least two rounds (a side whose run failed stopped there;
+    the other's later rounds have no partner); None where the pair reads unpaired."""
+    if a.rounds is None or b.rounds is None or a.group is None or a.group != b.group:
+        return None
     of_a = dict(zip(a.rounds, a.values, strict=True))
     of_b = dict(zip(b.rounds, b.values, strict=True))
     common = sorted(set(of_a) & set(of_b))
+    if len(common) < 2:
+        return None
     return tuple(of_a[r] for r in common), tuple(of_b[r] for r in common)
 
 
@@ -260,36 +265,44 @@ class Comparison:
         looks: Looks | None = None,
         estimator: str = DEFAULT_ESTIMATOR,
         rounds: Mapping[str, Sequence[int]] | None = None,
+        groups: Mapping[str, str | None] | None = None,
     ) -> Comparison:
-        """From name -> per-run values; variants without a value are left out. With
-        `rounds` (name -> the round of each value, for every variant), the variants'
-        runs were made in the same rounds and their verdicts are paired by round."""
-        if rounds is not None and set(rounds) != set(values):
-            raise ValueError("rounds: give the rounds of every variant, or of none")
+        """From name -> per-run values; variants without a value are left out. `rounds`
+        (name -> the round of each value) says which variants' runs were made in rounds,
+        and `groups` (name -> group) in which group (left out: one group for all); a pair
+        of one group is read on its per-round ratios (`matched`)."""
         variants = tuple(
-            Variant(name, tuple(v), tuple(rounds[name]) if rounds is not None else None)
+            Variant(
+                name,
+                tuple(v),
+                tuple(rounds[name]) if rounds is not None and name in rounds else None,
+                groups.get(name) if groups is not None else "",
+            )
             for name, v in values.items()
             if len(v) > 0
         )
-        if looks is not None:
-            looks = dataclasses.replace(looks, paired=rounds is not None)
         return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
 
     @property
     def paired(self) -> bool:
-        """Its variants' runs were made in the same rounds: verdicts read the per-round
-        ratios."""
-        return bool(self.variants) and all(v.rounds is not None for v in self.variants)
+        """Every pair it decides reads its per-round ratios (runs made in the same rounds)."""
+        found = self.pairs()
+        return bool(found) and all(matched(a, b) is not None for a, b in found)
+
+    @property
+    def plan(self) -> Looks | None:
+        """The sequential plan its verdicts are read under, paired where they are."""
+        return dataclasses.replace(self.looks, paired=self.paired) if self.looks else None
+
+    def _level(self, paired: bool) -> float:
+        if self.looks is not None:
+            return dataclasses.replace(self.looks, paired=paired).confidence
+        return 1.0 - (1.0 - self.confidence) * (PAIRED_MARGIN if paired else 1.0)
 
     @property
     def level(self) -> float:
         """The confidence of the intervals its verdicts read."""
-        if self.looks is not None:
-            return self.looks.confidence
-        return 1.0 - (1.0 - self.confidence) * (PAIRED_MARGIN if self.paired else 1.0)
-
-    def _sides(self, a: Variant, b: Variant) -> tuple[Sequence[float], Sequence[float]]:
-        return matched(a, b) if self.paired else (a.values, b.values)
+        return self._level(self.paired)
 
     def pairs(self) -> list[tuple[Variant, Variant]]:
         """The pairs this comparison decides (a pair whose side has no runs is left out)."""
@@ -300,10 +313,21 @@ class Comparison:
         return [(by_name[a], by_name[b]) for a, b in self.given if a in by_name and b in by_name]
 
     def verdicts(self) -> list[Verdict]:
-        return [
-            compare(*self._sides(a, b), a.name, b.name, self.band, self.level, self.paired)
-            for a, b in self.pairs()
-        ]
+        found = []
+        for a, b in self.pairs():
+            sides = matched(a, b)
+            paired = sides is not None
+            found.append(
+                compare(
+                    *(sides or (a.values, b.values)),
+                    a.name,
+                    b.name,
+                    self.band,
+                    self._level(paired),
+                    paired,
+                )
+            )
+        return found
 
     def verdict(self) -> Verdict | None:
         """The first pair's verdict (the only one under fastest_vs_runner_up)."""
@@ -312,10 +336,14 @@ class Comparison:
 
     def ratios(self) -> list[Ratio]:
         """a / b of each pair, with its interval at `confidence` (regressions, scaling)."""
-        return [
-            (paired_ratio if self.paired else ratio)(*self._sides(a, b), self.level)
-            for a, b in self.pairs()
-        ]
+        found = []
+        for a, b in self.pairs():
+            sides = matched(a, b)
+            if sides is None:
+                found.append(ratio(a.values, b.values, self._level(False)))
+            else:
+                found.append(paired_ratio(*sides, self._level(True)))
+        return found
 
     @property
     def decided(self) -> bool:

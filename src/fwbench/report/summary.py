@@ -223,10 +223,16 @@ def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
         )
     if paired:
         which = "Verdicts" if paired == len(found) else f"{paired} of {len(found)} verdicts"
+        fixed = {
+            f"{c.level:.1%}"
+            for c in found
+            if c.paired and (c.plan is None or c.plan.last <= max(c.plan.first, 2))
+        }
+        level = f", at {' / '.join(sorted(fixed))} for a fixed number of runs" if fixed else ""
         notes.append(
             f"{which} pair the variants' runs round by round (their blocks alternated in each "
             "round, so what slowed the machine then slowed both): the interval is over the "
-            "rounds' ratios."
+            f"rounds' ratios{level}."
         )
     return " ".join(notes) or None
 
@@ -237,7 +243,7 @@ def plan_note(rows: Iterable[SummaryRow]) -> str | None:
     plans = {
         looks.describe()
         for found in _comparisons(rows)
-        if (looks := found.looks) is not None and looks.last > max(looks.first, 2)
+        if (looks := found.plan) is not None and looks.last > max(looks.first, 2)
     }
     if not plans:
         return None

@@ -8,7 +8,8 @@ Scaling efficiency of N workers = throughput(N) / (N x throughput(1)), for the s
 model, per-replica batch, shape, device, threads per process and strategy (variant).
 With the per-replica batch fixed, the throughputs are N·b/t_N and b/t_1, so the
 efficiency is t_1 / t_N: the ratio of the two step times over their runs, whose 95%
-interval comes from the same Welch interval as the verdicts (compare.ratio). The
+interval is Welch's (compare.ratio), as for verdicts between results measured apart:
+data-parallel cases run one at a time, never in one group whose runs pair. The
 baseline is the strategy itself at world size 1 (DDP with one rank, not plain
 training), so the figure is what adding workers costs, not what the wrapper costs;
 plain training beside it shows in the verdict table, where both share one row.
