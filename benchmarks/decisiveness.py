@@ -19,6 +19,7 @@ minutes they took.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
 from collections import Counter
@@ -77,8 +78,10 @@ def main() -> None:
         max_time_s=1e6,  # the rounds end on the verdict or at max_runs, not on a budget
     )  # fmt: skip
     looks = Looks(a.min_runs, a.max_runs)
+    # The sides of a group are read paired by round (common.verdict_of), as fwbench reads them.
     print(
-        f"sequential plan: {looks.describe()}; {a.model} {a.task}, batch {a.batch}, "
+        f"sequential plan: {dataclasses.replace(looks, paired=True).describe()}; "
+        f"{a.model} {a.task}, batch {a.batch}, "
         f"{a.threads} thread(s), {a.device}",
         flush=True,
     )
