@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
@@ -83,13 +85,23 @@ def test_without_a_server_workers_are_spawned_and_say_why(tmp_path: Path) -> Non
 
 
 def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
-    tmp_path: Path, plugin_env: dict[str, str]
+    tmp_path: Path, plugin_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     timing = FAST_TIMING.model_copy(update={"min_runs": 3, "max_runs": 3})
     cases = [_tiny("torch"), _tiny("tensorflow", "graph")]
+    # This command's temporary files, the launcher's and its workers', all in one place.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     with ResultStore(tmp_path / "r.duckdb") as store:
         options = RunOptions(timing=timing, count_flops=False)
         results = list(run_cases(cases, store, "runs", options))
+    # Forked workers end by os._exit, which skips atexit: TensorFlow's autograph used to
+    # leave its generated modules behind, run after run. (PyTorch's import makes one empty
+    # per-user folder, shared by every command.)
+    left = [p.name for p in scratch.rglob("*") if not p.name.startswith("torchinductor_")]
+    assert left == []
     for r in results:
         assert r.status == "ok", r.error
         m = r.measurement

@@ -34,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -68,11 +69,16 @@ def _receive(sock: socket.socket) -> dict[str, Any]:
     return message
 
 
-def _child(label: str, fds: list[int]) -> None:
+def _child(label: str, fds: list[int], tmp_dir: str | None) -> None:
     """In the forked child: become a worker on the given descriptors, then exit."""
     code = 1
     try:
         os.setsid()  # own process group: a time-out kills the worker and its children
+        if tmp_dir:
+            # The launcher's per-worker folder (WorkerProcess.tmp_dir), for this process
+            # and what it starts: os._exit below skips atexit's clean-up of temp files.
+            os.environ["TMPDIR"] = tmp_dir
+            tempfile.tempdir = tmp_dir
         _name("fwbench-run")  # `ps -o comm` / top tell a forked worker from its server
         for target, fd in zip((0, 1, 2), fds, strict=True):
             os.dup2(fd, target)
@@ -135,7 +141,7 @@ def serve(framework: str, fd: int) -> int:
             pid = os.fork()
             if pid == 0:
                 sock.close()
-                _child(request["label"], fds)
+                _child(request["label"], fds, request.get("tmp"))
             for f in fds:
                 os.close(f)
             _send(sock, {"pid": pid})
@@ -223,12 +229,13 @@ class ForkServer:
     def _receive(self) -> dict[str, Any]:
         return _receive(self._sock)
 
-    def fork(self, label: str, log_path: Path) -> Forked:
+    def fork(self, label: str, log_path: Path, tmp_dir: Path | None = None) -> Forked:
         their_stdin, my_stdin = os.pipe()
         my_stdout, their_stdout = os.pipe()
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            payload = json.dumps({"op": "fork", "label": label}).encode()
+            request = {"op": "fork", "label": label, "tmp": str(tmp_dir) if tmp_dir else None}
+            payload = json.dumps(request).encode()
             socket.send_fds(self._sock, [payload], [their_stdin, their_stdout, log])
             pid = int(self._receive()["pid"])
         except (OSError, ValueError, KeyError) as exc:
