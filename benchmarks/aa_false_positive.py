@@ -23,6 +23,7 @@ from common import measure_group, verdict_of
 from scipy import stats as sps
 
 from fwbench.case import Case
+from fwbench.measure.comparison import DEFAULT_ESTIMATOR, ESTIMATORS
 from fwbench.measure.timing import TimingConfig
 
 CASES = {
@@ -49,6 +50,10 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3, help="Runs per side.")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--input-size", type=int, default=32)
+    p.add_argument(
+        "--estimator", default=DEFAULT_ESTIMATOR, choices=sorted(ESTIMATORS),
+        help="The per-run value verdicts read (default: fwbench's).",
+    )  # fmt: skip
     a = p.parse_args()
     timing = TimingConfig(
         min_runs=a.runs, max_runs=a.runs, run_time_s=0.3, max_warmup_s=1.0, min_samples=6
@@ -63,7 +68,7 @@ def main() -> None:
         outcomes: Counter[str] = Counter()
         for i in range(a.comparisons):
             left, right = measure_group([case, case], timing)
-            v = verdict_of({"A": left, "A'": right}, "median")
+            v = verdict_of({"A": left, "A'": right}, a.estimator)
             outcomes[v.outcome] += 1
             old = before(list(left.runs[0].samples), list(right.runs[0].samples))
             outcomes["before"] += old
@@ -80,7 +85,8 @@ def main() -> None:
     print(
         f"all: {total['faster']} of {n} A/A comparisons called different "
         f"({total['faster'] / n:.1%}, target <= 5%); {total['equivalent']} equivalent, "
-        f"{total['inconclusive']} inconclusive; {a.runs} runs a side; before (one process "
+        f"{total['inconclusive']} inconclusive; {a.runs} runs a side, read paired by round "
+        f"on each run's {a.estimator}; before (one process "
         f"a side, blocks as samples): {total['before']} of {n} ({total['before'] / n:.0%}); "
         f"{time.monotonic() - started:.0f} s"
     )

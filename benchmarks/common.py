@@ -61,10 +61,6 @@ def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 60
 def verdict_of(sides: dict[str, Any], estimator: str = "p25", looks: Any = None) -> Any:
     """The verdict between measurements (name -> Measurement) as fwbench reads it: paired
     by round where they were measured in one group (measure_group), else unpaired."""
-    from fwbench.measure.comparison import Comparison
+    from fwbench.result import comparison_between
 
-    values = {name: m.per_run(estimator) for name, m in sides.items()}
-    rounds = {name: m.rounds() for name, m in sides.items()}
-    groups = {name: m.group_id for name, m in sides.items()}
-    found = Comparison.of(values, looks=looks, estimator=estimator, rounds=rounds, groups=groups)
-    return found.verdict()
+    return comparison_between(sides, looks=looks, estimator=estimator).verdict()

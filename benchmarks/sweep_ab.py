@@ -29,8 +29,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from fwbench.measure.comparison import ESTIMATORS, Comparison, widest
+from fwbench.measure.comparison import ESTIMATORS, widest
 from fwbench.report.summary import summarise
+from fwbench.result import comparison_between
 from fwbench.store.db import ResultStore
 
 
@@ -85,14 +86,9 @@ def verdicts(db: Path) -> tuple[Counter[str], list[int], dict[str, int]]:
         found[v.outcome] += 1
         runs.append(min(v.runs))
         looks = widest(r.looks for r in row.ok.values())
+        ok = {k: r.measurement for k, r in row.ok.items() if r.measurement}
         for name in ESTIMATORS:
-            ok = {k: r.measurement for k, r in row.ok.items() if r.measurement}
-            values = {k: m.per_run(name) for k, m in ok.items()}
-            rounds = {k: m.rounds() for k, m in ok.items()}
-            groups = {k: m.group_id for k, m in ok.items()}
-            other = Comparison.of(
-                values, looks=looks, estimator=name, rounds=rounds, groups=groups
-            ).verdict()
+            other = comparison_between(ok, looks=looks, estimator=name).verdict()
             by_estimator[name] += other is not None and other.outcome != "inconclusive"
     return found, runs, by_estimator
 

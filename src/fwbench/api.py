@@ -603,6 +603,7 @@ def serve_points(
                     log_dir if log_dir.exists() else None,
                     options.timing.busy_cores,
                     runs if outcome.unfinished else None,
+                    outcome.group_id,
                 )
                 store.add_serving(result)
                 if finished.final:

@@ -56,7 +56,7 @@ from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
@@ -446,14 +446,36 @@ def comparison_of(
     (Result.looks). A pair of results measured together in one group
     (Measurement.group_id) is read on its runs paired by round, others unpaired.
     Results without a measurement are left out."""
-    ok = {name: (r, r.measurement) for name, r in results.items() if r.measurement is not None}
-    estimator = comparison.common_estimator(r.estimator for r, _ in ok.values())
-    looks = comparison.widest(r.looks for r, _ in ok.values()) if sequential else None
-    if figure is None:
-        figure = common_figure(r for r, _ in ok.values())
-    values = {name: m.per_run(estimator, figure) for name, (_, m) in ok.items()}
-    rounds = {name: m.rounds(figure) for name, (_, m) in ok.items()}
-    groups = {name: m.group_id for name, (_, m) in ok.items()}
+    ok = {name: r for name, r in results.items() if r.measurement is not None}
+    return comparison_between(
+        {name: r.measurement for name, r in ok.items() if r.measurement is not None},
+        rule,
+        given,
+        band,
+        confidence,
+        comparison.widest(r.looks for r in ok.values()) if sequential else None,
+        comparison.common_estimator(r.estimator for r in ok.values()),
+        common_figure(ok.values()) if figure is None else figure,
+    )
+
+
+def comparison_between(
+    measurements: Mapping[str, Measurement],
+    rule: comparison.PairRule = "fastest_vs_runner_up",
+    given: Sequence[tuple[str, str]] = (),
+    band: float = DEFAULT_BAND,
+    confidence: float = 0.95,
+    looks: comparison.Looks | None = None,
+    estimator: str = comparison.DEFAULT_ESTIMATOR,
+    figure: str = STEP_TIME.name,
+) -> comparison.Comparison:
+    """The comparison of measurements by name: each one's per-run values of `figure` by
+    `estimator`, under `looks` (None: a fixed interval at `confidence`); a pair measured
+    together in one group (Measurement.group_id) is read on its runs paired by round.
+    comparison_of reads results through it, with the plan and estimator they recorded."""
+    values = {name: m.per_run(estimator, figure) for name, m in measurements.items()}
+    rounds = {name: m.rounds(figure) for name, m in measurements.items()}
+    groups = {name: m.group_id for name, m in measurements.items()}
     return comparison.Comparison.of(
         values, rule, given, band, confidence, looks, estimator, rounds, groups
     )

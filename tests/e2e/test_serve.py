@@ -47,6 +47,9 @@ def test_serve_measures_every_scenario_per_framework_and_keeps_loadgens_logs(
         summaries = list(Path(r["log_dir"]).glob("run*/*/mlperf_log_summary.txt"))
         assert len(summaries) == 2, r["log_dir"]
         assert "MLPerf Results Summary" in summaries[0].read_text()
+    # A scenario's two frameworks ran in rounds together: one group each, read paired.
+    groups = {(r["spec"]["scenario"], r["group_id"]) for r in records}
+    assert len(groups) == 3 and all(g for _, g in groups), groups
     with ResultStore(db, read_only=True) as store:
         assert len(store.serving()) == 6
     text = report.read_text()

@@ -92,3 +92,14 @@ def test_a_group_stops_together_and_no_variant_goes_on_alone() -> None:
     # A hard cap stops its case whatever the others need.
     capped = TimingConfig(min_runs=3, max_runs=3, target_ci=0.02, max_time_s=10.0)
     assert group_stop([spread, spread], [capped, CONFIG]) == ["max_runs", None]
+
+
+def test_a_fixed_number_of_runs_is_not_cut_short_by_what_the_runs_show() -> None:
+    fixed = CONFIG.model_copy(update={"stop_on": "runs"})
+    precise = [fig(0.1), fig(0.1001), fig(0.0999)]
+    assert stop_reason(precise, fixed) is None  # precise, but not at max_runs yet
+    assert stop_reason([fig(0.1) for _ in range(6)], fixed) == "max_runs"
+    # Time still ends it: the blocks' total, which the values do not decide.
+    assert stop_reason([fig(m, steady=4.0) for m in (0.10, 0.11, 0.12)], fixed) == "budget"
+    # Short of a precision it never aimed at, it says nothing about precision.
+    assert warnings([fig(0.10), fig(0.12), fig(0.14)], "budget", fixed) == []

@@ -225,6 +225,37 @@ def test_reports_show_the_verdict_between_frameworks_and_the_curve() -> None:
     assert "Serving: latency against load" in page and "Verdicts" not in page
 
 
+def test_points_measured_in_one_group_are_compared_round_by_round(tmp_path: Path) -> None:
+    from fwbench.report.serving import _verdict
+
+    spec = ServeSpec.build(scenario="server", percentile=0.9)
+    # What slowed the machine in a round slowed both points' runs of that round.
+    rounds = (1.0, 1.3, 0.8, 1.15)
+
+    def measured(group_id: str | None) -> list[ServingResult]:
+        out = []
+        for fw, p90 in (("torch", 0.020), ("tensorflow", 0.0224)):
+            runs = [run(i, p90 * f) for i, f in enumerate(rounds)]
+            point = Point(case(fw), spec)
+            out.append(build_result(point, runs, [None] * 4, "r", fw, None, group_id=group_id))
+        return out
+
+    together = measured("g1")
+    assert _verdict(together, "90.00", False).startswith("torch/eager 1.12x faster")
+    # The same values from separate commands: the rounds' swings stay in the interval.
+    assert _verdict(measured(None), "90.00", False).startswith("inconclusive")
+    assert "pair the points' runs round by round" in markdown.render([], serving=together)
+    assert "round by round" not in markdown.render([], serving=measured(None))
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        for r in together:
+            store.add_serving(r)
+    with ResultStore(db, read_only=True) as store:
+        assert {r.group_id for r in store.serving()} == {"g1"}
+        flat = store.con.execute("SELECT DISTINCT group_id FROM serving").fetchall()
+    assert flat == [("g1",)]
+
+
 def test_an_unfinished_point_says_so_and_is_replaced_in_place_as_runs_come_in(
     tmp_path: Path,
 ) -> None:

@@ -373,3 +373,20 @@ def test_a_schema_12_database_gains_an_empty_figures_column_and_reads_as_before(
         assert r.measurement is not None and r.measurement.figures == {}
         assert r.verdict_figure == "step_time_s" and r.schema_version == 12
         assert all(run.figures == {} for run in r.measurement.runs)
+
+
+def test_a_schema_14_serving_point_gains_an_empty_group_and_reads_unpaired(
+    tmp_path: Path,
+) -> None:
+    """Schema 15 added the serving points' group; a point stored before it was read
+    unpaired, and still is (NULL group)."""
+    import gzip
+
+    db = tmp_path / "v14.duckdb"
+    with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with ResultStore(db) as store:
+        rows = store.con.execute("SELECT group_id FROM serving").fetchall()
+        points = store.serving()
+    assert rows == [(None,)]
+    assert len(points) == 1 and points[0].group_id is None and points[0].status == "ok"

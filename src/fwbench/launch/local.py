@@ -41,7 +41,7 @@ from typing import Any, Protocol
 
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.outcome import CaseOutcome, Outcome, WorkerFailure
+from fwbench.launch.outcome import Outcome, WorkerFailure
 from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.measure import comparison, load
@@ -161,7 +161,7 @@ class _Group:
         return None if any(o is None for o in found) else [self._grouped(o) for o in found if o]
 
     def _grouped(self, outcome: Outcome) -> Outcome:
-        if self.group_id is None or not isinstance(outcome, CaseOutcome) or not outcome.runs:
+        if self.group_id is None or not outcome.runs:
             return outcome
         return dataclasses.replace(outcome, group_id=self.group_id)
 
@@ -169,7 +169,7 @@ class _Group:
 def _decided(live: list[CaseRuns]) -> bool | None:
     """Whether the comparison of a group's variants is decided after this round, read
     under its sequential plan (from min_runs to max_runs runs a side); None where the
-    group stops on precision instead (a case alone, or `stop_on: precision`)."""
+    verdict does not stop it (a case alone, or `stop_on: precision` or `runs`)."""
     configs = [state.request.timing for state in live]
     if len(live) < 2 or any(c.stop_on != "verdict" for c in configs):
         return None

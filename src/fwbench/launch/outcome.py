@@ -67,6 +67,9 @@ class PointOutcome:
     reports: tuple[ServeReport | None, ...] = ()
     # True: the command ended before the point's runs were all made (an outcome so far).
     unfinished: bool = False
+    # As CaseOutcome.group_id: the points of one workload run one after another in each
+    # round, so their verdicts pair runs by round.
+    group_id: str | None = None
 
 
 Outcome = CaseOutcome | PointOutcome

@@ -72,7 +72,12 @@ def stop_reason(
         return "max_runs"
     if n < config.min_runs:
         return None
-    if precision and n >= 2 and estimate(runs).half_width <= config.target_ci:
+    if (
+        precision
+        and config.stop_on != "runs"
+        and n >= 2
+        and estimate(runs).half_width <= config.target_ci
+    ):
         return "precision"
     if sum(r.steady_s for r in runs) >= config.max_time_s:
         return "budget"
@@ -109,7 +114,7 @@ def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> lis
             "one run: the interval is within one process and excludes the variation between "
             "processes (usually the larger); use min_runs >= 3 for an interval a rerun confirms"
         )
-    elif est.half_width > config.target_ci and stop != "verdict":
+    elif est.half_width > config.target_ci and stop != "verdict" and config.stop_on != "runs":
         # (Stopped once its comparison was decided: its own precision was not the goal.)
         out.append(
             f"precision target not reached: 95% CI is ±{est.half_width:.1%} over "

@@ -62,8 +62,11 @@ class TimingConfig(BaseModel):
     # What stops the variants of one workload measured together: "verdict", once their
     # comparison is decided (a sequential interval keeps its error rate over the rounds:
     # fwbench.measure.comparison.Looks), or "precision", once each case's interval is
-    # within target_ci. A case measured alone always stops on its precision.
-    stop_on: Literal["precision", "verdict"] = "verdict"
+    # within target_ci. A case measured alone stops on its precision under either.
+    # "runs": nothing read from the data stops anything: max_runs runs, fewer only
+    # where max_time_s or a sweep's budget ends them (never below min_runs), and
+    # verdicts read as a fixed plan of the runs made.
+    stop_on: Literal["precision", "verdict", "runs"] = "verdict"
     # The value of each run that verdicts and ratios read (fwbench.measure.comparison
     # ESTIMATORS), recorded with every result; the case's reported time stays the median
     # of its runs' medians: its typical step.

@@ -3,6 +3,7 @@ from ServingResults and rendered by the HTML and Markdown reports alike."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -65,24 +66,29 @@ def _groups(
 def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool) -> str:
     """The best variant against the runner-up, on per-run values (compare's three
     outcomes; lower is better there, so rates are inverted). A rate search does not tell
-    apart rates closer than its resolution: the equivalence band is at least that."""
-    runs = {}
+    apart rates closer than its resolution: the equivalence band is at least that.
+    Points measured in one group are read paired by round, as step times are."""
+    runs, rounds = {}, {}
     for r in group:
-        per_run = _per_run(r, values)
+        found = _per_run(r, values)
+        per_run = [v for _, v in found]
         runs[r.case.variant] = [1 / v for v in per_run] if higher_is_better else per_run
+        rounds[r.case.variant] = [index for index, _ in found]
     band = DEFAULT_BAND
     if values == "max_qps":
         band = max([band, *(r.search_resolution or 0.0 for r in group)])
-    verdict = Comparison.of(runs, band=band).verdict()
+    groups = {r.case.variant: r.group_id for r in group}
+    verdict = Comparison.of(runs, band=band, rounds=rounds, groups=groups).verdict()
     if verdict is None:
         return ""
     cases = {r.case.variant: r.case for r in group}
     return verdict.text() + execution_note(cases[verdict.faster], cases[verdict.slower])
 
 
-def _per_run(r: ServingResult, values: str) -> list[float]:
-    """Each run's value of `values`: max_qps, samples_per_s, tokens_per_s, a latency
-    percentile ("90.00"), or a token latency's ("ttft:90.00", "tpot:90.00")."""
+def _per_run(r: ServingResult, values: str) -> list[tuple[int, float]]:
+    """Each run's value of `values` with the run's round (ServingRun.index), for the runs
+    that have one: max_qps, samples_per_s, tokens_per_s, a latency percentile ("90.00"),
+    or a token latency's ("ttft:90.00", "tpot:90.00")."""
     if r.status != "ok":
         return []
     out = []
@@ -98,7 +104,7 @@ def _per_run(r: ServingResult, values: str) -> list[float]:
         else:
             value = getattr(main, f"{kind or 'latency'}_s").get(percentile)
         if value:
-            out.append(value)
+            out.append((run.index, value))
     return out
 
 
@@ -106,15 +112,24 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
     """One table per scenario that was measured, with a verdict per workload; a
     generation's (a streaming task's) in tables of its token latencies."""
     out = [*_query_tables(results), *_token_tables(results)]
-    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
-    if out and overheads:
-        out[0] = Table(
-            out[0].heading,
-            out[0].note + " The harness's own latency (a no-op model served the same way): "
-            f"{max(overheads) * 1e6:.3g} µs at most.",
-            out[0].head,
-            out[0].rows,
+    notes = []
+    if any(
+        n > 1
+        for g in _groups(results)
+        for n in Counter(r.group_id for r in g if r.group_id).values()
+    ):
+        notes.append(
+            "Verdicts pair the points' runs round by round where the points ran in the same "
+            "rounds (one command): what slowed the machine in a round slowed both."
         )
+    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
+    if overheads:
+        notes.append(
+            "The harness's own latency (a no-op model served the same way): "
+            f"{max(overheads) * 1e6:.3g} µs at most."
+        )
+    if out and notes:
+        out[0] = Table(out[0].heading, " ".join([out[0].note, *notes]), out[0].head, out[0].rows)
     grouped = warnings.group(
         (point_label(r.case, r.spec), w) for g in _groups(results) for r in g for w in r.warnings
     )

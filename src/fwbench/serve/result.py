@@ -119,6 +119,10 @@ class ServingResult(BaseModel):
     # The command ended before the point's runs were all made: the figures are over the
     # runs it made, and a resumed command measures the point again.
     unfinished: bool = False
+    # Shared by the points of one workload measured in rounds with it (run i of each in
+    # round i; ServingRun.index): their verdicts pair runs by round. None: measured alone,
+    # or stored before version 15.
+    group_id: str | None = None
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)

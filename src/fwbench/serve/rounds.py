@@ -64,12 +64,14 @@ def build_result(
     log_dir: Path | None,
     busy_cores: float = TimingConfig().busy_cores,
     runs_due: int | None = None,
+    group_id: str | None = None,
 ) -> ServingResult:
     """The record of one point from its runs (pure; tested on synthetic runs).
 
     `runs_due`: the runs the point was to make, given when the command ended before
     they were all made (an outcome so far): the record says so, and `--resume` measures
-    the point again."""
+    the point again. `group_id`: the group it was measured in, in rounds with the other
+    points of its workload (PointOutcome.group_id)."""
     ok = [r for r in runs if r.status == "ok"]
     unfinished = runs_due is not None and len(runs) < runs_due
     first = next((r for r in reports if r is not None), None)
@@ -85,6 +87,7 @@ def build_result(
         "environment": first.environment if first else {},
         "settings": first.settings if first else {},
         "unfinished": unfinished,
+        "group_id": group_id,
     }
     if not ok:
         failed = runs[0] if runs else None

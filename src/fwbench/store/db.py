@@ -423,6 +423,7 @@ def _serving_row(r: ServingResult) -> dict[str, Any]:
         "p99_s": p("99.00"),
         "samples_per_s": r.samples_per_s.value if r.samples_per_s else None,
         "max_qps": r.max_qps.value if r.max_qps else None,
+        "group_id": r.group_id,
         "record": r.model_dump_json(),
     }
 

@@ -34,6 +34,8 @@ are in one place: fwbench.result. The tables of each version:
  14  results gain group_id: the id shared by the variants measured together in rounds
      (run i of each in round i), whose verdicts pair their runs by round; NULL for a
      case measured alone, and before this version (read unpaired).
+ 15  serving gains group_id: the same, for the serving points of one workload measured
+     in rounds (NULL before this version: read unpaired).
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -253,6 +255,10 @@ def _to_v14(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN group_id VARCHAR")
 
 
+def _to_v15(con: Any) -> None:
+    con.execute("ALTER TABLE serving ADD COLUMN group_id VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -268,6 +274,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     11: _to_v12,
     12: _to_v13,
     13: _to_v14,
+    14: _to_v15,
 }
 
 
