@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -124,12 +125,9 @@ def test_a_results_file_of_schema_6_is_migrated_and_reads_as_one_run_each(
 ) -> None:
     """tests/data/results-schema6.duckdb.gz was written by fwbench before runs existed
     (torch and TensorFlow, tiny_cnn inference, one worker each)."""
-    import gzip
     import shutil
 
-    db = tmp_path / "old.duckdb"
-    with gzip.open(Path(__file__).parents[1] / "data" / "results-schema6.duckdb.gz") as src:
-        db.write_bytes(src.read())
+    db = fixture_db(tmp_path, 6)
     with ResultStore(db, read_only=True) as store:
         old = store.results()
     assert {r.case.framework for r in old} == {"torch", "tensorflow"}
@@ -155,6 +153,14 @@ def test_a_results_file_of_schema_6_is_migrated_and_reads_as_one_run_each(
 
 
 DATA = Path(__file__).parents[1] / "data"
+
+
+def fixture_db(tmp_path: Path, version: int) -> Path:
+    """A working copy of the results database written by the fwbench of `version`."""
+    db = tmp_path / f"v{version}.duckdb"
+    with gzip.open(DATA / f"results-schema{version}.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    return db
 
 
 def test_a_json_export_imports_back_as_the_same_results(tmp_path: Path) -> None:
@@ -203,16 +209,12 @@ def test_exports_of_every_earlier_schema_read_as_their_migrated_databases(
     """tests/data holds, for each earlier schema version, a results file and its JSON
     export, both written by the fwbench of that version (tiny cases, see
     tests/data/README.md). The JSON must read back as the migrated database reads."""
-    import gzip
-
     from fwbench.store.imports import read_records
 
     versions = sorted(int(p.name.split(".")[0][14:]) for p in DATA.glob("results-schema*.json"))
     assert versions == list(range(1, SCHEMA_VERSION))
     for v in versions:
-        db = tmp_path / f"v{v}.duckdb"
-        with gzip.open(DATA / f"results-schema{v}.duckdb.gz") as src:
-            db.write_bytes(src.read())
+        db = fixture_db(tmp_path, v)
         with ResultStore(db, read_only=True) as store:
             migrated = store.results()
         imported = read_records(DATA / f"results-schema{v}.json")
@@ -272,11 +274,7 @@ def test_a_schema_10_database_keeps_its_invocations_when_runs_are_renamed(
 ) -> None:
     """Schema 11 renamed the runs table (one row per command invocation) to invocations
     and every run_id column to invocation_id: the rows, their ids and the keys stay."""
-    import gzip
-
-    db = tmp_path / "v10.duckdb"
-    with gzip.open(DATA / "results-schema10.duckdb.gz") as src:
-        db.write_bytes(src.read())
+    db = fixture_db(tmp_path, 10)
     con = duckdb.connect(str(db), read_only=True)
     before = con.execute("SELECT * FROM runs").fetchall()
     ids = con.execute("SELECT result_id, run_id FROM results ORDER BY result_id").fetchall()
@@ -341,11 +339,7 @@ def test_a_schema_11_database_gains_an_empty_task_dims_column_and_keeps_its_keys
 ) -> None:
     """Schema 12 added the task's own dimensions; every result before it was of a task
     without any (NULL), and its case still has the key it was stored under."""
-    import gzip
-
-    db = tmp_path / "v11.duckdb"
-    with gzip.open(DATA / "results-schema11.duckdb.gz") as src:
-        db.write_bytes(src.read())
+    db = fixture_db(tmp_path, 11)
     with ResultStore(db) as store:
         rows = store.con.execute("SELECT case_key, task_dims FROM results").fetchall()
         back = store.results()
@@ -359,11 +353,7 @@ def test_a_schema_12_database_gains_an_empty_figures_column_and_reads_as_before(
 ) -> None:
     """Schema 13 added the task's own figures; every result before it was of a task that
     reports its step time only: NULL, read as no figures, its verdicts on the step time."""
-    import gzip
-
-    db = tmp_path / "v12.duckdb"
-    with gzip.open(DATA / "results-schema12.duckdb.gz") as src:
-        db.write_bytes(src.read())
+    db = fixture_db(tmp_path, 12)
     with ResultStore(db) as store:
         rows = store.con.execute("SELECT case_key, figures FROM results").fetchall()
         back = store.results()
@@ -380,11 +370,7 @@ def test_a_schema_14_serving_point_gains_an_empty_group_and_reads_unpaired(
 ) -> None:
     """Schema 15 added the serving points' group; a point stored before it was read
     unpaired, and still is (NULL group)."""
-    import gzip
-
-    db = tmp_path / "v14.duckdb"
-    with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
-        db.write_bytes(src.read())
+    db = fixture_db(tmp_path, 14)
     with ResultStore(db) as store:
         rows = store.con.execute("SELECT group_id FROM serving").fetchall()
         points = store.serving()
