@@ -12,7 +12,9 @@ before runs.
 With --sweep, each repeat is a small sweep instead (ResNet-18 and MobileNetV2 inference
 at batch 1 and 8 in PyTorch and TensorFlow: 8 cases, 4 workloads), alternately run one
 workload at a time and with its workloads taking turns round by round (LocalExecutor's
-spread), and the share is pooled over the cases, per arm:
+spread), and the share is pooled over the cases, per arm; and the same for each
+workload's PyTorch/TensorFlow ratio, with the interval its verdict reads (paired by
+round):
 
     cd benchmarks && ../.venv/bin/python coverage.py --sweep [--repeats 6]
 """
@@ -27,6 +29,7 @@ from common import measure_group
 
 from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
+from fwbench.result import comparison_between
 
 
 def sweep_cases(input_size: int) -> list[list[Case]]:
@@ -43,6 +46,17 @@ def sweep_cases(input_size: int) -> list[list[Case]]:
     ]  # fmt: skip
 
 
+def covered(sweeps: list[list[tuple[float, float, float]]]) -> tuple[int, int]:
+    """Over every ordered pair of sweeps and every item, how often the first's estimate
+    lies inside the second's interval (each item: estimate, low, high)."""
+    inside = total = 0
+    for c in range(len(sweeps[0])):
+        for i, j in itertools.permutations(range(len(sweeps)), 2):
+            total += 1
+            inside += sweeps[j][c][1] <= sweeps[i][c][0] <= sweeps[j][c][2]
+    return inside, total
+
+
 def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
     from fwbench.api import measurement_of
     from fwbench.launch import local
@@ -53,6 +67,7 @@ def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
     requests = [[CaseRequest(case=c, timing=timing, count_flops=False) for c in g] for g in groups]
     arms = {1: "one workload at a time", len(groups): f"{len(groups)} workloads take turns"}
     found: dict[int, list[list[tuple[float, float, float]]]] = {s: [] for s in arms}
+    ratios: dict[int, list[list[tuple[float, float, float]]]] = {s: [] for s in arms}
     started = time.monotonic()
     for i in range(repeats * len(arms)):
         spread = list(arms)[i % len(arms)]
@@ -60,25 +75,34 @@ def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
         by_index = {}
         for done in local.LocalExecutor(spread=spread).run(requests, 600):
             by_index[done.index] = done.outcomes
-        row = []
+        row, ratio_row = [], []
         for index in range(len(groups)):
-            for outcome in by_index[index]:
-                m = measurement_of(outcome.runs, outcome.stop_reason or "")
+            sides = {}
+            for case, outcome in zip(groups[index], by_index[index], strict=True):
+                m = measurement_of(outcome.runs, outcome.stop_reason or "", outcome.group_id)
                 st = m.step_time_s
                 row.append((st.median, st.ci_low, st.ci_high))
+                sides[case.framework] = m
+            # The verdict's ratio and interval, as fwbench reads it (paired by round).
+            r = comparison_between(
+                sides, "given", [("torch", "tensorflow")], estimator=timing.estimator
+            ).ratios()[0]
+            ratio_row.append((r.value, r.ci_low, r.ci_high))
         found[spread].append(row)
+        ratios[spread].append(ratio_row)
         print(f"sweep {i + 1} ({arms[spread]}): {time.monotonic() - t0:.0f} s", flush=True)
     for spread, label in arms.items():
-        sweeps = found[spread]
-        inside = total = 0
-        for c in range(len(sweeps[0])):
-            for i, j in itertools.permutations(range(len(sweeps)), 2):
-                total += 1
-                inside += sweeps[j][c][1] <= sweeps[i][c][0] <= sweeps[j][c][2]
+        inside, total = covered(found[spread])
         print(
             f"{label}: {inside} of {total} pairs ({inside / total:.0%}) have one estimate "
-            f"inside the other's 95% CI; {len(sweeps)} sweeps of {len(sweeps[0])} cases, "
-            f"{runs} runs each"
+            f"inside the other's 95% CI; {len(found[spread])} sweeps of "
+            f"{len(found[spread][0])} cases, {runs} runs each"
+        )
+        inside, total = covered(ratios[spread])
+        print(
+            f"{label}, verdicts: {inside} of {total} pairs ({inside / total:.0%}) have one "
+            "sweep's PyTorch/TensorFlow ratio inside another's interval, read as verdicts "
+            "read it (paired by round)"
         )
     print(f"{time.monotonic() - started:.0f} s in all")
 
