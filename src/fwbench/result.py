@@ -446,16 +446,17 @@ def comparison_of(
     (Result.looks). A pair of results measured together in one group
     (Measurement.group_id) is read on its runs paired by round, others unpaired.
     Results without a measurement are left out."""
-    ok = {name: r for name, r in results.items() if r.measurement is not None}
+    measured = {name: r.measurement for name, r in results.items() if r.measurement is not None}
+    ok = [results[name] for name in measured]
     return comparison_between(
-        {name: r.measurement for name, r in ok.items() if r.measurement is not None},
+        measured,
         rule,
         given,
         band,
         confidence,
-        comparison.widest(r.looks for r in ok.values()) if sequential else None,
-        comparison.common_estimator(r.estimator for r in ok.values()),
-        common_figure(ok.values()) if figure is None else figure,
+        comparison.widest(r.looks for r in ok) if sequential else None,
+        comparison.common_estimator(r.estimator for r in ok),
+        common_figure(ok) if figure is None else figure,
     )
 
 
