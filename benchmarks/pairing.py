@@ -14,6 +14,8 @@ decided under each reading, and the correlation of the two sides' runs.
 
     cd benchmarks && ../.venv/bin/python pairing.py [--rounds 4] [--repeat 1]
         [--aa-only | --ab-only] [--save runs.json] [--load runs.json] [--db sweep.duckdb]
+
+With --db it also reads each round as blocks paired back to back (`block_pairs`).
 """
 
 from __future__ import annotations
@@ -219,6 +221,59 @@ def from_db(path: Path) -> list[dict[str, object]]:
     return groups
 
 
+def block_pairs(paths: list[Path], rounds: int) -> None:
+    """Pairing blocks that ran back to back: within a round the variants' blocks
+    alternate, so block i of one side and block i of the other ran next to each other.
+    Each round read as the median of those blocks' log ratios, against the ratio of the
+    two runs' 25th percentiles (fwbench's reading); both then paired over rounds as a
+    fixed plan of `rounds` reads them. Prints the median per-round spread and the
+    verdicts decided by each reading."""
+    from fwbench.store.db import ResultStore
+
+    spreads: dict[str, list[float]] = {"runs (p25)": [], "block pairs": []}
+    decided = dict.fromkeys(spreads, 0)
+    groups = 0
+    for path in paths:
+        with ResultStore(path, read_only=True) as store:
+            results = [r for r in store.results() if r.measurement is not None]
+        by_workload: dict[tuple[object, ...], dict[str, Any]] = {}
+        for r in results:
+            by_workload.setdefault(r.case.workload_key(), {})[r.case.framework] = r
+        for sides in by_workload.values():
+            if set(sides) != {"torch", "tensorflow"}:
+                continue
+            m_a, m_b = (sides[fw].measurement for fw in ("torch", "tensorflow"))
+            if m_a.group_id is None or m_a.group_id != m_b.group_id:
+                continue
+            of_b = {run.index: run for run in m_b.runs}
+            logs: dict[str, list[float]] = {name: [] for name in spreads}
+            for run in m_a.runs:
+                other = of_b.get(run.index)
+                if other is None or len(other.samples) != len(run.samples):
+                    continue
+                a, b = np.log(run.samples), np.log(other.samples)
+                logs["runs (p25)"].append(float(np.quantile(a, 0.25) - np.quantile(b, 0.25)))
+                logs["block pairs"].append(float(np.median(a - b)))
+            if len(logs["runs (p25)"]) < rounds:
+                continue
+            groups += 1
+            for name, found in logs.items():
+                found = found[:rounds]
+                spreads[name].append(statistics.stdev(found))
+                values = {"a": list(np.exp(found)), "b": [1.0] * rounds}
+                c = Comparison.of(
+                    values,
+                    looks=Looks(rounds, rounds),
+                    rounds={"a": range(rounds), "b": range(rounds)},
+                )
+                decided[name] += c.decided
+    print(f"\nblocks paired back to back ({groups} PyTorch/TensorFlow groups, {rounds} rounds):")
+    for name in spreads:
+        spread = statistics.median(spreads[name])
+        print(f"  {name}: per-round spread of the log ratio, median {spread:.1%}; "
+              f"decided {decided[name]} of {groups}")  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=4)
@@ -232,6 +287,8 @@ def main() -> None:
     if a.load or a.db:
         groups = [g for path in a.load or [] for g in json.loads(path.read_text())]
         groups += [g for path in a.db or [] for g in from_db(path)]
+        if a.db:
+            block_pairs(a.db, a.rounds)
     else:
         groups = measure(a.rounds, a.repeat, not a.ab_only, not a.aa_only)
         if a.save:
