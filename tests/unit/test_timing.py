@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fwbench.measure.timing import TimingConfig, is_settled, is_stable, measure
+from fwbench.launch.rounds import _switch_blocks, _switch_warm_steps
+from fwbench.measure.timing import Prepared, TimingConfig, is_settled, is_stable, measure
 
 
 class FakeDevice:
@@ -182,3 +183,27 @@ def test_is_stable() -> None:
     assert is_stable([1.0, 1.0, 1.0, 1.01, 1.0, 0.99], window=3, tolerance=0.05)
     assert not is_stable([2.0, 2.0, 2.0, 1.0, 1.0, 1.0], window=3, tolerance=0.05)
     assert not is_stable([1.0, 1.0], window=3, tolerance=0.05)
+
+
+def _prepared(step_s: float, warmup_steps: int = 5) -> Prepared:
+    return Prepared(
+        first_step_s=step_s * 10,
+        warmup_steps=warmup_steps,
+        warmup_s=step_s * warmup_steps,
+        warmup_stop="stable",
+        sync_overhead_s=0.0,
+        steps_per_block=1,
+    )
+
+
+def test_a_block_after_a_switch_starts_after_enough_untimed_steps() -> None:
+    # Short steps need several untimed steps to fill the time their threads take to
+    # reach speed again after another process ran; a long step is one (never zero).
+    config = TimingConfig()
+    assert _switch_warm_steps(_prepared(0.0076), config.min_switch_warm_s) == 4
+    assert _switch_warm_steps(_prepared(0.2), config.min_switch_warm_s) == 1
+    assert _switch_warm_steps(_prepared(0.0076), 0.0) == 1  # the design before 2026-11-25
+    # Without a warmup step to go by, the first step is the estimate.
+    assert _switch_warm_steps(_prepared(0.001, warmup_steps=0), 0.03) == 3
+    # And blocks between switches still last min_switch_block_s.
+    assert _switch_blocks(_prepared(0.0076), config.min_switch_block_s).steps_per_block == 7

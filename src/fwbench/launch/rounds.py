@@ -4,8 +4,9 @@ warmed up in turn, then timed block by block in alternation.
 The worker protocol of a run (build, calibrate, steady, blocks, finish) and what the
 driver keeps of a case across its runs (`CaseRuns`) live here; which groups run, how
 many rounds and in what order is fwbench.launch.local's job. Each block after a switch
-between processes begins with one untimed step, so a cold cache is not timed (rule 17),
-and a noisy machine's drift hits all variants alike.
+between processes begins with untimed steps (one, or as many as fill
+`TimingConfig.min_switch_warm_s`), so a cold cache and sleeping threads are not timed
+(rule 17), and a noisy machine's drift hits all variants alike.
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class _Runner:
         self.worker = worker
         self.prepared = prepared
         self.start_s = start_s
-        # One untimed step before each block when blocks alternate between processes, and
-        # blocks of at least min_block_s then.
+        # Untimed steps before each block when blocks alternate between processes
+        # (_switch_warm_steps), and blocks of at least min_block_s then.
         self.warm = 0
         self.min_block_s = 0.0
         # The task's figures beyond the step time, a value per timed block (Workload.figures).
@@ -285,7 +286,7 @@ def _measure(runners: list[_Runner]) -> None:
         run_config = run_config.model_copy(update={"min_time_s": window})
     if len(runners) > 1:
         for runner in runners:
-            runner.warm = 1
+            runner.warm = _switch_warm_steps(runner.prepared, config.min_switch_warm_s)
             runner.min_block_s = config.min_switch_block_s
             runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
     other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
@@ -353,14 +354,29 @@ def _broken(worker: Worker, exc: BaseException) -> WorkerFailure:
     return WorkerFailure("error", f"driver lost the worker: {one_line(exc)}", worker.log_tail())
 
 
+def _step_estimate(prepared: Prepared) -> float:
+    """Seconds a step, from warmup (else the first step; 0 when neither was timed)."""
+    step = prepared.warmup_s / prepared.warmup_steps if prepared.warmup_steps else 0.0
+    return step or prepared.first_step_s
+
+
 def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
     """Blocks long enough that switching processes between them costs nothing measurable."""
-    step = prepared.warmup_s / prepared.warmup_steps if prepared.warmup_steps else 0.0
-    step = step or prepared.first_step_s
+    step = _step_estimate(prepared)
     if step <= 0:
         return prepared
     steps = max(prepared.steps_per_block, math.ceil(min_block_s / step))
     return dataclasses.replace(prepared, steps_per_block=steps)
+
+
+def _switch_warm_steps(prepared: Prepared, min_warm_s: float) -> int:
+    """Untimed steps before a block after a switch: one, or as many as fill min_warm_s.
+    A process whose threads slept while another ran needs more than one short step to
+    reach its steady speed again (docs/methodology.md, "Blocks after a switch")."""
+    step = _step_estimate(prepared)
+    if step <= 0:
+        return 1
+    return max(1, math.ceil(min_warm_s / step))
 
 
 def _check_compiles(state: CaseRuns, report: CaseReport) -> None:

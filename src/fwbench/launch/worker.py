@@ -152,11 +152,12 @@ def serve_case(
             op = message["op"]
             if op == "block":
                 if message.get("warm"):
-                    # Another process ran since our last block: caches and pools are cold,
-                    # and a first step after a switch is 8-15% slower. It is not timed.
+                    # Another process ran since our last block: caches are cold and the
+                    # pool's threads asleep, and the steps after a switch are slower
+                    # (docs/methodology.md, "Blocks after a switch"). They are not timed.
                     run_block(workload.step, workload.sync, int(message["warm"]), time.perf_counter)
                 steps = int(message["steps"])
-                workload.figures()  # what warmup and the untimed step timed is dropped
+                workload.figures()  # what warmup and the untimed steps timed is dropped
                 seconds = run_block(workload.step, workload.sync, steps, time.perf_counter)
                 figures = workload.figures()
                 send({"event": "block", "seconds": seconds, "figures": figures})

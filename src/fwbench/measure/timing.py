@@ -78,6 +78,11 @@ class TimingConfig(BaseModel):
     # Shortest block when blocks alternate between processes: the switch (a cold cache,
     # the other pool's threads going to sleep) must cost nothing measurable against it.
     min_switch_block_s: float = Field(0.05, ge=0)
+    # Untimed work before each block after a switch: at least one step, and as many as
+    # fill this long. One step was not enough for short steps: after it, a TensorFlow
+    # step of 7.6 ms stayed 12% slower than without a switch; after 30 ms, within 2%
+    # (benchmarks/switch_cost.py; docs/methodology.md, "Blocks after a switch").
+    min_switch_warm_s: float = Field(0.03, ge=0)
     max_overhead_share: float = Field(1e-3, gt=0)
     spread_warning: float = Field(0.10, gt=0)
     # A run whose second half of blocks is this much faster or slower than its first
