@@ -22,7 +22,7 @@ both have answered. The sides swap halves of the machine from round to round. Ea
 run's value is its 25th-percentile block (fwbench's default).
 
     cd benchmarks && ../.venv/bin/python duet.py [--rounds 6] [--repeat 2]
-        [--workload resnet18:infer:8 ...]
+        [--workload resnet18:infer:8 ...] [--fixed-halves]
 """
 
 from __future__ import annotations
@@ -78,7 +78,11 @@ class _Samples:
 
 
 def duet_round(
-    cases: list[Case], timing: TimingConfig, servers: ForkServers, index: int
+    cases: list[Case],
+    timing: TimingConfig,
+    servers: ForkServers,
+    index: int,
+    fixed_halves: bool = False,
 ) -> list[float]:
     """One duet round: a fresh worker per side, each pinned to its own cores, prepared at
     the same time, then timed in lockstep; each side's 25th-percentile block."""
@@ -87,7 +91,8 @@ def duet_round(
     halves = [set(cpus[i * share : (i + 1) * share]) for i in range(len(cases))]
     # The halves of a machine need not be equal (the launcher, interrupts, where the
     # hypervisor places each virtual CPU): the sides swap halves from round to round.
-    cores = halves[index % len(halves) :] + halves[: index % len(halves)]
+    turn = 0 if fixed_halves else index % len(halves)
+    cores = halves[turn:] + halves[:turn]
     requests = [CaseRequest(case=c, timing=timing, count_flops=False) for c in cases]
     deadline = time.monotonic() + 600
     workers: list[Any] = []
@@ -126,11 +131,13 @@ def duet_round(
     return [per_run([_Samples(s)], "p25")[0] for s in samples]
 
 
-def duet_group(cases: list[Case], timing: TimingConfig, rounds: int) -> list[list[float]]:
+def duet_group(
+    cases: list[Case], timing: TimingConfig, rounds: int, fixed_halves: bool = False
+) -> list[list[float]]:
     directory = Path(tempfile.mkdtemp(prefix="fwbench-duet-"))
     servers = ForkServers(directory)
     try:
-        return [duet_round(cases, timing, servers, r) for r in range(rounds)]
+        return [duet_round(cases, timing, servers, r, fixed_halves) for r in range(rounds)]
     finally:
         servers.close()
         shutil.rmtree(directory, ignore_errors=True)
@@ -148,6 +155,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2, help="Groups per design and pair.")
     p.add_argument("--workload", action="append", help="MODEL:TASK:BATCH (64 px, 1000 classes)")
     p.add_argument("--run-time", type=float, default=0.5)
+    p.add_argument(
+        "--fixed-halves", action="store_true", help="Each side keeps its half in every round."
+    )
     a = p.parse_args()
     workloads = a.workload or list(DEFAULT_WORKLOADS)
     cpus = len(os.sched_getaffinity(0))
@@ -167,7 +177,7 @@ def main() -> None:
                 for design in designs:
                     started = time.perf_counter()
                     if design == "duet":
-                        values = duet_group(cases, timing, a.rounds)
+                        values = duet_group(cases, timing, a.rounds, a.fixed_halves)
                     else:
                         values = interleaved_group(cases, timing)
                     wall = time.perf_counter() - started

@@ -1,17 +1,18 @@
-"""What the untimed step after a switch buys: how much slower a block is when it starts
+"""What the untimed steps after a switch buy: how much slower a block is when it starts
 cold, right after the other variant's block.
 
 When the variants of a workload alternate block by block, each block after a switch
-begins with one untimed step (the other process's block left the caches cold and its
-thread pool spinning). That step costs a whole step per block: for a training step of
+begins with untimed steps (the other process's block left the caches cold and this
+one's thread pool asleep): one step until 2026-11-25, now as many as fill 30 ms
+(`min_switch_warm_s`). They cost up to a whole step per block: for a training step of
 200 ms in blocks of one step, half of a round's timed phase. This script measures what
-it protects against. Each round starts one fresh worker per framework, as fwbench does
+they protect against. Each round starts one fresh worker per framework, as fwbench does
 (built and warmed up in turn, blocks of at least 50 ms), then alternates their blocks,
-cycling through four ways of starting a block: cold (no untimed step), fwbench's one
-untimed step, untimed steps filling 30 ms, and no switch at all (the side's block right
-after its own). Per side it prints each kind's median block against the no-switch one,
-median over runs (each run's figure in brackets): the bias a block carries when it
-starts that way.
+cycling through four ways of starting a block, in this fixed order: cold (no untimed
+step), one untimed step, untimed steps filling 30 ms from the warmup's estimate of a
+step, and no switch at all (the side's block right after its own). Per side it prints
+each kind's median block against the no-switch one, median over runs (each run's figure
+in brackets): the bias a block carries when it starts that way.
 
     cd benchmarks && ../.venv/bin/python switch_cost.py [--rounds 3] [--blocks 6]
         [--workload resnet50:train:8 ...]
@@ -41,8 +42,9 @@ from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.timing import TimingConfig
 
 MODES = {"torch": "eager", "tensorflow": "graph"}
-# Untimed work before a block after a switch, as compared: none, fwbench's one step, or
-# steps filling WARM_S; against a block that follows the same side's block (no switch).
+# Untimed work before a block after a switch, as compared: none, one step (fwbench until
+# 2026-11-25), or steps filling WARM_S (its default since); against a block that follows
+# the same side's block (no switch).
 WARM_S = 0.03
 READINGS = ("cold", "1 step", f"{WARM_S * 1e3:g} ms", "no switch")
 # Workloads of the quick preset, from its shortest steps to its longest.
@@ -93,11 +95,9 @@ def one_round(
                 raise RuntimeError(f"{cases[i].label()}: {message}")
             return float(message["seconds"]) / ready.steps_per_block
 
-        # Steps in WARM_S of untimed work, from each side's warmup estimate of a step.
-        longer = [
-            max(1, math.ceil(WARM_S / (ready.warmup_s / max(ready.warmup_steps, 1) or 1e-3)))
-            for _, ready in prepared
-        ]
+        # Steps in WARM_S of untimed work, from each side's warmup estimate of a step (fwbench
+        # then corrects the count from each block's steps).
+        longer = [launch_rounds._switch_warm_steps(ready, WARM_S) for _, ready in prepared]
         for _ in range(blocks):
             for reading in READINGS:
                 for i in range(len(cases)):

@@ -202,8 +202,59 @@ def test_a_block_after_a_switch_starts_after_enough_untimed_steps() -> None:
     config = TimingConfig()
     assert _switch_warm_steps(_prepared(0.0076), config.min_switch_warm_s) == 4
     assert _switch_warm_steps(_prepared(0.2), config.min_switch_warm_s) == 1
-    assert _switch_warm_steps(_prepared(0.0076), 0.0) == 1  # the design before 2026-11-25
+    assert _switch_warm_steps(_prepared(0.0076), 0.0) == 1  # the design until 2026-11-25
     # Without a warmup step to go by, the first step is the estimate.
     assert _switch_warm_steps(_prepared(0.001, warmup_steps=0), 0.03) == 3
     # And blocks between switches still last min_switch_block_s.
     assert _switch_blocks(_prepared(0.0076), config.min_switch_block_s).steps_per_block == 7
+
+
+class _SwitchingWorker:
+    """A worker whose steps take `step_s` each; it answers a block with its timed steps'
+    seconds, the untimed ones (`warm`) left out, as the real worker does."""
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+        self.sent: list[dict[str, int]] = []
+
+    def send(self, message: dict[str, int]) -> None:
+        self.sent.append(message)
+
+    def receive(self) -> dict[str, object]:
+        return {"event": "block", "seconds": self.sent[-1]["steps"] * self.step_s}
+
+
+class _Tracker:
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+
+    def __call__(self, hook: str, *args: object) -> object:
+        if hook == "after_block":
+            self.steps.append(int(args[2]))  # type: ignore[call-overload]
+        return None
+
+
+def test_untimed_steps_after_a_switch_follow_the_measured_step() -> None:
+    from fwbench.case import Case
+    from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.rounds import CaseRuns, _Runner
+
+    case = Case.build(framework="torch", model="resnet18", task="infer", batch_size=1)
+    state = CaseRuns(CaseRequest(case=case, timing=TimingConfig()))
+    tracker = _Tracker()
+    state.tracking = {"energy": tracker}  # type: ignore[dict-item]
+    worker = _SwitchingWorker(step_s=0.005)
+    # Warmup's estimate was 10 ms a step (its early steps were slow): 3 untimed steps.
+    runner = _Runner(state, worker, _prepared(0.01), 0.0)  # type: ignore[arg-type]
+    runner.warm = _switch_warm_steps(runner.prepared, 0.03)
+    runner.min_warm_s, runner.min_block_s = 0.03, 0.05
+    runner.prepared = _switch_blocks(runner.prepared, 0.05)
+    assert runner.warm == 3
+    runner.block()
+    runner.block()
+    # The first block measured 5 ms a step: the next block starts after 6 untimed steps
+    # (30 ms), and is long enough for 50 ms.
+    assert [m["warm"] for m in worker.sent] == [3, 6]
+    assert worker.sent[1]["steps"] * 0.005 >= 0.05
+    # A tracker's wall time holds the untimed steps, so they are counted with it.
+    assert tracker.steps == [5 + 3, worker.sent[1]["steps"] + 6]

@@ -6,9 +6,9 @@ or a hang takes only its own case down, and the spread between runs is measured 
 than hidden. Runs are made in rounds: in each round every case of the group gets one
 run; the workers build and warm up in turn under the rules this driver sends them
 (`calibrate`: first step, warmup, block size), then it asks them for one timed block
-each, in alternation (each block after a switch begins with untimed steps, at least 30
-ms of them, so cold caches and waking threads are not timed: rule 17), so a noisy
-machine's drift hits all variants alike. The
+each, in alternation (each block after a switch begins with untimed steps,
+`TimingConfig.min_switch_warm_s` of them, so cold caches and waking threads are not
+timed: rule 17), so a noisy machine's drift hits all variants alike. The
 order of the cases alternates from round to round (ABBA). Rounds go on until every
 case's interval over its runs is precise enough or its budget ends, for all the cases
 of the group at once: a case whose own rule is met keeps its place in the rounds while

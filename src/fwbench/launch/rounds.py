@@ -134,8 +134,10 @@ class _Runner:
         self.prepared = prepared
         self.start_s = start_s
         # Untimed steps before each block when blocks alternate between processes
-        # (_switch_warm_steps), and blocks of at least min_block_s then.
+        # (enough to fill min_warm_s: _switch_warm_steps), and blocks of at least
+        # min_block_s then.
         self.warm = 0
+        self.min_warm_s = 0.0
         self.min_block_s = 0.0
         # The task's figures beyond the step time, a value per timed block (Workload.figures).
         self.figures: dict[str, list[float]] = {}
@@ -154,11 +156,15 @@ class _Runner:
         for name, value in (message.get("figures") or {}).items():
             self.figures.setdefault(name, []).append(float(value))
         for tracker, token in zip(tracking, tokens, strict=True):
-            tracker("after_block", token, wall, steps)
-        if self.warm and 0 < seconds < self.min_block_s:
-            # Warmup's estimate of a step was high: lengthen the blocks that follow.
-            longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
-            self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
+            # The wall time holds the untimed steps too: what they cost is theirs.
+            tracker("after_block", token, wall, steps + self.warm)
+        if self.warm and seconds > 0:
+            # Warmup's estimate of a step runs high (its early steps, a sync each): the
+            # block's own steps say how many fill min_warm_s, and how long a block is.
+            self.warm = max(1, math.ceil(self.min_warm_s / (seconds / steps)))
+            if seconds < self.min_block_s:
+                longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
+                self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
         return seconds, steps
 
 
@@ -287,6 +293,7 @@ def _measure(runners: list[_Runner]) -> None:
     if len(runners) > 1:
         for runner in runners:
             runner.warm = _switch_warm_steps(runner.prepared, config.min_switch_warm_s)
+            runner.min_warm_s = config.min_switch_warm_s
             runner.min_block_s = config.min_switch_block_s
             runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
     other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))

@@ -87,7 +87,8 @@ class DriverTracker:
         return None
 
     def after_block(self, token: Any, wall_s: float, steps: int) -> None:
-        """Just after that block: `wall_s` seconds for `steps` steps, seen from here."""
+        """Just after that block: `wall_s` seconds for `steps` steps, seen from here (the
+        untimed steps that start a block after a switch are among them)."""
 
     def stop(self) -> None:
         """The run's steady state is over."""
