@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fwbench.launch.rounds import _switch_blocks, _switch_warm_steps
+from fwbench.launch.rounds import _step_estimate, _switch_blocks, _warm_steps
 from fwbench.measure.timing import Prepared, TimingConfig, is_settled, is_stable, measure
 
 
@@ -200,11 +200,12 @@ def test_a_block_after_a_switch_starts_after_enough_untimed_steps() -> None:
     # Short steps need several untimed steps to fill the time their threads take to
     # reach speed again after another process ran; a long step is one (never zero).
     config = TimingConfig()
-    assert _switch_warm_steps(_prepared(0.0076), config.min_switch_warm_s) == 4
-    assert _switch_warm_steps(_prepared(0.2), config.min_switch_warm_s) == 1
-    assert _switch_warm_steps(_prepared(0.0076), 0.0) == 1  # the design until 2026-11-25
+    assert _warm_steps(_step_estimate(_prepared(0.0076)), config.min_switch_warm_s) == 4
+    assert _warm_steps(_step_estimate(_prepared(0.2)), config.min_switch_warm_s) == 1
+    assert _warm_steps(_step_estimate(_prepared(0.0076)), 0.0) == 1  # the design until 2026-11-25
     # Without a warmup step to go by, the first step is the estimate.
-    assert _switch_warm_steps(_prepared(0.001, warmup_steps=0), 0.03) == 3
+    assert _warm_steps(_step_estimate(_prepared(0.001, warmup_steps=0)), 0.03) == 3
+    assert _warm_steps(0.0, 0.03) == 1  # no step timed: one untimed step
     # And blocks between switches still last min_switch_block_s.
     assert _switch_blocks(_prepared(0.0076), config.min_switch_block_s).steps_per_block == 7
 
@@ -244,12 +245,11 @@ def test_untimed_steps_after_a_switch_follow_the_measured_step() -> None:
     tracker = _Tracker()
     state.tracking = {"energy": tracker}  # type: ignore[dict-item]
     worker = _SwitchingWorker(step_s=0.005)
-    # Warmup's estimate was 10 ms a step (its early steps were slow): 3 untimed steps.
+    # Warmup's estimate was 10 ms a step (its early steps were slow): 3 untimed steps
+    # fill the default 30 ms, and blocks of 5 steps its 50 ms.
     runner = _Runner(state, worker, _prepared(0.01), 0.0)  # type: ignore[arg-type]
-    runner.warm = _switch_warm_steps(runner.prepared, 0.03)
-    runner.min_warm_s, runner.min_block_s = 0.03, 0.05
-    runner.prepared = _switch_blocks(runner.prepared, 0.05)
-    assert runner.warm == 3
+    runner.alternate(TimingConfig())
+    assert (runner.warm, runner.prepared.steps_per_block) == (3, 5)
     runner.block()
     runner.block()
     # The first block measured 5 ms a step: the next block starts after 6 untimed steps

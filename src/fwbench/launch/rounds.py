@@ -134,13 +134,21 @@ class _Runner:
         self.prepared = prepared
         self.start_s = start_s
         # Untimed steps before each block when blocks alternate between processes
-        # (enough to fill min_warm_s: _switch_warm_steps), and blocks of at least
-        # min_block_s then.
+        # (enough to fill min_warm_s), and blocks of at least min_block_s then: `alternate`.
         self.warm = 0
         self.min_warm_s = 0.0
         self.min_block_s = 0.0
         # The task's figures beyond the step time, a value per timed block (Workload.figures).
         self.figures: dict[str, list[float]] = {}
+
+    def alternate(self, config: TimingConfig) -> None:
+        """Its blocks alternate with other processes': each starts after untimed steps
+        filling min_switch_warm_s and lasts at least min_switch_block_s, by warmup's
+        estimate of a step until the blocks' own steps correct it (`block`)."""
+        self.min_warm_s = config.min_switch_warm_s
+        self.min_block_s = config.min_switch_block_s
+        self.warm = _warm_steps(_step_estimate(self.prepared), self.min_warm_s)
+        self.prepared = _switch_blocks(self.prepared, self.min_block_s)
 
     def block(self) -> tuple[float, int]:
         steps = self.prepared.steps_per_block
@@ -161,7 +169,7 @@ class _Runner:
         if self.warm and seconds > 0:
             # Warmup's estimate of a step runs high (its early steps, a sync each): the
             # block's own steps say how many fill min_warm_s, and how long a block is.
-            self.warm = max(1, math.ceil(self.min_warm_s / (seconds / steps)))
+            self.warm = _warm_steps(seconds / steps, self.min_warm_s)
             if seconds < self.min_block_s:
                 longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
                 self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
@@ -292,10 +300,7 @@ def _measure(runners: list[_Runner]) -> None:
         run_config = run_config.model_copy(update={"min_time_s": window})
     if len(runners) > 1:
         for runner in runners:
-            runner.warm = _switch_warm_steps(runner.prepared, config.min_switch_warm_s)
-            runner.min_warm_s = config.min_switch_warm_s
-            runner.min_block_s = config.min_switch_block_s
-            runner.prepared = _switch_blocks(runner.prepared, config.min_switch_block_s)
+            runner.alternate(config)
     other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
     for tracker in tracking:
         tracker("start")
@@ -376,14 +381,12 @@ def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
     return dataclasses.replace(prepared, steps_per_block=steps)
 
 
-def _switch_warm_steps(prepared: Prepared, min_warm_s: float) -> int:
-    """Untimed steps before a block after a switch: one, or as many as fill min_warm_s.
-    A process whose threads slept while another ran needs more than one short step to
-    reach its steady speed again (docs/methodology.md, "Blocks after a switch")."""
-    step = _step_estimate(prepared)
-    if step <= 0:
-        return 1
-    return max(1, math.ceil(min_warm_s / step))
+def _warm_steps(step_s: float, min_warm_s: float) -> int:
+    """Untimed steps before a block after a switch: one, or as many steps of `step_s` as
+    fill min_warm_s. A process whose threads slept while another ran needs more than one
+    short step to reach its steady speed again (docs/methodology.md, "Blocks after a
+    switch")."""
+    return max(1, math.ceil(min_warm_s / step_s)) if step_s > 0 else 1
 
 
 def _check_compiles(state: CaseRuns, report: CaseReport) -> None:
