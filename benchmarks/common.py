@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,29 @@ from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
+
+# Each framework's default mode, as the quick preset runs them.
+MODES = {"torch": "eager", "tensorflow": "graph"}
+
+
+def workload_case(framework: str, workload: str, threads: int | None = None) -> Case:
+    """The quick preset's case of `framework` for "MODEL:TASK:BATCH" (64 px, 1000 classes)."""
+    model, task, batch = workload.split(":")
+    return Case.build(
+        framework=framework, mode=MODES[framework], model=model, task=task,
+        batch_size=int(batch), input_size=64, num_classes=1000, device="cpu", threads=threads,
+    )  # fmt: skip
+
+
+def prepare_worker(worker: Any, request: Any, timing: TimingConfig) -> Any:
+    """Drive a fresh worker (fwbench.launch.rounds._start) as a round does up to its
+    blocks: the request, its build, first step and warmup, then blocks long enough to
+    alternate (min_switch_block_s). Returns its Prepared."""
+    from fwbench.launch import rounds
+
+    worker.send(request)
+    prepared, _ = rounds._prepare(worker, timing, time.perf_counter())
+    return rounds._switch_blocks(prepared, timing.min_switch_block_s)
 
 
 def run_one(case: Case, timing: TimingConfig, db: Path | None = None) -> Result:

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import measure_group
+from common import measure_group, prepare_worker, workload_case
 
 from fwbench.case import Case
 from fwbench.launch import rounds as launch_rounds
@@ -49,16 +49,7 @@ from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.comparison import per_run
 from fwbench.measure.timing import TimingConfig
 
-MODES = {"torch": "eager", "tensorflow": "graph"}
 DEFAULT_WORKLOADS = ("resnet18:infer:8", "mobilenet_v2:train:1")
-
-
-def make_case(framework: str, workload: str, threads: int) -> Case:
-    model, task, batch = workload.split(":")
-    return Case.build(
-        framework=framework, mode=MODES[framework], model=model, task=task,
-        batch_size=int(batch), input_size=64, num_classes=1000, device="cpu", threads=threads,
-    )  # fmt: skip
 
 
 def _pin(pid: int, cores: set[int]) -> None:
@@ -103,10 +94,9 @@ def duet_round(
             workers.append(worker)
 
         def prepare(i: int) -> Any:
-            workers[i].send(requests[i])
-            prepared, _ = launch_rounds._prepare(workers[i], timing, time.perf_counter())
-            _pin(workers[i].pid, cores[i])
-            return launch_rounds._switch_blocks(prepared, timing.min_switch_block_s)
+            prepared = prepare_worker(workers[i], requests[i], timing)
+            _pin(workers[i].pid, cores[i])  # the threads its build started
+            return prepared
 
         with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
             prepared = list(pool.map(prepare, range(len(workers))))
@@ -172,7 +162,7 @@ def main() -> None:
     for rep in range(a.repeat):
         for workload in workloads:
             for pair in (("torch", "torch"), ("tensorflow", "tensorflow"), ("torch", "tensorflow")):
-                cases = [make_case(fw, workload, threads) for fw in pair]
+                cases = [workload_case(fw, workload, threads) for fw in pair]
                 designs = ("interleaved", "duet") if rep % 2 == 0 else ("duet", "interleaved")
                 for design in designs:
                     started = time.perf_counter()

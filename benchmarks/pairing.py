@@ -30,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import measure_group
+from common import MODES, measure_group
 
 from fwbench.case import Case
 from fwbench.measure.comparison import Comparison, Looks
 from fwbench.measure.timing import TimingConfig
 
-MODES = {"torch": "eager", "tensorflow": "graph"}
 # The quick preset's workloads: (model, task, batch size), 64 px, 1000 classes.
 WORKLOADS = [
     (model, task, batch)
@@ -192,20 +191,27 @@ def reruns(groups: list[dict[str, object]], estimator: str, n: int) -> None:
         )
 
 
-def from_db(path: Path) -> list[dict[str, object]]:
-    """The PyTorch-against-TensorFlow groups of a stored sweep (the quick preset's), in the
-    form `measure` saves."""
+def stored_pairs(paths: list[Path]) -> list[dict[str, Any]]:
+    """The PyTorch and TensorFlow results of each workload of stored sweeps (the quick
+    preset's), read once: framework -> Result."""
     from fwbench.store.db import ResultStore
 
-    with ResultStore(path, read_only=True) as store:
-        results = [r for r in store.results() if r.measurement is not None]
-    by_workload: dict[tuple[object, ...], dict[str, Any]] = {}
-    for r in results:
-        by_workload.setdefault(r.case.workload_key(), {})[r.case.framework] = r
+    pairs: list[dict[str, Any]] = []
+    for path in paths:
+        with ResultStore(path, read_only=True) as store:
+            results = [r for r in store.results() if r.measurement is not None]
+        by_workload: dict[tuple[object, ...], dict[str, Any]] = {}
+        for r in results:
+            by_workload.setdefault(r.case.workload_key(), {})[r.case.framework] = r
+        pairs += [s for s in by_workload.values() if set(s) == {"torch", "tensorflow"}]
+    return pairs
+
+
+def from_db(pairs: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """Stored PyTorch-against-TensorFlow groups (`stored_pairs`) in the form `measure`
+    saves."""
     groups: list[dict[str, object]] = []
-    for sides in by_workload.values():
-        if set(sides) != {"torch", "tensorflow"}:
-            continue
+    for sides in pairs:
         case = sides["torch"].case
         group: dict[str, object] = {
             "kind": "torch/tf",
@@ -221,52 +227,42 @@ def from_db(path: Path) -> list[dict[str, object]]:
     return groups
 
 
-def block_pairs(paths: list[Path], rounds: int) -> None:
+def block_pairs(pairs: list[dict[str, Any]], rounds: int) -> None:
     """Pairing blocks that ran back to back: within a round the variants' blocks
     alternate, so block i of one side and block i of the other ran next to each other.
     Each round read as the median of those blocks' log ratios, against the ratio of the
     two runs' 25th percentiles (fwbench's reading); both then paired over rounds as a
     fixed plan of `rounds` reads them. Prints the median per-round spread and the
     verdicts decided by each reading."""
-    from fwbench.store.db import ResultStore
-
     spreads: dict[str, list[float]] = {"runs (p25)": [], "block pairs": []}
     decided = dict.fromkeys(spreads, 0)
     groups = 0
-    for path in paths:
-        with ResultStore(path, read_only=True) as store:
-            results = [r for r in store.results() if r.measurement is not None]
-        by_workload: dict[tuple[object, ...], dict[str, Any]] = {}
-        for r in results:
-            by_workload.setdefault(r.case.workload_key(), {})[r.case.framework] = r
-        for sides in by_workload.values():
-            if set(sides) != {"torch", "tensorflow"}:
+    for sides in pairs:
+        m_a, m_b = (sides[fw].measurement for fw in ("torch", "tensorflow"))
+        if m_a.group_id is None or m_a.group_id != m_b.group_id:
+            continue
+        of_b = {run.index: run for run in m_b.runs}
+        logs: dict[str, list[float]] = {name: [] for name in spreads}
+        for run in m_a.runs:
+            other = of_b.get(run.index)
+            if other is None or len(other.samples) != len(run.samples):
                 continue
-            m_a, m_b = (sides[fw].measurement for fw in ("torch", "tensorflow"))
-            if m_a.group_id is None or m_a.group_id != m_b.group_id:
-                continue
-            of_b = {run.index: run for run in m_b.runs}
-            logs: dict[str, list[float]] = {name: [] for name in spreads}
-            for run in m_a.runs:
-                other = of_b.get(run.index)
-                if other is None or len(other.samples) != len(run.samples):
-                    continue
-                a, b = np.log(run.samples), np.log(other.samples)
-                logs["runs (p25)"].append(float(np.quantile(a, 0.25) - np.quantile(b, 0.25)))
-                logs["block pairs"].append(float(np.median(a - b)))
-            if len(logs["runs (p25)"]) < rounds:
-                continue
-            groups += 1
-            for name, found in logs.items():
-                found = found[:rounds]
-                spreads[name].append(statistics.stdev(found))
-                values = {"a": list(np.exp(found)), "b": [1.0] * rounds}
-                c = Comparison.of(
-                    values,
-                    looks=Looks(rounds, rounds),
-                    rounds={"a": range(rounds), "b": range(rounds)},
-                )
-                decided[name] += c.decided
+            a, b = np.log(run.samples), np.log(other.samples)
+            logs["runs (p25)"].append(float(np.quantile(a, 0.25) - np.quantile(b, 0.25)))
+            logs["block pairs"].append(float(np.median(a - b)))
+        if len(logs["runs (p25)"]) < rounds:
+            continue
+        groups += 1
+        for name, found in logs.items():
+            found = found[:rounds]
+            spreads[name].append(statistics.stdev(found))
+            values = {"a": list(np.exp(found)), "b": [1.0] * rounds}
+            c = Comparison.of(
+                values,
+                looks=Looks(rounds, rounds),
+                rounds={"a": range(rounds), "b": range(rounds)},
+            )
+            decided[name] += c.decided
     print(f"\nblocks paired back to back ({groups} PyTorch/TensorFlow groups, {rounds} rounds):")
     for name in spreads:
         spread = statistics.median(spreads[name])
@@ -286,9 +282,10 @@ def main() -> None:
     a = p.parse_args()
     if a.load or a.db:
         groups = [g for path in a.load or [] for g in json.loads(path.read_text())]
-        groups += [g for path in a.db or [] for g in from_db(path)]
         if a.db:
-            block_pairs(a.db, a.rounds)
+            pairs = stored_pairs(a.db)
+            groups += from_db(pairs)
+            block_pairs(pairs, a.rounds)
     else:
         groups = measure(a.rounds, a.repeat, not a.ab_only, not a.aa_only)
         if a.save:

@@ -19,12 +19,11 @@ import statistics
 from typing import Any
 
 import numpy as np
-from common import measure_group
+from common import MODES, measure_group
 
 from fwbench.case import Case
 from fwbench.measure.timing import TimingConfig
 
-MODES = {"torch": "eager", "tensorflow": "graph"}
 SHORT_S = 0.5  # the quick preset's run_time_s
 
 

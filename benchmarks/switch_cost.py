@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from common import MODES, measure_group, prepare_worker, workload_case
+
 from fwbench.case import Case
 from fwbench.launch import rounds as launch_rounds
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.protocol import CaseRequest
 from fwbench.measure.timing import TimingConfig
 
-MODES = {"torch": "eager", "tensorflow": "graph"}
 # Untimed work before a block after a switch, as compared: none, one step (fwbench until
 # 2026-11-25), or steps filling WARM_S (its default since); against a block that follows
 # the same side's block (no switch).
@@ -56,14 +57,6 @@ DEFAULT_WORKLOADS = (
     "mobilenet_v2:train:1",
     "resnet50:train:8",
 )
-
-
-def make_case(framework: str, workload: str) -> Case:
-    model, task, batch = workload.split(":")
-    return Case.build(
-        framework=framework, mode=MODES[framework], model=model, task=task,
-        batch_size=int(batch), input_size=64, num_classes=1000, device="cpu",
-    )  # fmt: skip
 
 
 def one_round(
@@ -81,9 +74,7 @@ def one_round(
         for i in order:
             worker = launch_rounds._start(requests[i], index, deadline, 600, servers)
             workers.append(worker)
-            worker.send(requests[i])
-            ready, _ = launch_rounds._prepare(worker, timing, time.perf_counter())
-            by_side[i] = (worker, launch_rounds._switch_blocks(ready, timing.min_switch_block_s))
+            by_side[i] = (worker, prepare_worker(worker, requests[i], timing))
         prepared = [by_side[i] for i in range(len(cases))]
         found: list[dict[str, list[float]]] = [{k: [] for k in READINGS} for _ in cases]
 
@@ -97,7 +88,10 @@ def one_round(
 
         # Steps in WARM_S of untimed work, from each side's warmup estimate of a step (fwbench
         # then corrects the count from each block's steps).
-        longer = [launch_rounds._switch_warm_steps(ready, WARM_S) for _, ready in prepared]
+        longer = [
+            launch_rounds._warm_steps(launch_rounds._step_estimate(ready), WARM_S)
+            for _, ready in prepared
+        ]
         for _ in range(blocks):
             for reading in READINGS:
                 for i in range(len(cases)):
@@ -124,12 +118,11 @@ def one_round(
 
 
 def verdict_arms(workloads: list[str], groups: int, rounds: int) -> None:
-    from common import measure_group
     from scipy import stats as sps
 
     arms = {"1 step": 0.0, f"{WARM_S * 1e3:g} ms": WARM_S}
     for workload in workloads:
-        cases = [make_case(fw, workload) for fw in MODES]
+        cases = [workload_case(fw, workload) for fw in MODES]
         logs: dict[str, list[float]] = {arm: [] for arm in arms}
         walls: dict[str, list[float]] = {arm: [] for arm in arms}
         for g in range(groups):
@@ -167,7 +160,7 @@ def main() -> None:
     servers = ForkServers(directory)
     try:
         for workload in a.workload or list(DEFAULT_WORKLOADS):
-            cases = [make_case(fw, workload) for fw in MODES]
+            cases = [workload_case(fw, workload) for fw in MODES]
             rows = [one_round(cases, timing, servers, r, a.blocks) for r in range(a.rounds)]
             for i, fw in enumerate(MODES):
                 step_ms = statistics.median(row[i]["step_s"] for row in rows) * 1e3
