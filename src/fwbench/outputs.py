@@ -8,7 +8,9 @@ it would replace the special file itself.
 
 No output may be one of the command's inputs, or another of its outputs
 (`refuse_overwrite`): a report or export written over its own results file replaced the
-database, every result gone. Nor does an export or report ever replace a DuckDB file.
+database, every result gone. Nor does an export or report ever replace a DuckDB file, or
+the log DuckDB keeps beside one (FILE.wal: after a killed writer, the only copy of its
+last results).
 """
 
 from __future__ import annotations
@@ -104,13 +106,42 @@ def is_duckdb(path: Path) -> bool:
         return False
 
 
+# Files DuckDB keeps beside a database FILE: its write-ahead log, which alone holds the
+# results committed since the last checkpoint (a killed writer leaves them there), and
+# the folder it spills to.
+DATABASE_SIDECARS: tuple[str, ...] = (".wal", ".tmp")
+
+
+def sidecars(path: Path) -> list[Path]:
+    """The files DuckDB keeps beside the database at `path`, existing or not."""
+    return [path.with_name(path.name + suffix) for suffix in DATABASE_SIDECARS]
+
+
+def database_of(path: Path) -> Path | None:
+    """The DuckDB database that `path` (followed through links) is a sidecar of, if any."""
+    target = Path(os.path.realpath(path))
+    for suffix in DATABASE_SIDECARS:
+        if target.name.endswith(suffix) and len(target.name) > len(suffix):
+            owner = target.with_name(target.name[: -len(suffix)])
+            if is_duckdb(owner):
+                return owner
+    return None
+
+
 def refuse_database(path: Path, label: str) -> None:
-    """Refuse to replace a DuckDB file with an export or a report: it is somebody's
-    results (every one of them), and no export or report format is one."""
+    """Refuse to replace a DuckDB file, or a file DuckDB keeps beside one, with an export
+    or a report: it is somebody's results (every one of them, or the last ones committed,
+    which live only in the log until a checkpoint), and no export or report format is one."""
     if is_duckdb(path):
         raise SpecError(
             f"{label} {path} is a DuckDB database; a report or export never replaces one "
             "(remove it first, or choose another output path)"
+        )
+    owner = database_of(path)
+    if owner is not None:
+        raise SpecError(
+            f"{label} {path} is the log DuckDB keeps beside the database {owner} (it may hold "
+            "results not yet in the database file); choose another output path"
         )
 
 
@@ -126,11 +157,13 @@ class FileArg:
     replaces: bool = True
     # A folder that writing this output deletes and replaces (a Markdown report's charts).
     folder: Path | None = None
+    # A DuckDB database: its sidecars (DATABASE_SIDECARS) are as much its as the file.
+    database: bool = False
 
 
 def database(flag: str, path: Path) -> FileArg:
     """A results database: read, and written in place."""
-    return FileArg(flag, path, "the results database", replaces=False)
+    return FileArg(flag, path, "the results database", replaces=False, database=True)
 
 
 def report_output(flag: str, path: Path, fmt: str) -> FileArg:
@@ -160,6 +193,14 @@ def refuse_overwrite(outputs: Sequence[FileArg], inputs: Sequence[FileArg] = ())
                     f"{out.flag} {out.path} is {given.role} {given.path} itself; "
                     "choose another output path"
                 )
+            if given.database:
+                for kept in sidecars(given.path):
+                    if _same(out.path, kept):
+                        raise SpecError(
+                            f"{out.flag} {out.path} is {kept}, which DuckDB keeps beside "
+                            f"{given.role} {given.path} (it may hold results not yet in the "
+                            "database file); choose another output path"
+                        )
             if out.folder is not None and _within(given.path, out.folder):
                 raise SpecError(
                     f"{out.flag} {out.path} replaces its chart folder {out.folder}, which "

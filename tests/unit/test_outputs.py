@@ -308,3 +308,78 @@ def test_a_report_into_a_folder_not_made_yet_is_written(
     code, _, err = cli(["report", str(db), "-o", str(out)], capsys)
     assert code == 0, err
     assert out.is_file() and out.stat().st_size > 0
+
+
+# --- the database's log (issue 43, defect 1) -------------------------------------------
+
+
+@pytest.fixture
+def killed_writer(tmp_path: Path) -> Path:
+    """A database whose results live only in its log (FILE.wal), as a launcher killed after
+    storing them leaves it: a writer that stored two results and died without closing."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "ks.duckdb"
+    script = (
+        "import os, sys\n"
+        "from fwbench.store.db import ResultStore\n"
+        "from fwbench.store.imports import read_records\n"
+        f"store = ResultStore({str(db)!r})\n"
+        f"store.add_many(read_records(__import__('pathlib').Path({str(DATA)!r}) / "
+        "'results-schema8.json'), 'import')\n"
+        "sys.stdout.flush(); os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert (tmp_path / "ks.duckdb.wal").stat().st_size > 0
+    return db
+
+
+def _stored_ids(db: Path) -> int:
+    from fwbench.store.db import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        return len(list(store.results()))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "--db", "{db}", "-o", "{wal}", "--format", "json"],
+        ["export", "--db", "{db}", "-o", "{wal}", "--format", "csv"],
+        ["report", "{db}", "-o", "{wal}", "--format", "md"],
+    ],
+)
+def test_an_output_onto_the_database_log_is_refused(
+    argv: list[str], killed_writer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, wal = killed_writer, killed_writer.with_name("ks.duckdb.wal")
+    filled = [a.format(db=db, wal=wal) for a in argv]
+    refused(filled, [db, wal], "which DuckDB keeps beside the results database", capsys)
+    assert _stored_ids(db) == 2
+
+
+def test_an_output_onto_the_log_through_links_or_of_another_database_is_refused(
+    killed_writer: Path, make_db: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = killed_writer
+    wal = db.with_name("ks.duckdb.wal")
+    soft, hard = db.with_name("soft.json"), db.with_name("hard.json")
+    soft.symlink_to(wal.name)
+    os.link(wal, hard)
+    for out in (soft, hard):
+        argv = ["export", "--db", str(db), "-o", str(out), "--format", "json"]
+        refused(argv, [db, wal], "which DuckDB keeps beside", capsys)
+    # Another database's export aimed at this one's log.
+    other = make_db("other.duckdb")
+    argv = ["export", "--db", str(other), "-o", str(wal), "--format", "json"]
+    refused(argv, [db, wal], f"is the log DuckDB keeps beside the database {db}", capsys)
+    assert _stored_ids(db) == 2
+
+
+def test_the_log_given_as_the_database_is_refused(
+    killed_writer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wal = killed_writer.with_name("ks.duckdb.wal")
+    refused(["results", "--db", str(wal)], [killed_writer, wal], "pass the database itself", capsys)
+    assert _stored_ids(killed_writer) == 2

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from fwbench.case import Case, validation_message
 from fwbench.errors import StoreError
+from fwbench.outputs import database_of
 from fwbench.result import (
     SCHEMA_VERSION,
     Measurement,
@@ -58,6 +59,14 @@ class ResultStore:
 
     def __init__(self, path: Path | str, read_only: bool = False) -> None:
         self.path = Path(path)
+        owner = database_of(self.path)
+        if owner is not None:
+            # Opened as a database, DuckDB would rewrite another database's log, or create
+            # one there that the other would replay as its log.
+            raise StoreError(
+                f"{self.path} is the log DuckDB keeps beside the database {owner}, not a "
+                f"results file; pass the database itself (--db {owner})"
+            )
         if read_only and not self.path.exists():
             raise StoreError(f"no results file at {self.path}; run a case or pass --db PATH")
         if not read_only:
