@@ -29,7 +29,7 @@ from fwbench.cli import (
     sweep,
     tune,
 )
-from fwbench.cli.common import console
+from fwbench.cli.common import console, raise_deferred
 from fwbench.errors import FwbenchError
 
 app = typer.Typer(
@@ -38,6 +38,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=True,  # --install-completion: choices come from the registries
     pretty_exceptions_enable=False,
+    # After the command's own output: an error it deferred (cli.common.defer).
+    result_callback=lambda *args, **kwargs: raise_deferred(),
 )
 app.command("run")(run.command)
 app.command("sweep")(sweep.command)

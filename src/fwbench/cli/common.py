@@ -26,7 +26,7 @@ from rich.table import Table
 
 from fwbench.case import Case
 from fwbench.cli import choices
-from fwbench.errors import SpecError
+from fwbench.errors import FwbenchError, SpecError
 from fwbench.measure.timing import TimingConfig
 from fwbench.report import scaling
 from fwbench.report.summary import (
@@ -50,6 +50,24 @@ def _console(stderr: bool) -> Console:
 # Human output goes to stderr so that stdout stays clean for --json.
 console = _console(stderr=True)
 out = _console(stderr=False)
+
+# Errors a command met while it ran that must not cost its output: raised once the
+# command has printed what it has (cli/app.py's result callback), as one line, exit 2.
+_deferred: list[FwbenchError] = []
+
+
+def defer(error: FwbenchError) -> None:
+    """Raise `error` after the command's output (a result kept outside its database)."""
+    _deferred.append(error)
+
+
+def raise_deferred() -> None:
+    """The first deferred error, if any (each is raised once)."""
+    if _deferred:
+        error = _deferred[0]
+        _deferred.clear()
+        raise error
+
 
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]

@@ -7,16 +7,22 @@ import shlex
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.markup import escape
+
 from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.case import Case
-from fwbench.cli.common import console, progress_bar
+from fwbench.cli.common import console, defer, progress_bar
 from fwbench.environment import host_environment
+from fwbench.errors import StoreError
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
+from fwbench.store.rescue import check_free_space
 
 
 def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
+    check_free_space(db)
     with ResultStore(db) as store:
         host = host_environment()
         invocation_id = store.start_invocation(shlex.join(["fwbench", *sys.argv[1:]]), host)
@@ -35,13 +41,35 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
             def on_start(case: Case) -> None:
                 progress.update(task, description=case.label())
 
+            made: dict[str, Result] = {}
             for result in run_cases(
                 cases, store, invocation_id, options, on_start, on_status, host
             ):
+                made[result.case_key] = result
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(
                         f"[red]{result.status}[/red] {result.case.label()}: {result.error}"
                     )
+                warn_rescued(store, progress.console)
             progress.update(task, description="done")
-        return store.latest([c.key() for c in cases])
+        keys = [c.key() for c in cases]
+        if not store.rescue:
+            return store.latest(keys)
+        defer(StoreError(store.rescue.message()))
+        # What the database did not take is shown from the records kept for it.
+        stored = {r.case_key: r for r in store.latest(keys)}
+        kept = {k: r for k, r in made.items() if r.result_id in store.rescue.records}
+        return [r for k in keys if (r := kept.get(k) or stored.get(k)) is not None]
+
+
+def warn_rescued(store: ResultStore, to: Console) -> None:
+    """Say, once, that results go to a rescue file: the command goes on measuring."""
+    rescue = store.rescue
+    if rescue and not rescue.announced:
+        rescue.announced = True
+        to.print(
+            f"[red]cannot write {store.path}[/red] ({escape(rescue.why)}): results are kept "
+            f"in {escape(str(rescue.path))} (fwbench import reads it); measuring goes on",
+            highlight=False,
+        )

@@ -11,6 +11,7 @@ from rich.progress import Progress, TaskID
 
 from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, progress_bar
 from fwbench.outputs import FileArg, database, refuse_overwrite
+from fwbench.serve.result import ServingResult
 from fwbench.store.db import ResultStore, Row
 from fwbench.store.imports import iter_records
 
@@ -45,6 +46,7 @@ def command(
 def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
     """Read and check every file, then write them in one transaction: (added, read)."""
     rows: list[Row] = []
+    points: list[ServingResult] = []
     for path in files:
         task = bar.add_task(f"checking {path.name}", visible=False)
 
@@ -54,7 +56,11 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
                 bar.update(task, completed=done, total=total, visible=True)
 
         # Each result is kept as its row only (100k records: 1.3 GB peak as Results).
-        rows += (Row.of(r) for r in iter_records(path, warn=_warn, progress=advance))
+        for record in iter_records(path, warn=_warn, progress=advance):
+            if isinstance(record, ServingResult):
+                points.append(record)
+            else:
+                rows.append(Row.of(record))
     writing = bar.add_task("writing", total=len(rows), visible=len(rows) >= LONG_IMPORT)
     created = not db.exists()
     try:
@@ -63,6 +69,7 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
                 rows,
                 "import " + " ".join(str(f) for f in files),
                 progress=lambda n: bar.advance(writing, n),
+                serving=points,
             )
     except BaseException:
         # Nothing was written (one transaction): a file this command made goes too.
@@ -70,7 +77,7 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
             for made in (db, db.with_name(db.name + ".wal")):
                 made.unlink(missing_ok=True)
         raise
-    return added, len(rows)
+    return added, len(rows) + len(points)
 
 
 def _warn(text: str) -> None:

@@ -31,11 +31,13 @@ from fwbench.cli.common import (
     TaskDimsOption,
     cases_per_framework,
     console,
+    defer,
     print_json,
     progress_bar,
 )
+from fwbench.cli.execute import warn_rescued
 from fwbench.environment import host_environment
-from fwbench.errors import SpecError, positive_seconds
+from fwbench.errors import SpecError, StoreError, positive_seconds
 from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.serving import tables
@@ -44,6 +46,7 @@ from fwbench.serve.result import ServingResult
 from fwbench.serve.rounds import Point
 from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
 from fwbench.store.db import ResultStore
+from fwbench.store.rescue import check_free_space
 
 
 def log_root(db: Path) -> Path:
@@ -75,6 +78,7 @@ def execute_serving(
             "between processes"
         )
     keys = [point_key(p.case, p.spec) for p in points]
+    check_free_space(db)
     with ResultStore(db) as store:
         done = done_points(store, options)
         todo = [p for p in points if point_key(p.case, p.spec) not in done]
@@ -96,15 +100,21 @@ def execute_serving(
             served = serve_points(
                 todo, store, invocation_id, runs, log_root(db), options, on_status=on_status
             )
+            made: dict[str, ServingResult] = {}
             for result in served:
+                made[result.point_key] = result
                 progress.advance(task)
                 if result.status != "ok":
                     progress.console.print(
                         f"[red]{result.status}[/red] "
                         f"{point_label(result.case, result.spec)}: {result.error}"
                     )
+                warn_rescued(store, progress.console)
             progress.update(task, description="done")
         latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
+        if store.rescue:
+            defer(StoreError(store.rescue.message()))
+            latest |= {k: r for k, r in made.items() if r.result_id in store.rescue.records}
     return [latest[k] for k in keys if k in latest]
 
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validat
 
 from fwbench.case import Case
 from fwbench.result import SCHEMA_VERSION, Status, invocation_id_of_old
-from fwbench.serve.spec import ServeSpec
+from fwbench.serve.spec import ServeSpec, point_key
 
 # LoadGen's percentiles, as its log names them (result_<p>_percentile_latency_ns).
 PERCENTILES: tuple[str, ...] = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
@@ -150,3 +150,26 @@ class ServingResult(BaseModel):
         """The JSON form printed by `--json`: the record itself, with the case flat."""
         record = self.model_dump(mode="json", exclude={"case"})
         return {**self.case.model_dump(), "point_key": self.point_key, **record}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ServingResult:
+        """The inverse of `to_record` (what `fwbench import` reads). The case is validated
+        as an imported result's is (Case.recorded), and a record whose point key is not
+        its case's and settings' is refused: it was edited, and would be stored as a point
+        it is not. Raises ValidationError or ValueError."""
+        case = Case.recorded(record)
+        rest = {k: v for k, v in record.items() if k not in Case.model_fields}
+        result = cls.model_validate({**rest, "case": case.model_dump()})
+        expected = point_key(case, result.spec)
+        if result.point_key != expected:
+            raise ValueError(
+                f"point_key {result.point_key!r} is not its case's and settings' ({expected!r})"
+            )
+        if not result.result_id:
+            raise ValueError("result_id: empty; every record needs its own id")
+        return result
+
+    @staticmethod
+    def is_record(record: dict[str, Any]) -> bool:
+        """Whether a JSON record is a serving point's (it has a point key and settings)."""
+        return "point_key" in record and "spec" in record

@@ -27,6 +27,7 @@ from fwbench.result import (
 )
 from fwbench.serve.result import ServingResult
 from fwbench.store import columns, schema
+from fwbench.store.rescue import Rescue
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 
 _Row = TypeVar("_Row")
@@ -36,6 +37,28 @@ DEFAULT_DB = Path("fwbench-results/results.duckdb")
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
 BULK_ROWS = 10_000
 INVOCATION_COLUMNS = ["invocation_id", "started_at", "command", "host"]
+
+
+class WriteFailed(StoreError):
+    """A write that did not reach the disk (full, read-only, gone); rolled back."""
+
+    def __init__(self, path: Path, exc: Exception) -> None:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if ".wal" in text and ("denied" in text or "not permitted" in text):
+            message = _unwritable(path)
+            self.why = "its directory is not writable"
+        else:
+            message = f"cannot write results file {path}: {text}"
+            self.why = _short_reason(text)
+        super().__init__(message)
+
+
+def _short_reason(text: str) -> str:
+    """The operating system's reason at the end of DuckDB's message, else the message."""
+    for reason in ("No space left on device", "Read-only file system", "Disk quota exceeded"):
+        if reason in text:
+            return reason
+    return text
 
 
 class Row(NamedTuple):
@@ -78,6 +101,8 @@ class ResultStore:
                 ) from None
         if not read_only:
             self._check_writable()
+        # Records this store could not write (a full disk), kept in a file for import.
+        self.rescue = Rescue(self.path)
         self.con = self._connect(read_only)
         try:
             if read_only and self._needs_migration():
@@ -189,6 +214,10 @@ class ResultStore:
         try:
             for sql, params in statements:
                 self.con.execute(sql, params)
+        except duckdb.IOException as exc:
+            with contextlib.suppress(duckdb.Error):
+                self.con.rollback()
+            raise WriteFailed(self.path, exc) from None
         except BaseException:
             self.con.rollback()
             raise
@@ -202,10 +231,7 @@ class ResultStore:
         except (duckdb.IOException, duckdb.TransactionException) as exc:
             with contextlib.suppress(duckdb.Error):
                 self.con.rollback()
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if ".wal" in text and ("denied" in text or "not permitted" in text):
-                raise StoreError(_unwritable(self.path)) from None
-            raise StoreError(f"cannot write results file {self.path}: {text}") from None
+            raise WriteFailed(self.path, exc) from None
 
     # writing --------------------------------------------------------------
 
@@ -225,16 +251,37 @@ class ResultStore:
 
     def add(self, result: Result) -> None:
         """Store one result atomically, in place of the one stored under its result_id
-        (the same case's runs so far): a killed sweep loses at most the run in flight."""
+        (the same case's runs so far): a killed sweep loses at most the run in flight.
+        A write that fails (a full disk) keeps the record in `rescue` instead."""
         row = columns.row(result)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        self._transaction(
+        self._keep(
+            result.result_id,
+            result.to_record,
             [
                 ("DELETE FROM results WHERE result_id = ?", [result.result_id]),
                 (f"INSERT INTO results ({cols}) VALUES ({marks})", list(row.values())),
-            ]
+            ],
         )
+
+    def _keep(
+        self,
+        result_id: str,
+        record: Callable[[], dict[str, Any]],
+        statements: list[tuple[str, list[Any] | None]],
+    ) -> None:
+        """Run a result's transaction; if the write fails, the record goes to `rescue`
+        (store/rescue.py) and the command goes on. A record rescued earlier that now
+        reached the database leaves the rescue file."""
+        try:
+            self._transaction(statements)
+        except WriteFailed as exc:
+            self.rescue.keep(result_id, record(), exc.why)
+            return
+        if result_id in self.rescue.records:
+            # The newest version is in the database; the rescued copy is older.
+            del self.rescue.records[result_id]
 
     def add_many(
         self,
@@ -252,22 +299,37 @@ class ResultStore:
         rows: Sequence[Row],
         command: str,
         progress: Callable[[int], None] | None = None,
+        serving: Sequence[ServingResult] = (),
     ) -> int:
         """`add_many` of results already made rows (Row.of): an import of many holds its
         rows, which take less memory than the Results they were made from.
 
         Rows go in by column, BULK_ROWS at a time (INSERT ... SELECT unnest of one list
-        per column): a statement per row made 100k records take minutes."""
+        per column): a statement per row made 100k records take minutes. Serving points
+        (`serving`) go in the same transaction, those already here skipped likewise."""
         here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
         known = {r[0] for r in self.con.execute("SELECT invocation_id FROM invocations").fetchall()}
         new = list({r.result_id: r for r in rows if r.result_id not in here}.values())
+        served = {r[0] for r in self.con.execute("SELECT result_id FROM serving").fetchall()}
+        points = list({p.result_id: p for p in serving if p.result_id not in served}.values())
         invocations: list[list[Any]] = []
-        for r in new:
-            if r.invocation_id not in known:
-                known.add(r.invocation_id)
-                invocations.append([r.invocation_id, r.recorded_at, command, r.host])
+        firsts = [(r.invocation_id, r.recorded_at, r.host) for r in new]
+        firsts += [
+            (p.invocation_id, p.recorded_at, json.dumps(p.environment.get("host", {}), default=str))
+            for p in points
+        ]
+        for invocation_id, recorded_at, host in firsts:
+            if invocation_id not in known:
+                known.add(invocation_id)
+                invocations.append([invocation_id, recorded_at, command, host])
         self.con.begin()
         try:
+            for point in points:
+                row = _serving_row(point)
+                cols, marks = ", ".join(row), ", ".join("?" for _ in row)
+                self.con.execute(
+                    f"INSERT INTO serving ({cols}) VALUES ({marks})", list(row.values())
+                )
             for start in range(0, len(invocations), BULK_ROWS):
                 chunk = invocations[start : start + BULK_ROWS]
                 _insert_columns(self.con, "invocations", INVOCATION_COLUMNS, chunk)
@@ -280,7 +342,7 @@ class ResultStore:
             self.con.rollback()
             raise
         self._commit()
-        return len(new)
+        return len(new) + len(points)
 
     def put_param_count(
         self, key: tuple[str, str, str, str], params: int | None, error: str | None
@@ -305,11 +367,13 @@ class ResultStore:
         it), in place of the one stored under its result_id (its runs so far)."""
         row = _serving_row(result)
         cols, marks = ", ".join(row), ", ".join("?" for _ in row)
-        self._transaction(
+        self._keep(
+            result.result_id,
+            result.to_record,
             [
                 ("DELETE FROM serving WHERE result_id = ?", [result.result_id]),
                 (f"INSERT INTO serving ({cols}) VALUES ({marks})", list(row.values())),
-            ]
+            ],
         )
 
     # reading --------------------------------------------------------------

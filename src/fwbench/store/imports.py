@@ -13,6 +13,7 @@ from fwbench.case import validation_message
 from fwbench.errors import FwbenchError, StoreError
 from fwbench.models.registry import find_model
 from fwbench.result import Result
+from fwbench.serve.result import ServingResult
 from fwbench.store import columns
 
 PROGRESS_EVERY = 1000
@@ -22,7 +23,7 @@ def read_records(
     path: Path,
     warn: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> list[Result]:
+) -> list[Result | ServingResult]:
     """Every record in a JSON export, as `iter_records` reads them."""
     return list(iter_records(path, warn, progress))
 
@@ -31,10 +32,11 @@ def iter_records(
     path: Path,
     warn: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> Iterator[Result]:
-    """Every record in a JSON export (`fwbench export`, `run --json`, `results --json`),
-    each validated as a result made here is (Result.from_record), and checked to fit the
-    database's columns. `warn` hears of cases of models no loaded plugin registers;
+) -> Iterator[Result | ServingResult]:
+    """Every record in a JSON export (`fwbench export`, `run --json`, `results --json`,
+    `serve --json`, a file of results kept when their database was full), each validated
+    as a record made here is (Result.from_record, ServingResult.from_record), and checked
+    to fit the database's columns. `warn` hears of cases of models no loaded plugin registers;
     `progress` hears (records read, records in the file) every PROGRESS_EVERY records.
 
     All or nothing: the first record that does not validate stops the read, naming it.
@@ -79,12 +81,15 @@ def iter_records(
             progress(i, len(records))
 
 
-def _read(record: dict[str, Any], nul_escaped: bool) -> Result:
+def _read(record: dict[str, Any], nul_escaped: bool) -> Result | ServingResult:
     # No benchmark writes a NUL: it is damage, and tools reading the exports as C strings
     # (terminals, CSV readers) cut text at one.
     for where, text in _strings(record) if nul_escaped else ():
         if "\x00" in text:
             raise ValueError(f"{where}: contains a NUL byte")
+    if ServingResult.is_record(record):
+        # A serving point's (`serve --json`, or kept when its database was full).
+        return ServingResult.from_record(record)
     result = Result.from_record(record)
     problem = columns.out_of_range(columns.row(result))
     if problem:
