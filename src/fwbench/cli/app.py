@@ -29,7 +29,7 @@ from fwbench.cli import (
     sweep,
     tune,
 )
-from fwbench.cli.common import console, raise_deferred
+from fwbench.cli.common import console, raise_deferred, take_deferred
 from fwbench.errors import FwbenchError
 
 app = typer.Typer(
@@ -109,8 +109,14 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
     _guard_closed_stdout()
     try:
-        _check_plugins(sys.argv[1:])
-        app()  # standalone: usage errors print click's message and exit 2
+        try:
+            _check_plugins(sys.argv[1:])
+            app()  # standalone: usage errors print click's message and exit 2
+        finally:
+            # Deferred errors a later error cut off (results kept outside the database
+            # when the report then failed too): said before that error's line.
+            for deferred in take_deferred():
+                _say(f"error: {deferred}")
     except FwbenchError as exc:
         _say(f"error: {exc}")
         sys.exit(exc.exit_code)

@@ -69,6 +69,13 @@ def raise_deferred() -> None:
         raise error
 
 
+def take_deferred() -> list[FwbenchError]:
+    """The deferred errors not raised yet (a later error ended the command first)."""
+    errors = list(_deferred)
+    _deferred.clear()
+    return errors
+
+
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 InvocationOption = Annotated[
