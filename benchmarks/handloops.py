@@ -35,7 +35,7 @@ def _dims(args: argparse.Namespace) -> dict[str, int]:
 def torch_loop(args: argparse.Namespace) -> Callable[[], Any]:
     import torch
 
-    from fwbench.models.registry import get_model
+    from fwbench.catalog.models import get_model
 
     torch.set_num_threads(args.threads)
     model = get_model(args.model).build("torch", _dims(args)).eval()
@@ -51,7 +51,7 @@ def torch_loop(args: argparse.Namespace) -> Callable[[], Any]:
 def tensorflow_loop(args: argparse.Namespace) -> Callable[[], Any]:
     import tensorflow as tf
 
-    from fwbench.models.registry import get_model
+    from fwbench.catalog.models import get_model
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
@@ -70,7 +70,7 @@ def keras_jax_loop(args: argparse.Namespace) -> Callable[[], Any]:
     import jax
     import numpy as np
 
-    from fwbench.models.registry import get_model
+    from fwbench.catalog.models import get_model
 
     model = get_model(args.model).build("keras-jax", _dims(args))
     trainable = [v.value for v in model.trainable_variables]
@@ -91,7 +91,7 @@ def keras_jax_loop(args: argparse.Namespace) -> Callable[[], Any]:
 def _torch_model_and_input(args: argparse.Namespace) -> tuple[Any, Any]:
     import torch
 
-    from fwbench.models.registry import get_model
+    from fwbench.catalog.models import get_model
 
     torch.set_num_threads(args.threads)
     model = get_model(args.model).build("torch", _dims(args)).eval()

@@ -23,7 +23,7 @@ from typing import Any
 from common import measure_group, verdict_of
 
 from fwbench.case import Case
-from fwbench.frameworks.registry import FRAMEWORKS, FrameworkInfo
+from fwbench.catalog.frameworks import FRAMEWORKS, FrameworkInfo
 from fwbench.measure.timing import TimingConfig
 
 CONFIGS = ("default", "nocache", "spawn", "spawn-nocache")

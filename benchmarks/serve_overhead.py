@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from fwbench.case import Case
-from fwbench.frameworks.registry import get_framework
+from fwbench.frameworks import load_adapter
 from fwbench.measure import stats
 from fwbench.measure.timing import TimingConfig
 from fwbench.serve.loadgen import LoadGen, Served
@@ -41,7 +41,7 @@ def main() -> None:
         framework=a.framework, mode=a.mode, model=a.model, task="infer",
         batch_size=a.batch_size, input_size=a.input_size, threads=a.threads,
     )  # fmt: skip
-    adapter = get_framework(case.framework).load_adapter()
+    adapter = load_adapter(case.framework)
     adapter.configure(case.device, case.threads)
     served = Served(adapter.build, case, "single_stream")
     served.warm_up(TimingConfig())

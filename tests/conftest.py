@@ -48,9 +48,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, str]:
     """Register plugin modules in this process (dropped after the test) and in workers."""
-    import fwbench.frameworks.registry as frameworks
+    import fwbench.catalog.frameworks as frameworks
+    import fwbench.catalog.models as models
     import fwbench.measure.trackers as trackers
-    import fwbench.models.registry as models
     import fwbench.plugins as plugins
     import fwbench.tasks as tasks
 

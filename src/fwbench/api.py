@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from fwbench.case import Case
+from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import ExecutorError, SpecError, positive_seconds
 from fwbench.explain.breakdown import Breakdown
-from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import counting, local
 from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
 from fwbench.launch.protocol import CaseRequest, CountItem, GroupRequest
+from fwbench.launch.serving import Point, build_result, request_of
 from fwbench.measure import runs as case_runs
 from fwbench.measure import stats, trackers
 from fwbench.measure.timing import Prepared, TimingConfig
@@ -46,7 +47,6 @@ from fwbench.result import (
     Work,
 )
 from fwbench.serve.result import ServingResult
-from fwbench.serve.rounds import Point, build_result, request_of
 from fwbench.serve.spec import point_key
 from fwbench.store.db import ResultStore
 

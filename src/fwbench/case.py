@@ -22,10 +22,10 @@ from pydantic import (
     model_validator,
 )
 
-from fwbench.distributed import strategies
+from fwbench.catalog import strategies
+from fwbench.catalog.frameworks import FRAMEWORKS
+from fwbench.catalog.models import DIMENSIONS, all_models, find_model, get_model
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
-from fwbench.models.registry import DIMENSIONS, all_models, find_model, get_model
 from fwbench.tasks import find_task, task_names
 
 Device = Literal["cpu", "cuda"]

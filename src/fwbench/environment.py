@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.catalog.frameworks import FRAMEWORKS
 
 
 def cpu_model() -> str:

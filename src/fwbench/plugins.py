@@ -1,7 +1,7 @@
 """Loading user plugins: modules that register models or frameworks.
 
-A plugin is a module that calls `fwbench.models.registry.register(...)`,
-`fwbench.frameworks.registry.register_framework(...)`,
+A plugin is a module that calls `fwbench.catalog.models.register(...)`,
+`fwbench.catalog.frameworks.register_framework(...)`,
 `fwbench.measure.trackers.register_tracker(...)` or `fwbench.tasks.register_task(...)`
 when imported. fwbench finds it through the `fwbench.models`, `fwbench.frameworks`,
 `fwbench.trackers` or `fwbench.tasks` entry-point

@@ -23,11 +23,11 @@ import yaml
 from pydantic import ValidationError
 
 from fwbench.case import Case, default_mode
-from fwbench.distributed.strategies import get_strategy
+from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
+from fwbench.catalog.models import DIMENSIONS, find_model
+from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError, duration_seconds, positive_seconds
-from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.measure.timing import TimingConfig
-from fwbench.models.registry import DIMENSIONS, find_model
 from fwbench.serve.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwbench.case import Case, canonical_options
+from fwbench.catalog.frameworks import FRAMEWORKS
+from fwbench.catalog.models import get_model
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
-from fwbench.models.registry import get_model
 from fwbench.result import Result, comparison_of
 
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16

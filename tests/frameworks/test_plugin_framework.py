@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.catalog.frameworks import FRAMEWORKS
 from tests.conftest import FAST_TIMING_YAML, fwbench
 
 

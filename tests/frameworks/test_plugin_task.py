@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from fwbench.case import Case
+from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.frameworks import load_adapter
 from fwbench.store.db import ResultStore
 from fwbench.tasks import get_task
 from tests.conftest import FAST_TIMING_YAML, fwbench
@@ -68,7 +69,7 @@ def test_an_adapter_refuses_a_task_it_has_no_step_for(toy_task_env: dict[str, st
     case = Case.build(framework="numpy", model="toy_mlp", task="probe", batch_size=2)
     with pytest.raises(TaskNotImplemented) as refused:
         require_task(case, ("train", "infer"))
-    adapter = FRAMEWORKS["numpy"].load_adapter()
+    adapter = load_adapter("numpy")
     found = failure(adapter, refused.value, "cpu", {})
     assert found == {
         "status": "unsupported",

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from fwbench.case import Case
+from fwbench.frameworks import load_adapter
 from fwbench.report.summary import summarise
 from fwbench.result import Measurement, Result, StepTime
 from fwbench.store.db import ResultStore
@@ -136,10 +137,9 @@ def test_openvino_checks_its_runtime_graph() -> None:
 @pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
 def test_parameters_are_the_source_models_not_the_folded_graphs(runtime: str) -> None:
     from fwbench.frameworks.onnx_graph import export, graph_params
-    from fwbench.frameworks.registry import get_framework
     from fwbench.frameworks.torch import count_trainable
 
-    adapter = get_framework(runtime).load_adapter()
+    adapter = load_adapter(runtime)
     dims = {"input_size": 32, "num_classes": 10}
     model = adapter.build_model("resnet18", dims)
     assert isinstance(model, torch.nn.Module)  # the PyTorch model itself: no export

@@ -10,7 +10,7 @@ import ctypes
 import time
 from typing import Any
 
-from fwbench.models.registry import ModelSpec, register
+from fwbench.catalog.models import ModelSpec, register
 
 
 def _segfault(num_classes: int, input_size: int) -> Any:

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from fwbench.case import Case
+from fwbench.catalog.frameworks import NO, FrameworkInfo, register_framework
+from fwbench.catalog.models import ModelSpec, register
 from fwbench.frameworks.base import Adapter, Workload, require_task
-from fwbench.frameworks.registry import NO, FrameworkInfo, register_framework
-from fwbench.models.registry import ModelSpec, register
 
 HIDDEN = 64
 
@@ -96,7 +96,7 @@ class NumpyAdapter(Adapter):
         return {"numpy": np.__version__, "device_name": "cpu"}
 
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        from fwbench.models.registry import get_model
+        from fwbench.catalog.models import get_model
 
         return get_model(model).build("numpy", dims)
 

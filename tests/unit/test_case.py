@@ -114,7 +114,7 @@ DOCUMENTED_DEFAULTS = {
 
 
 def test_a_case_without_a_mode_runs_the_frameworks_documented_default() -> None:
-    from fwbench.frameworks.registry import FRAMEWORKS
+    from fwbench.catalog.frameworks import FRAMEWORKS
 
     for framework, mode in DOCUMENTED_DEFAULTS.items():
         assert FRAMEWORKS[framework].default_mode == mode

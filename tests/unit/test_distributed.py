@@ -12,10 +12,10 @@ import pytest
 from fwbench.case import Case, default_threads
 from fwbench.distributed.comm import summarise as comm_summary
 from fwbench.distributed.comm import union_length
-from fwbench.distributed.rank_group import tf_config
 from fwbench.errors import SpecError
 from fwbench.explain.categories import Categoriser
 from fwbench.explain.timeline import Event
+from fwbench.launch.rank_group import tf_config
 from fwbench.report import markdown, scaling
 from fwbench.result import Communication, Distributed, Measurement, Result, StepTime
 from fwbench.store.db import ResultStore

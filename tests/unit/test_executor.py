@@ -117,8 +117,8 @@ def test_a_demand_no_node_meets_fails_before_queueing_forever(case: Case, short_
 def test_serving_points_stay_on_this_machine_and_a_group_holds_one_kind(tmp_path: Path) -> None:
     from fwbench.launch.local import CASES, SERVING, kind_of
     from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.serving import Point, request_of
     from fwbench.measure.timing import TimingConfig
-    from fwbench.serve.rounds import Point, request_of
     from fwbench.serve.spec import ServeSpec
 
     point = Point(_case(), ServeSpec.build(scenario="offline"))

@@ -8,15 +8,22 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
+from fwbench.catalog.strategies import all_strategies
 from fwbench.cli import choices
 from fwbench.cli.app import app
-from fwbench.distributed.strategies import all_strategies
-from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
 from fwbench.report.style import colour, dash
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "fwbench"
-# The framework's own code: its adapter, its model builders, its data-parallel workloads.
-OWN = ("frameworks/", "models/", "distributed/torch_dp.py", "distributed/tf_dp.py")
+# The framework's own code: its registry entry, its adapter, its model builders, its
+# data-parallel workloads.
+OWN = (
+    "catalog/frameworks.py",
+    "frameworks/",
+    "models/",
+    "distributed/torch_dp.py",
+    "distributed/tf_dp.py",
+)
 
 
 def test_no_framework_name_is_written_outside_its_own_code() -> None:

@@ -10,11 +10,11 @@ import pytest
 from fwbench import sweep
 from fwbench.case import Case
 from fwbench.errors import SpecError
+from fwbench.launch.serving import Point, build_result
 from fwbench.report import markdown
 from fwbench.report.html import render
 from fwbench.serve.loadgen import figures_from_log, fitting, ladder, read_detail_log, search
 from fwbench.serve.result import LoadGenTest, ServingResult, ServingRun
-from fwbench.serve.rounds import Point, build_result
 from fwbench.serve.spec import ServeSpec, min_queries, point_key
 from fwbench.store.db import ResultStore
 

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 
 from fwbench.case import DEVICES, LAYOUTS, PRECISIONS
-from fwbench.frameworks.registry import FRAMEWORKS, core_frameworks
+from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
 from fwbench.plugins import PluginError
 from fwbench.tasks import all_tasks, task_names
 
@@ -131,7 +131,7 @@ def complete_strategy(incomplete: str) -> list[str]:
 
 
 def complete_model(incomplete: str) -> list[str]:
-    from fwbench.models.registry import all_models  # loads plugins: only when completing
+    from fwbench.catalog.models import all_models  # loads plugins: only when completing
 
     return _starting(sorted(all_models()), incomplete)
 

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import Case
+from fwbench.catalog.frameworks import core_frameworks, get_framework
 from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
@@ -37,9 +38,8 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
-from fwbench.explain.side_by_side import CategoryRow, side_by_side
-from fwbench.frameworks.registry import core_frameworks, get_framework
 from fwbench.outputs import FileArg, database, refuse_overwrite
+from fwbench.report.side_by_side import CategoryRow, side_by_side
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 

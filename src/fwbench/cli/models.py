@@ -7,14 +7,14 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
+from fwbench.catalog.models import all_models, get_model
 from fwbench.cli import choices
 from fwbench.cli.common import JsonOption, console, out, print_json
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS, get_framework
 from fwbench.launch import counting
 from fwbench.launch.protocol import CountItem
 from fwbench.models.parity import check as check_parity
-from fwbench.models.registry import all_models, get_model
 
 
 def command(

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from fwbench.case import DEVICES, default_threads
+from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
@@ -22,7 +23,6 @@ from fwbench.cli.common import (
 )
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.launch import outcome, process
 from fwbench.launch.protocol import PeakRequest
 from fwbench.measure.timing import TimingConfig

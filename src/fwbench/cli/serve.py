@@ -38,12 +38,12 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import warn_rescued
 from fwbench.environment import host_environment
 from fwbench.errors import SpecError, StoreError, positive_seconds
+from fwbench.launch.serving import Point
 from fwbench.measure.timing import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.result import ServingResult
-from fwbench.serve.rounds import Point
 from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
 from fwbench.store.db import ResultStore
 from fwbench.store.rescue import check_free_space

@@ -32,9 +32,9 @@ from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch.local import DEFAULT_SPREAD
 from fwbench.launch.ray import SERVING_REFUSED
+from fwbench.launch.serving import Point
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.rounds import Point
 from fwbench.serve.spec import point_label
 
 

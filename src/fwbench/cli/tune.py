@@ -11,6 +11,7 @@ from rich.table import Table
 from fwbench import tune
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import default_threads
+from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
@@ -31,7 +32,6 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.frameworks.registry import FRAMEWORKS
 from fwbench.measure.compare import Verdict
 from fwbench.report import summary
 from fwbench.result import Result

@@ -24,12 +24,12 @@ from typing import Any
 import tensorflow as tf
 
 from fwbench.case import Case
+from fwbench.catalog.models import get_model
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.keras_common import make_optimizer
 from fwbench.frameworks.tensorflow import count_trainable, objective
 from fwbench.frameworks.tensorflow import synthetic_inputs as make_inputs
-from fwbench.models.registry import get_model
 
 
 class StrategyWorkload(DistributedWorkload):

@@ -12,10 +12,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from fwbench.case import Case
+from fwbench.catalog.models import get_model
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.torch import TorchWorkload
-from fwbench.models.registry import get_model
 
 
 class DDPWorkload(TorchWorkload, DistributedWorkload):

@@ -1,4 +1,4 @@
-"""One rank of a data-parallel case (see rank_group.py for the protocol's shape).
+"""One rank of a data-parallel case (see fwbench/launch/rank_group.py for the protocol's shape).
 
 Run as `python -m fwbench.distributed.worker LABEL`, by torchrun or by the launcher,
 with FWBENCH_LAUNCHER=host:port to connect back to and RANK / WORLD_SIZE (torchrun's
@@ -18,17 +18,17 @@ import sys
 import traceback
 from typing import Any, Protocol
 
+from fwbench.catalog.frameworks import get_framework
+from fwbench.catalog.strategies import get_strategy
 from fwbench.distributed import comm
 from fwbench.distributed.base import DistributedWorkload
-from fwbench.distributed.rank_group import LAUNCHER_ENV
-from fwbench.distributed.strategies import get_strategy
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.explain.timeline import Window
 from fwbench.frameworks.base import Adapter, Workload
-from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import CaseRequest
+from fwbench.launch.rank_group import LAUNCHER_ENV
 from fwbench.launch.worker import Role, _die_with_parent, serve_case
 
 # Steps profiled after the measurement to read communication time (never timed).

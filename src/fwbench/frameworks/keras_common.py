@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.frameworks.base import Adapter, Workload, require_task
-from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 
 def keras_module() -> Any:

@@ -18,6 +18,7 @@ import numpy as np
 os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.generation import GenerateWorkload
@@ -29,7 +30,6 @@ from fwbench.frameworks.keras_common import (
     objective,
     synthetic_inputs,
 )
-from fwbench.models.registry import ModelSpec
 
 MODES = {"jit": True, "eager": False}
 

@@ -13,6 +13,7 @@ from typing import Any
 os.environ["KERAS_BACKEND"] = "torch"  # read once, when keras is first imported
 
 from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
@@ -22,7 +23,6 @@ from fwbench.frameworks.keras_common import (
     objective,
     synthetic_inputs,
 )
-from fwbench.models.registry import ModelSpec
 
 
 class KerasTorchWorkload(Workload):

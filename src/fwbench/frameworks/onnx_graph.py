@@ -38,9 +38,9 @@ import onnx
 import torch
 
 from fwbench.case import Case
+from fwbench.catalog.models import get_model
 from fwbench.frameworks.base import Adapter, Workload, require_task
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
-from fwbench.models.registry import get_model
 
 # Outputs must agree with PyTorch's fp32 outputs within this share of the largest output:
 # fp32 kernels reorder sums; bf16 keeps 8 bits of mantissa (a relative step of 2^-8, and

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec, ctc_label_length, get_model
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
@@ -19,7 +20,6 @@ from fwbench.frameworks.generation import GenerateWorkload
 # One optimizer table for Keras on every backend.
 from fwbench.frameworks.keras_common import make_optimizer
 from fwbench.frameworks.tf_flops import dense_flops
-from fwbench.models.registry import ModelSpec, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
 

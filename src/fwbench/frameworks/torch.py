@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
@@ -25,7 +26,6 @@ from fwbench.frameworks.base import (
     require_task,
 )
 from fwbench.frameworks.generation import GenerateWorkload
-from fwbench.models.registry import ModelSpec, Optimizer, ctc_label_length, get_model
 
 WINDOW = "fwbench_window"
 ADAM_EPS = 1e-7  # Keras' default; torch's is 1e-8: the same optimizer in both

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from fwbench.frameworks.registry import get_framework
+from fwbench.catalog.frameworks import get_framework
 
 if TYPE_CHECKING:
     from fwbench.case import Case

@@ -15,14 +15,14 @@ of the group at once: a case whose own rule is met keeps its place in the rounds
 another needs more, so no variant is measured alone (fwbench.measure.runs.group_stop).
 Trackers (fwbench.measure.trackers) run on both sides.
 
-Serving points are the other kind of round (fwbench.serve.rounds): the same groups,
+Serving points are the other kind of round (fwbench.launch.serving): the same groups,
 rounds, ABBA order, fork servers, idle checks, budget and outcomes so far, with one
 whole LoadGen run per point per round instead of alternating blocks.
 
 Workers are forked from a per-framework fork server (fwbench.launch.forkserver), which
 has imported the framework once; GPU cases and a refused server spawn them instead. The
 ranks of a data-parallel case (torchrun, or one process per TensorFlow worker) answer
-as one worker (fwbench.distributed.rank_group.RankGroup) and go through the same driver,
+as one worker (fwbench.launch.rank_group.RankGroup) and go through the same driver,
 one case at a time.
 """
 
@@ -45,9 +45,9 @@ from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import Outcome, WorkerFailure
 from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 from fwbench.launch.rounds import CaseRuns, end_case, run_round
+from fwbench.launch.serving import PointRuns, serve_round, serve_stop
 from fwbench.measure import comparison, load
 from fwbench.measure import runs as case_runs
-from fwbench.serve.rounds import PointRuns, serve_round, serve_stop
 from fwbench.tasks import STEP_TIME, verdict_figure
 
 OnPhase = Callable[[str], None] | None

@@ -2,7 +2,7 @@
 talk JSON lines to it before a deadline, and say why it ended when it left no report.
 
 The driver (fwbench.launch.local: a case's rounds in fwbench.launch.rounds, a serving
-point's in fwbench.serve.rounds) holds its workers through this; one-shot requests
+point's in fwbench.launch.serving) holds its workers through this; one-shot requests
 (parameter and FLOP counts, peak throughput) run here whole.
 """
 
@@ -125,7 +125,7 @@ def in_threads(calls: Mapping[K, Callable[[], T]]) -> dict[K, T]:
 
 class Worker(Protocol):
     """What the measurement driver holds of a case's run: one worker process, or the
-    ranks of a data-parallel case answering as one (fwbench.distributed.rank_group)."""
+    ranks of a data-parallel case answering as one (fwbench.launch.rank_group)."""
 
     launcher: str  # how it was started, recorded with the run
 

@@ -13,7 +13,7 @@ with `steady` once the steady state's trackers have started; `{"op": "finish"}` 
 the final `report`. The worker writes its lines to its original stdout; everything the
 frameworks print goes to the log instead. Each rank of a data-parallel case speaks the
 same protocol over a socket, but `calibrate`, which their RankGroup
-(fwbench.distributed.rank_group) answers itself over their blocks, in lockstep.
+(fwbench.launch.rank_group) answers itself over their blocks, in lockstep.
 """
 
 from __future__ import annotations

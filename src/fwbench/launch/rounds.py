@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwbench.distributed.rank_group import RankGroup
 from fwbench.errors import one_line
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
@@ -30,6 +29,7 @@ from fwbench.launch.process import (
     case_env,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.launch.rank_group import RankGroup
 from fwbench.measure import comparison, load, trackers
 from fwbench.measure import runs as case_runs
 from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady

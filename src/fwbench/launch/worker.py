@@ -20,11 +20,13 @@ from typing import Any, TextIO
 from pydantic import BaseModel, TypeAdapter
 
 from fwbench.case import Case
+from fwbench.catalog.frameworks import get_framework
+from fwbench.catalog.models import get_model
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
+from fwbench.frameworks import load_adapter
 from fwbench.frameworks.base import Adapter, TaskNotImplemented, Workload
-from fwbench.frameworks.registry import get_framework
 from fwbench.launch.protocol import (
     CaseReport,
     CaseRequest,
@@ -38,7 +40,6 @@ from fwbench.launch.protocol import (
 )
 from fwbench.measure import load, trackers
 from fwbench.measure.timing import TimingConfig, measure, prepare, run_block, sync_overhead
-from fwbench.models.registry import get_model
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -110,7 +111,7 @@ def serve_case(
     the timing rules come with `calibrate` and the driver decides when to stop, so one
     loop serves a single process and each rank of a data-parallel case alike."""
     case = request.case
-    adapter = get_framework(case.framework).load_adapter()
+    adapter = load_adapter(case.framework)
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     settings |= get_model(case.model).training()
     if request.compile_cache:
@@ -211,7 +212,7 @@ def _profile(adapter: Adapter, workload: Workload, request: CaseRequest) -> dict
 
 def run_count(request: CountRequest) -> CountReport:
     info = get_framework(request.framework)
-    adapter = info.load_adapter()
+    adapter = load_adapter(info.name)
     counts: list[int | None] = []
     errors: list[str | None] = []
     flops: list[float | None] = []
@@ -237,7 +238,7 @@ def run_count(request: CountRequest) -> CountReport:
 
 
 def run_peak(request: PeakRequest) -> PeakReport:
-    adapter = get_framework(request.framework).load_adapter()
+    adapter = load_adapter(request.framework)
     settings = adapter.configure(request.device, request.threads) | {"env": _thread_env()}
     results: dict[str, dict[str, Any]] = {}
     for dtype in request.dtypes:
@@ -263,7 +264,7 @@ def run_serve(request: ServeRequest) -> ServeReport:
     from fwbench.serve import loadgen
 
     case, spec = request.case, request.spec
-    adapter = get_framework(case.framework).load_adapter()
+    adapter = load_adapter(case.framework)
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     environment = adapter.environment(case.device)
     settings["serving_batch_sizes"] = loadgen.ladder(case.batch_size, spec.scenario)

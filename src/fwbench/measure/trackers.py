@@ -30,7 +30,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -42,7 +42,19 @@ from fwbench.measure.nvml import NvmlMemorySampler
 if TYPE_CHECKING:
     from fwbench.case import Case
     from fwbench.frameworks.base import Adapter, Workload
-    from fwbench.launch.protocol import CaseRequest
+
+
+class CaseRequest(Protocol):
+    """What a worker tracker is told of its run (the driver's request, as the worker
+    received it: fwbench.launch.protocol.CaseRequest)."""
+
+    @property
+    def case(self) -> Case: ...
+
+    @property
+    def count_flops(self) -> bool:
+        """Whether this run counts FLOPs (a case's first run)."""
+        ...
 
 
 class WorkerTracker:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fwbench.catalog.models import ModelSpec, Optimizer, register
 from fwbench.models import shapes
-from fwbench.models.registry import ModelSpec, Optimizer, register
 
 
 def builders(

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fwbench.catalog.models import ModelSpec, Optimizer, register
 from fwbench.models.language import builders
-from fwbench.models.registry import ModelSpec, Optimizer, register
 
 register(
     ModelSpec(

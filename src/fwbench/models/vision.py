@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwbench.models.registry import ModelSpec, register
+from fwbench.catalog.models import ModelSpec, register
 
 
 def _torchvision(name: str) -> Any:

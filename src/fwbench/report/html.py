@@ -10,9 +10,9 @@ from datetime import datetime
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from fwbench.explain.side_by_side import side_by_side
 from fwbench.report import figures, generation, scaling, warnings
 from fwbench.report import serving as serving_report
+from fwbench.report.side_by_side import side_by_side
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
     cell,

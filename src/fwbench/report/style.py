@@ -4,7 +4,7 @@ registry entry; a mode's look from its place in the framework's list of modes.""
 
 from __future__ import annotations
 
-from fwbench.frameworks.registry import FRAMEWORKS
+from fwbench.catalog.frameworks import FRAMEWORKS
 
 FALLBACK = ("#4C72B0", "#55A868", "#8172B2", "#64B5CD", "#CCB974")
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

@@ -10,8 +10,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fwbench.case import validation_message
+from fwbench.catalog.models import find_model
 from fwbench.errors import FwbenchError, StoreError
-from fwbench.models.registry import find_model
 from fwbench.result import Result
 from fwbench.serve.result import ServingResult
 from fwbench.store import columns

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fwbench.distributed.strategies import get_strategy
+from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.compare import DEFAULT_BAND
 from fwbench.result import Result, comparison_of

@@ -28,7 +28,7 @@ NEW_TOKENS = Dimension(
 
 
 def _takes(spec: Any) -> bool:
-    # A causal language model declares its context (fwbench.models.registry.ModelSpec).
+    # A causal language model declares its context (fwbench.catalog.models.ModelSpec).
     return getattr(spec, "context", None) is not None
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 from pydantic import BaseModel
 
-from fwbench.distributed.strategies import get_strategy
+from fwbench.catalog.strategies import get_strategy
 from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerReported, case_env, classify_exit
 from fwbench.launch.protocol import CaseReport, CaseRequest

@@ -15,10 +15,7 @@ import importlib.util
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from fwbench.frameworks.base import Adapter
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -31,7 +28,7 @@ class Strategy:
     devices: tuple[str, ...]  # where it can run; elsewhere a case is recorded unsupported
     modes: tuple[str, ...]
     batch_semantics: str  # how the framework's API takes the batch, for the record
-    # How its processes start (fwbench.distributed.rank_group): torchrun; one worker per
+    # How its processes start (fwbench.launch.rank_group): torchrun; one worker per
     # replica, each with its TF_CONFIG; or one worker driving every device.
     launch: Literal["torchrun", "tf_config", "single"] = "single"
     framework: str = ""  # filled in from the entry it is listed on
@@ -120,7 +117,7 @@ class FrameworkInfo:
     can_explain: Capability = Capability()
     can_measure_peak: Capability = Capability()
     # The module that builds its data-parallel workloads (fwbench.distributed.*), and the
-    # strategies it offers (fwbench.distributed.strategies indexes them by name).
+    # strategies it offers (fwbench.catalog.strategies indexes them by name).
     data_parallel: str | None = None
     strategies: tuple[Strategy, ...] = ()
     # Modules a fork server imports after the adapter module, so forked workers start
@@ -150,12 +147,6 @@ class FrameworkInfo:
             except metadata.PackageNotFoundError:
                 continue
         return None
-
-    def load_adapter(self) -> Adapter:
-        module_name, _, class_name = self.adapter_path.partition(":")
-        cls = getattr(importlib.import_module(module_name), class_name)
-        adapter: Adapter = cls()
-        return adapter
 
 
 def _exported_runtime(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from fwbench.frameworks.registry import FRAMEWORKS, Strategy
+from fwbench.catalog.frameworks import FRAMEWORKS, Strategy
 from fwbench.tasks import all_tasks, find_task
 
 

@@ -116,7 +116,7 @@ class ModelSpec:
             object.__setattr__(self, "workload", self.name)
 
     def builder(self, framework: str) -> Builder:
-        from fwbench.frameworks.registry import FRAMEWORKS
+        from fwbench.catalog.frameworks import FRAMEWORKS
 
         info = FRAMEWORKS.get(framework)
         source = info.models_from if info is not None and info.models_from else framework
