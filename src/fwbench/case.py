@@ -27,6 +27,7 @@ from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import DIMENSIONS, all_models, find_model, get_model
 from fwbench.errors import SpecError
 from fwbench.tasks import find_task, task_names
+from fwbench.tasks.train import TRAIN
 
 Device = Literal["cpu", "cuda"]
 # fp32: float32 throughout (TF32 off on GPUs); tf32: float32 with TF32 tensor-core math
@@ -58,7 +59,7 @@ class Case(BaseModel):
 
     framework: str
     model: str
-    task: str = "train"  # a registered task (fwbench.tasks) its framework implements
+    task: str = TRAIN.name  # a registered task (fwbench.tasks) its framework implements
     batch_size: int = Field(32, ge=1, le=MAX_BATCH_SIZE)
     # The model's dimensions: each model takes a subset (its ModelSpec.dims), the rest
     # stay None. Left out, a dimension takes the model's default.
@@ -438,7 +439,7 @@ def _task_dims_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """The task's dimensions in canonical form, each one left out at its default, each one
     given checked against its declaration; None for a task that declares none."""
     given = canonical_task_dims(data.get("task_dims"))
-    task = find_task(str(data.get("task", "train")))
+    task = find_task(str(data.get("task", TRAIN.name)))
     if task is None or not isinstance(given, dict | None):
         return data  # validation names the unknown task or the bad value
     values = {d.name: d.default for d in task.dimensions}

@@ -30,6 +30,7 @@ from fwbench.errors import SpecError, duration_seconds, positive_seconds
 from fwbench.measure.timing import TimingConfig
 from fwbench.serve.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
+from fwbench.tasks.train import TRAIN
 
 # Outer to inner: the framework varies fastest, so both frameworks of one workload run
 # back to back and share the machine's state (thermal, background load) as far as possible.
@@ -68,7 +69,7 @@ MAX_CASES = 10_000
 # The framework axis left out is the core comparison (the registry's core frameworks; the
 # others when named), asked of the registry when a file is read: plugins may add to it.
 DEFAULTS: dict[str, Any] = {
-    "task": ["train"],
+    "task": [TRAIN.name],
     "batch_size": [32],
     "device": ["cpu"],
     # None: each framework's default mode (fwbench.case.default_mode).
@@ -587,7 +588,7 @@ def _task_fits(case: dict[str, Any]) -> bool:
     """Inference-only frameworks (the runtimes) take the grid's infer cases only, so one
     sweep can put them beside the training frameworks."""
     info = FRAMEWORKS.get(str(case.get("framework")))
-    return info is None or info.does(str(case.get("task") or "train")).available
+    return info is None or info.does(str(case.get("task") or TRAIN.name)).available
 
 
 def _distributed_fits(case: dict[str, Any], strategies: list[Any]) -> bool:

@@ -1,7 +1,8 @@
 """A task added in one module (tests/plugins/fwbench_toy_task.py) is a task like any
-other: offered by the CLI, expanded by sweeps, stored, measured by the framework that
-declares it, and refused by every framework that does not, before any work and in the
-worker alike, never measured as training or inference."""
+other: offered by the CLI, expanded by sweeps, stored, measured by the frameworks it adds
+a workload class to (PyTorch, built in, and the toy framework) through the registry
+alone, and refused by every other framework, before any work and in the worker alike,
+never measured as training or inference. No adapter is edited for it."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ from fwbench.store.db import ResultStore
 from fwbench.tasks import get_task
 from tests.conftest import FAST_TIMING_YAML, fwbench
 
+# The frameworks the toy task registers a workload class on.
+IMPLEMENTED = {"torch", "numpy"}
 
-def test_a_plugin_task_is_offered_measured_stored_and_refused_where_undeclared(
+
+def test_a_plugin_task_runs_where_it_registered_a_workload_and_is_refused_elsewhere(
     tmp_path: Path, toy_task_env: dict[str, str]
 ) -> None:
     env = toy_task_env
@@ -28,14 +32,16 @@ def test_a_plugin_task_is_offered_measured_stored_and_refused_where_undeclared(
     help_text = " ".join(fwbench("run", "--help", env=env).stdout.split())
     assert "probe" in help_text
 
-    # Every built-in framework refuses it up front: none has a step for it.
+    # Every other framework refuses it up front, with its entry's reason: none of them
+    # has a class for it, and none was edited.
     for name, info in FRAMEWORKS.items():
-        if name == "numpy":
+        if name in IMPLEMENTED:
+            assert info.does("probe").available
             continue
         with pytest.raises(SpecError, match=re.escape(f"task: {info.label} cannot probe: ")):
             Case.build(framework=name, model="toy_mlp", task="probe", batch_size=2)
 
-    # A sweep gives each framework the tasks it declares; the toy measures its probe.
+    # A sweep gives each framework the tasks it implements; both measure their probe.
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "framework: [torch, numpy]\nmodel: toy_mlp\ntask: [infer, probe]\nbatch_size: 64\n"
@@ -45,35 +51,38 @@ def test_a_plugin_task_is_offered_measured_stored_and_refused_where_undeclared(
     proc = fwbench("sweep", str(spec), "--db", str(db), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     records = {(r["framework"], r["task"]): r for r in json.loads(proc.stdout)}
-    assert set(records) == {("torch", "infer"), ("numpy", "infer"), ("numpy", "probe")}
-    probe = records[("numpy", "probe")]
-    assert probe["status"] == "ok", probe["error"]
+    assert set(records) == {(f, t) for f in IMPLEMENTED for t in ("infer", "probe")}
+    for key in [("numpy", "probe"), ("torch", "probe")]:
+        assert records[key]["status"] == "ok", records[key]["error"]
+    # The probe is measured on the model PyTorch builds for inference, counted alike.
+    probe, infer = records[("torch", "probe")], records[("torch", "infer")]
+    assert probe["param_count"] == infer["param_count"]  # the same model, built once
     with ResultStore(db, read_only=True) as store:
         stored = {r.case.task for r in store.results()}
     assert stored == {"infer", "probe"}
 
-    # The CLI refuses it for torch in one line, exit 2, nothing written.
+    # The CLI refuses it for a framework without it in one line, exit 2, nothing written.
     refused = tmp_path / "refused.duckdb"
-    proc = fwbench("run", "--framework", "torch", "--model", "toy_mlp", "--task", "probe",
-                   "--db", str(refused), env=env)  # fmt: skip
+    proc = fwbench("run", "--framework", "tensorflow", "--model", "resnet18", "--task",
+                   "probe", "--db", str(refused), env=env)  # fmt: skip
     assert proc.returncode == 2 and "cannot probe" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not refused.exists()
 
 
-def test_an_adapter_refuses_a_task_it_has_no_step_for(toy_task_env: dict[str, str]) -> None:
-    """The registry refuses it first (a request re-validates its case, in the worker too);
-    an adapter's own `require_task` is the last word, recorded unsupported."""
-    from fwbench.frameworks.base import TaskNotImplemented, require_task
+def test_an_adapter_refuses_a_task_it_has_no_class_for(toy_task_env: dict[str, str]) -> None:
+    """The registry refuses it first; a request read from a file is not validated again,
+    so the adapter's lookup of its class is the last word, recorded unsupported."""
+    from fwbench.frameworks.base import TaskNotImplemented, workload_class
     from fwbench.launch.worker import failure
 
-    case = Case.build(framework="numpy", model="toy_mlp", task="probe", batch_size=2)
+    built = Case.build(framework="numpy", model="toy_mlp", task="infer", batch_size=2)
+    case = built.model_copy(update={"task": "train"})  # as an edited request would say
     with pytest.raises(TaskNotImplemented) as refused:
-        require_task(case, ("train", "infer"))
-    adapter = load_adapter("numpy")
-    found = failure(adapter, refused.value, "cpu", {})
+        workload_class("numpy", case)
+    found = failure(load_adapter("numpy"), refused.value, "cpu", {})
     assert found == {
         "status": "unsupported",
-        "error": "TaskNotImplemented: task probe: this adapter implements train, infer only",
+        "error": "TaskNotImplemented: task train: this adapter implements infer, probe only",
     }
 
 
@@ -132,6 +141,8 @@ def test_a_task_dimension_is_declared_once_and_read_by_the_case_cli_sweep_and_st
         ("numpy", "probe", "depth=1"),
         ("numpy", "probe", "depth=2"),
         ("torch", "infer", None),
+        ("torch", "probe", "depth=1"),
+        ("torch", "probe", "depth=2"),
     ]
     assert all(r["status"] == "ok" for r in records), [r["error"] for r in records]
     with ResultStore(db, read_only=True) as store:
@@ -139,8 +150,8 @@ def test_a_task_dimension_is_declared_once_and_read_by_the_case_cli_sweep_and_st
             "SELECT task_dims FROM results WHERE task = 'probe' ORDER BY task_dims"
         ).fetchall()
         stored = sorted(r.case.shape for r in store.results() if r.case.task == "probe")
-    assert rows == [("depth=1",), ("depth=2",)]
-    assert stored == ["8px c10 d1", "8px c10 d2"]
+    assert rows == [("depth=1",), ("depth=1",), ("depth=2",), ("depth=2",)]
+    assert stored == ["8px c10 d1", "8px c10 d1", "8px c10 d2", "8px c10 d2"]
 
     # An axis no task of the sweep takes is refused, naming the tasks.
     spec.write_text("framework: numpy\nmodel: toy_mlp\ntask: infer\ndepth: 2\n")

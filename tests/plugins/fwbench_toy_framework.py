@@ -17,7 +17,7 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.frameworks import NO, FrameworkInfo, register_framework
 from fwbench.catalog.models import ModelSpec, register
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.frameworks.base import Adapter, Workload, workload_class
 
 HIDDEN = 64
 
@@ -57,22 +57,17 @@ register(
 )
 
 
-class _Forward(Workload):
+class Forward(Workload):
+    """`infer`: the perceptron's forward pass."""
+
     def __init__(self, weights: list[np.ndarray], batch: np.ndarray, case: Case) -> None:
         self.weights = weights
         self.batch = batch
         self.param_count = sum(w.size for w in weights)
-        self.task = case.task
-        self.depth = case.task_values.get("depth", 1)  # the probe's own dimension
 
     def step(self) -> None:
         w1, b1, w2, b2 = self.weights
         hidden = np.maximum(self.batch @ w1 + b1, 0.0)
-        if self.task == "probe":  # the toy task (fwbench_toy_task): the hidden layer only
-            for _ in range(self.depth - 1):
-                hidden = np.maximum(self.batch @ w1 + b1 + hidden.mean(), 0.0)
-            self.out = hidden
-            return
         self.out = hidden @ w2 + b2
 
     def sync(self) -> None:
@@ -104,12 +99,15 @@ class NumpyAdapter(Adapter):
         return int(sum(w.size for w in model))
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("infer", "probe"))
+        # The task's class from the registry entry, constructed as cls(weights, batch,
+        # case): a plugin's task adds a class of that shape (fwbench_toy_task).
+        cls = workload_class(self.name, case)
         weights = self.build_model(case.model, case.dims)
         side = int(case.input_size or 8)
         rng = np.random.default_rng(1)
         batch = rng.standard_normal((case.batch_size, 3 * side * side), dtype=np.float32)
-        return _Forward(weights, batch, case)
+        built: Workload = cls(weights, batch, case)
+        return built
 
     def is_oom(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)
@@ -132,8 +130,8 @@ register_framework(
         distributions=("numpy",),
         precisions=("fp32",),
         colour="#4DABCF",
-        # probe: a task of a plugin of its own (fwbench_toy_task), offered when loaded.
-        tasks=("infer", "probe"),
+        # A plugin's task (fwbench_toy_task's probe) adds its own class when loaded.
+        workloads=(("infer", "fwbench_toy_framework:Forward"),),
         task_reasons=(("train", "the toy runs forward passes only"),),
         counts_flops=NO(False, "the toy counts no FLOPs"),
         can_explain=NO(False, "the toy has no profiler"),

@@ -1,5 +1,6 @@
 """A framework is known in one place: its registry entry. The CLI's help and completion
-come from it, and no module outside the framework's own code names it."""
+come from it, and no module outside the framework's own code names it. A task likewise:
+nothing outside tasks/ writes its name."""
 
 from __future__ import annotations
 
@@ -37,6 +38,34 @@ def test_no_framework_name_is_written_outside_its_own_code() -> None:
             if isinstance(node, ast.Constant) and node.value in names:
                 found.append(f"{rel}:{node.lineno}: {node.value!r}")
     assert found == [], "framework names outside the registry:\n" + "\n".join(found)
+
+
+def test_no_task_name_is_written_outside_the_tasks() -> None:
+    """A task owns its behaviour: adapters, reports, defaults and the CLI name a task
+    through its Task (fwbench.tasks), never by a string of its name, so that adding a task
+    edits no module that does not implement it."""
+    from fwbench.tasks import task_names
+
+    names = set(task_names())
+    found = []
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("tasks/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in names:
+                found.append(f"{rel}:{node.lineno}: {node.value!r}")
+    assert found == [], "task names outside tasks/:\n" + "\n".join(found)
+
+
+def test_a_framework_supports_the_tasks_it_has_a_workload_class_for() -> None:
+    """Its supported tasks derive from its map of task to workload class; nothing else
+    lists them."""
+    for info in FRAMEWORKS.values():
+        assert info.tasks == tuple(task for task, _ in info.workloads)
+        assert all(":" in path for _, path in info.workloads), info.name
+        for task in info.tasks:
+            assert info.does(task).available
 
 
 def test_help_and_completion_list_what_the_registry_offers() -> None:

@@ -10,12 +10,16 @@ measured and then failed (`Capability.check`).
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import importlib.util
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Literal
+
+from fwbench.tasks.generate import GENERATE
+from fwbench.tasks.infer import INFER
+from fwbench.tasks.train import TRAIN
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,11 @@ class FrameworkInfo:
     slow_modes: tuple[str, ...] = ()
     # What `fwbench explain` writes its raw trace as (a file suffix, or a folder's).
     trace_suffix: str = ".trace"
-    # The tasks its adapter implements (fwbench.tasks), and why it refuses others.
-    tasks: tuple[str, ...] = ("train", "infer")
+    # The tasks its adapter implements (fwbench.tasks), each with the workload class that
+    # does the task's step ("module:Class", imported in a worker only; the adapter
+    # constructs it). The framework supports exactly these tasks; any other is refused
+    # before work, with its reason in `task_reasons` or a default one.
+    workloads: tuple[tuple[str, str], ...] = ()
     task_reasons: tuple[tuple[str, str], ...] = ()
     counts_flops: Capability = Capability()
     can_explain: Capability = Capability()
@@ -128,6 +135,15 @@ class FrameworkInfo:
     # server's imports were seen to leave the GPU driver untouched and forked workers
     # were seen to use the GPU (docs/gpu.md). The server checks the first on every start.
     forks_on_cuda: bool = False
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks it implements: those it has a workload class for."""
+        return tuple(task for task, _ in self.workloads)
+
+    def workload_path(self, task: str) -> str | None:
+        """Where the workload class of `task` is ("module:Class"), or None."""
+        return dict(self.workloads).get(task)
 
     def does(self, task: str) -> Capability:
         """Whether its adapter implements `task`, or why not."""
@@ -170,13 +186,13 @@ def _exported_runtime(
         preload=("torchvision", "onnxscript"),
         layouts=("channels_first",),  # the exported graph takes NCHW images
         models_from="torch",  # the same PyTorch model, exported
-        tasks=("infer",),
+        workloads=((INFER.name, "fwbench.frameworks.onnx_graph:GraphWorkload"),),
         task_reasons=(
-            ("train", "it is an inference runtime; use task infer"),
+            (TRAIN.name, f"it is an inference runtime; use task {INFER.name}"),
             (
-                "generate",
+                GENERATE.name,
                 "it runs one exported forward graph, with no key/value cache to decode "
-                "through; task infer times its prefill",
+                f"through; task {INFER.name} times its prefill",
             ),
         ),
         can_explain=NO(False, "fwbench does not read its profiles yet"),
@@ -201,7 +217,11 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("torch", "torchvision"),
         adapter_path="fwbench.frameworks.torch:TorchAdapter",
-        tasks=("train", "infer", "generate"),
+        workloads=(
+            (TRAIN.name, "fwbench.frameworks.torch:TorchWorkload"),
+            (INFER.name, "fwbench.frameworks.torch:TorchWorkload"),
+            (GENERATE.name, "fwbench.frameworks.torch:TorchGenerate"),
+        ),
         preload=("torchvision",),
         forks_on_cuda=True,
         distributions=("torch",),
@@ -249,7 +269,11 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("tensorflow", "keras"),
         adapter_path="fwbench.frameworks.tensorflow:TensorFlowAdapter",
-        tasks=("train", "infer", "generate"),
+        workloads=(
+            (TRAIN.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
+            (INFER.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
+            (GENERATE.name, "fwbench.frameworks.tensorflow:TensorFlowGenerate"),
+        ),
         distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
         native_layout="channels_last",
         default_mode="graph",  # Keras' own fit() runs a tf.function
@@ -295,7 +319,11 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("jax", "keras"),
         adapter_path="fwbench.frameworks.keras_jax:KerasJaxAdapter",
-        tasks=("train", "infer", "generate"),
+        workloads=(
+            (TRAIN.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
+            (INFER.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
+            (GENERATE.name, "fwbench.frameworks.keras_jax:KerasJaxGenerate"),
+        ),
         preload=("jax", "keras"),
         forks_on_cuda=True,
         distributions=("jax",),
@@ -359,7 +387,11 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         devices=("cpu", "cuda"),
         packages=("torch", "keras"),
         adapter_path="fwbench.frameworks.keras_torch:KerasTorchAdapter",
-        task_reasons=(("generate", "Keras on PyTorch has no generation workload yet"),),
+        workloads=(
+            (TRAIN.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
+            (INFER.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
+        ),
+        task_reasons=((GENERATE.name, "Keras on PyTorch has no generation workload yet"),),
         preload=("keras",),
         forks_on_cuda=True,
         distributions=("keras",),
@@ -398,6 +430,21 @@ class _Registry(Mapping[str, FrameworkInfo]):
 
 
 FRAMEWORKS = _Registry(_BUILT_IN)
+
+
+def register_workload(framework: str, task: str, workload: str) -> FrameworkInfo:
+    """Let a framework run `task` with the workload class at `workload` ("module:Class",
+    constructed as its adapter constructs its others: see the adapter's `build`): how a
+    plugin adds a task to a framework without editing it (docs/adding-a-task.md)."""
+    from fwbench.errors import SpecError
+
+    info = get_framework(framework)
+    if ":" not in workload:
+        raise SpecError(f"workload {workload!r}: give it as module:Class")
+    kept = tuple((t, w) for t, w in info.workloads if t != task)
+    updated = dataclasses.replace(info, workloads=(*kept, (task, workload)))
+    FRAMEWORKS._entries[info.name] = updated
+    return updated
 
 
 def register_framework(info: FrameworkInfo) -> FrameworkInfo:

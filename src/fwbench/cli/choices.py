@@ -108,6 +108,15 @@ def tune_options_help() -> str:
 PRECISION_HELP = f"{_join(PRECISIONS)}: tf32 on cuda only; bf16, fp16 mixed. [default: fp32]"
 LAYOUT_HELP = f"{_join(LAYOUTS)} (image models). [default: the framework's own]"
 TASK_HELP = _listed(lambda: _join(task_names()))()
+
+
+@_listed
+def served_tasks_help() -> str:
+    """The tasks LoadGen can serve, each with what a query is."""
+    served = [t for t in all_tasks().values() if t.serves]
+    return "; ".join(f"{t.name}: a query is {t.description}" for t in served) + "."
+
+
 DEVICE_HELP = _join(DEVICES)
 CORE_HELP = _listed(lambda: ", ".join(core_frameworks()))()
 

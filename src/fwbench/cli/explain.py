@@ -42,6 +42,7 @@ from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.report.side_by_side import CategoryRow, side_by_side
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
+from fwbench.tasks.train import TRAIN
 
 # A generation's phases (Breakdown.phases): each table's title, what one occurrence is
 # called, and the figure of the unprofiled runs its time per occurrence lines up with.
@@ -83,7 +84,7 @@ def command(
     ] = None,
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
-    task: TaskOption = "train",
+    task: TaskOption = TRAIN.name,
     task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,

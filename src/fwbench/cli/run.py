@@ -46,6 +46,7 @@ from fwbench.cli.common import (
 from fwbench.cli.execute import execute
 from fwbench.errors import duration_seconds
 from fwbench.measure.timing import TimingConfig
+from fwbench.tasks.train import TRAIN
 
 
 def _world_sizes(given: list[int] | None) -> list[int | None]:
@@ -55,7 +56,7 @@ def _world_sizes(given: list[int] | None) -> list[int | None]:
 def command(
     framework: FrameworksOption,
     model: ModelOption,
-    task: TaskOption = "train",
+    task: TaskOption = TRAIN.name,
     task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, done_points, serve_points
+from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     DbOption,
@@ -47,6 +48,7 @@ from fwbench.serve.result import ServingResult
 from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
 from fwbench.store.db import ResultStore
 from fwbench.store.rescue import check_free_space
+from fwbench.tasks.infer import INFER
 
 
 def log_root(db: Path) -> Path:
@@ -136,11 +138,8 @@ def command(
     model: ModelOption,
     task: Annotated[
         str,
-        typer.Option(
-            help="infer: a query is one forward pass; generate: a query is a prompt and its "
-            "answer a greedy generation, streamed (LoadGen's token latencies)."
-        ),
-    ] = "infer",
+        typer.Option(help=choices.served_tasks_help()),
+    ] = INFER.name,
     task_dims: TaskDimsOption = None,
     scenario: Annotated[
         list[str] | None,

@@ -35,6 +35,7 @@ from fwbench.errors import SpecError
 from fwbench.measure.compare import Verdict
 from fwbench.report import summary
 from fwbench.result import Result
+from fwbench.tasks.train import TRAIN
 
 
 def command(
@@ -46,7 +47,7 @@ def command(
             autocompletion=choices.complete_framework,
         ),
     ] = None,
-    task: TaskOption = "train",
+    task: TaskOption = TRAIN.name,
     task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
     input_size: InputSizeOption = None,

@@ -6,11 +6,13 @@ framework at module level, and nothing outside a worker may import it.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from fwbench.case import Case
+from fwbench.catalog.frameworks import get_framework
 from fwbench.environment import cpu_features_text
 from fwbench.explain.timeline import Event, Window
 
@@ -20,13 +22,19 @@ class TaskNotImplemented(Exception):
     measured as another task."""
 
 
-def require_task(case: Case, implemented: tuple[str, ...]) -> None:
-    """Refuse, before building, a task this adapter has no step for (its registry entry
-    should not offer it; this is the adapter's own word)."""
-    if case.task not in implemented:
+def workload_class(framework: str, case: Case) -> type[Any]:
+    """The class that does a step of the case's task in `framework`: the one its registry
+    entry maps the task to (`FrameworkInfo.workloads`). A task it has none for is refused,
+    never measured as another task (a request read from a file is not validated again)."""
+    info = get_framework(framework)
+    path = info.workload_path(case.task)
+    if path is None:
         raise TaskNotImplemented(
-            f"task {case.task}: this adapter implements {', '.join(implemented)} only"
+            f"task {case.task}: this adapter implements {', '.join(info.tasks)} only"
         )
+    module_name, _, class_name = path.partition(":")
+    cls: type[Any] = getattr(importlib.import_module(module_name), class_name)
+    return cls
 
 
 class OutputShapeError(ValueError):

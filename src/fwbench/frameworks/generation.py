@@ -28,6 +28,7 @@ from fwbench.case import Case
 from fwbench.explain.timeline import DECODE, PREFILL
 from fwbench.frameworks.base import Workload
 from fwbench.models import gpt_weights, shapes
+from fwbench.tasks.generate import NEW_TOKENS
 
 PROMPT_SEED = 1234
 WEIGHTS_SEED = 0
@@ -64,7 +65,7 @@ def phases_marked(
 
 
 def new_tokens(case: Case) -> int:
-    return case.task_values["new_tokens"]
+    return case.task_values[NEW_TOKENS.name]
 
 
 def cache_bytes(case: Case) -> int:

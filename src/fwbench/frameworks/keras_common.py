@@ -8,13 +8,12 @@ Imported only inside a worker, after KERAS_BACKEND is set.
 from __future__ import annotations
 
 import math
-from abc import abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.catalog.models import Optimizer, ctc_label_length, get_model
+from fwbench.frameworks.base import Adapter, Workload, workload_class
 
 
 def keras_module() -> Any:
@@ -99,15 +98,9 @@ def apply_case_settings(case: Case) -> dict[str, Any]:
 
 class KerasBackendAdapter(Adapter):
     """What an adapter of a Keras 3 backend does the same way on every backend: build the
-    Keras models (TensorFlow's builders) under the case's layout and dtype policy."""
-
-    @abstractmethod
-    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
-        """The backend's workload for a built model; its `settings_` receive the case's."""
-
-    def tasks(self) -> tuple[str, ...]:
-        """The tasks this backend's workloads implement."""
-        return ("train", "infer")
+    Keras models (TensorFlow's builders) under the case's layout and dtype policy, and
+    construct the task's workload class (the registry entry's map) as
+    cls(model, case, spec); its `settings_` receive the case's."""
 
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
         return get_model(model).build(self.name, dims)
@@ -116,10 +109,10 @@ class KerasBackendAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, self.tasks())
+        cls = workload_class(self.name, case)
         settings = apply_case_settings(case)
         model = self.build_model(case.model, case.dims)
-        workload = self.workload(model, case, get_model(case.model))
-        workload.settings_ |= settings
+        workload = cls(model, case, get_model(case.model))
+        workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload
         return built

@@ -30,6 +30,7 @@ from fwbench.frameworks.keras_common import (
     objective,
     synthetic_inputs,
 )
+from fwbench.tasks import get_task
 
 MODES = {"jit": True, "eager": False}
 
@@ -48,7 +49,8 @@ class KerasJaxWorkload(Workload):
         trainable = [v.value for v in model.trainable_variables]
         frozen = [v.value for v in model.non_trainable_variables]
         jit = MODES[case.mode]
-        if case.task == "train":
+        trains = get_task(case.task).trains
+        if trains:
             optimizer = make_optimizer(spec.optimizer)
             optimizer.build(model.trainable_variables)
 
@@ -80,7 +82,7 @@ class KerasJaxWorkload(Workload):
         self.last: Any = None
         self.settings_: dict[str, Any] = {}
         self.check = OutputCheck(case, spec.objective)
-        self.infers = case.task != "train"
+        self.infers = not trains
 
     def step(self) -> None:
         self.last, self.state = self.fn(self.state, self.x, self.y)
@@ -110,7 +112,7 @@ class KerasJaxGenerate(GenerateWorkload):
     the position an array so no token recompiles them, the cache donated so each step
     writes it in place. Eager mode calls the same functions unjitted."""
 
-    def __init__(self, model: Any, case: Case) -> None:
+    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         import jax
         import jax.numpy as jnp
 
@@ -225,14 +227,6 @@ class KerasJaxAdapter(KerasBackendAdapter):
             if gpus:
                 env["device_name"] = gpus[0].device_kind
         return env
-
-    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
-        if case.task == "generate":
-            return KerasJaxGenerate(model, case)
-        return KerasJaxWorkload(model, case, spec)
-
-    def tasks(self) -> tuple[str, ...]:
-        return ("train", "infer", "generate")
 
     def is_oom(self, exc: BaseException) -> bool:
         return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)

@@ -23,6 +23,7 @@ from fwbench.frameworks.keras_common import (
     objective,
     synthetic_inputs,
 )
+from fwbench.tasks import get_task
 
 
 class KerasTorchWorkload(Workload):
@@ -37,7 +38,7 @@ class KerasTorchWorkload(Workload):
         self.x = synthetic_inputs(case, spec.input_kind, rng)
         self.y, self.loss_fn = objective(case, spec.objective, rng)
         self.optimizer: Any = None
-        if case.task == "train":
+        if get_task(case.task).trains:
             self.optimizer = make_optimizer(spec.optimizer)
             self.optimizer.build(model.trainable_variables)
         self.on_gpu = case.device == "cuda"
@@ -99,9 +100,6 @@ class KerasTorchAdapter(KerasBackendAdapter):
 
         keras = keras_module()
         return {"torch": torch.__version__, "keras": keras.__version__}
-
-    def workload(self, model: Any, case: Case, spec: ModelSpec) -> Any:
-        return KerasTorchWorkload(model, case, spec)
 
     def is_oom(self, exc: BaseException) -> bool:
         import torch

@@ -39,7 +39,7 @@ import torch
 
 from fwbench.case import Case
 from fwbench.catalog.models import get_model
-from fwbench.frameworks.base import Adapter, Workload, require_task
+from fwbench.frameworks.base import Adapter, Workload, workload_class
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
 
 # Outputs must agree with PyTorch's fp32 outputs within this share of the largest output:
@@ -322,7 +322,9 @@ class ExportedAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("infer",))
+        # The task's workload class (the registry entry's map; the runtimes implement
+        # inference only), constructed as cls(compiled, proto, params).
+        cls = workload_class(self.name, case)
         spec = get_model(case.model)
         source = spec.build(self.name, case.dims).eval()
         inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
@@ -334,7 +336,7 @@ class ExportedAdapter(Adapter):
         compiled = self.compile(proto, case, [t.numpy() for t in inputs])
         compile_s = time.perf_counter() - start
         params = count_trainable(source)
-        workload = GraphWorkload(compiled, proto, params)
+        workload = cls(compiled, proto, params)
         norms = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
         batchnorms = sum(isinstance(m, norms) for m in source.modules())
         fusions = fusion_settings(compiled.graph(), batchnorms)
@@ -362,7 +364,8 @@ class ExportedAdapter(Adapter):
             **checked,
             **({"warnings": warned} if warned else {}),
         }
-        return workload
+        built: Workload = workload
+        return built
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         assert isinstance(workload, GraphWorkload)

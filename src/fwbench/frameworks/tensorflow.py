@@ -14,12 +14,13 @@ from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, ctc_label_length, get_model
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
-from fwbench.frameworks.base import Adapter, OutputCheck, Workload, require_task
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, workload_class
 from fwbench.frameworks.generation import GenerateWorkload
 
 # One optimizer table for Keras on every backend.
 from fwbench.frameworks.keras_common import make_optimizer
 from fwbench.frameworks.tf_flops import dense_flops
+from fwbench.tasks import get_task
 
 WINDOW = "fwbench_window"
 
@@ -33,7 +34,7 @@ class TensorFlowWorkload(Workload):
             self.x = synthetic_inputs(case, spec.input_kind)
             self.y, self.loss_fn = objective(case, spec.objective)
         self.optimizer: keras.optimizers.Optimizer | None = None
-        if case.task == "train":
+        if get_task(case.task).trains:
             self.optimizer = make_optimizer(spec.optimizer)
             if case.precision == "fp16":
                 # Keras' dynamic loss scaling: fp16 gradients would underflow without it.
@@ -98,7 +99,7 @@ class TensorFlowGenerate(GenerateWorkload):
     step are each one tf.function in graph mode (XLA-compiled in xla mode), traced once,
     the position a tensor so no token retraces them; eager mode calls them directly."""
 
-    def __init__(self, model: Any, case: Case, device_name: str) -> None:
+    def __init__(self, model: Any, case: Case, spec: ModelSpec, device_name: str) -> None:
         from fwbench.models import keras_gpt
 
         super().__init__(case)
@@ -295,7 +296,9 @@ class TensorFlowAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("train", "infer", "generate"))
+        # The task's workload class (the registry entry's map), constructed as
+        # cls(model, case, spec, device_name): a plugin's class for a new task follows it.
+        cls = workload_class(self.name, case)
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
         spec = get_model(case.model)
         layout = case.layout or "channels_last"
@@ -307,7 +310,7 @@ class TensorFlowAdapter(Adapter):
             "layout": f"{layout} ({'NCHW' if layout == 'channels_first' else 'NHWC'})",
             "precision": case.precision or "fp32",
             "keras_dtype_policy": keras.mixed_precision.global_policy().name,
-            "loss_scaling": case.precision == "fp16" and case.task == "train",
+            "loss_scaling": case.precision == "fp16" and get_task(case.task).trains,
         }
         if case.device == "cuda":
             # Read by cuDNN's convolution kernels when they first run (after this).
@@ -336,13 +339,10 @@ class TensorFlowAdapter(Adapter):
             ]
         with tf.device(device_name):
             model = self.build_model(case.model, case.dims)
-        workload: TensorFlowWorkload | TensorFlowGenerate
-        if case.task == "generate":
-            workload = TensorFlowGenerate(model, case, device_name)
-        else:
-            workload = TensorFlowWorkload(model, case, spec, device_name)
-        workload.settings_ |= settings
-        return workload
+        workload = cls(model, case, spec, device_name)
+        workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
+        built: Workload = workload
+        return built
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda" and tf.config.list_physical_devices("GPU"):

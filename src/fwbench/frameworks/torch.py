@@ -23,9 +23,10 @@ from fwbench.frameworks.base import (
     OutputCheck,
     TaskNotImplemented,
     Workload,
-    require_task,
+    workload_class,
 )
 from fwbench.frameworks.generation import GenerateWorkload
+from fwbench.tasks import get_task
 
 WINDOW = "fwbench_window"
 ADAM_EPS = 1e-7  # Keras' default; torch's is 1e-8: the same optimizer in both
@@ -50,7 +51,8 @@ class TorchWorkload(Workload):
             for x in synthetic_inputs(case, spec.input_kind, device)
         )
         self.target, self.loss_fn = objective(case, spec.objective, device)
-        self.model.train(case.task == "train")
+        trains = get_task(case.task).trains
+        self.model.train(trains)
         # Mixed precision: autocast around forward and loss; fp16 adds loss scaling.
         dtype = AUTOCAST.get(case.precision or "")
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
@@ -71,7 +73,7 @@ class TorchWorkload(Workload):
             options = case.mode.removeprefix("compile").removeprefix("-") or "default"
             self.forward = torch.compile(self.model, mode=options)
         self.optimizer: torch.optim.Optimizer | None = None
-        if case.task == "train":
+        if trains:
             self.optimizer = make_optimizer(spec.optimizer, self.model.parameters())
         self.settings_ = {
             "layout": "channels_last (NHWC)" if channels_last else "channels_first (NCHW)",
@@ -186,13 +188,20 @@ class TorchGenerate(GenerateWorkload):
     and decoding step are one graph each: a static cache keeps every step's shapes,
     so no token recompiles (compile_count says if one did)."""
 
-    def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
+    def __init__(
+        self, model: torch.nn.Module, case: Case, spec: ModelSpec, device: torch.device
+    ) -> None:
         from fwbench.models import torch_gpt
 
+        if case.mode == "script":
+            raise TaskNotImplemented(
+                f"task {case.task}: TorchScript cannot trace a generation's key/value cache; "
+                "mode eager (a dynamic cache) or compile (a static one) generates"
+            )
         super().__init__(case)
         self.device = device
         if not isinstance(model, torch_gpt.GPT2):
-            raise TaskNotImplemented(f"task generate: {case.model} has no PyTorch generation")
+            raise TaskNotImplemented(f"task {case.task}: {case.model} has no PyTorch generation")
         torch_gpt.load_weights(model, generation.weights(case))
         self.gpt = model.gpt.eval().to(device)
         self.param_count = count_trainable(model)
@@ -407,12 +416,9 @@ class TorchAdapter(Adapter):
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
-        require_task(case, ("train", "infer", "generate"))
-        if case.task == "generate" and case.mode == "script":
-            raise TaskNotImplemented(
-                "task generate: TorchScript cannot trace a generation's key/value cache; "
-                "mode eager (a dynamic cache) or compile (a static one) generates"
-            )
+        # The task's workload class (the registry entry's map), constructed as
+        # cls(model, case, spec, device): a plugin's class for a new task follows it.
+        cls = workload_class(self.name, case)
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
         cuda: dict[str, Any] = {}
         if case.device == "cuda":
@@ -429,13 +435,11 @@ class TorchAdapter(Adapter):
             }
         spec = get_model(case.model)
         model = self.build_model(case.model, case.dims)
-        workload: TorchWorkload | TorchGenerate
-        if case.task == "generate":
-            workload = TorchGenerate(model, case, device)
-        else:
-            workload = TorchWorkload(model, case, spec, device)
-        workload.settings_ |= cuda
-        return workload
+        workload = cls(model, case, spec, device)
+        if cuda:
+            workload.settings_ = {**getattr(workload, "settings_", {}), **cuda}
+        built: Workload = workload
+        return built
 
     def reset_device_memory(self, device: str) -> None:
         if device == "cuda":

@@ -40,6 +40,7 @@ from fwbench.launch.protocol import (
 )
 from fwbench.measure import load, trackers
 from fwbench.measure.timing import TimingConfig, measure, prepare, run_block, sync_overhead
+from fwbench.tasks.infer import INFER
 
 Send = Callable[[dict[str, Any]], None]
 
@@ -226,7 +227,7 @@ def run_count(request: CountRequest) -> CountReport:
             model = None  # free it before the workload below builds its own
             if item.flops:
                 case = Case.build(
-                    framework=request.framework, model=item.model, task="infer", batch_size=1,
+                    framework=request.framework, model=item.model, task=INFER.name, batch_size=1,
                     **item.dims,
                 )  # fmt: skip
                 flops[-1], _ = adapter.count_flops(adapter.build(case))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fwbench.report.summary import summarise
 from fwbench.result import Result
 from fwbench.studies.trends import Trend, downward_trend
+from fwbench.tasks.infer import INFER
 
 
 @dataclass
@@ -150,12 +151,12 @@ def _value(r: Result, value: str) -> float | None:
 
 def per_sample_time(results: Sequence[Result]) -> list[CurvePanel]:
     """Fig 4: inference time per sample against batch size, with the trend test."""
-    return _curves(results, "infer", "per_sample_s")
+    return _curves(results, INFER.name, "per_sample_s")
 
 
 def energy_per_sample(results: Sequence[Result]) -> list[CurvePanel]:
     """Fig 5: energy per sample against batch size (empty when nothing was measured)."""
-    return _curves(results, "infer", "joules_per_sample")
+    return _curves(results, INFER.name, "joules_per_sample")
 
 
 def energy_reasons(results: Sequence[Result]) -> list[str]:

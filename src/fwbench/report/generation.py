@@ -15,8 +15,9 @@ from fwbench.report.serving import Table
 from fwbench.report.summary import SummaryRow, summarise
 from fwbench.result import Result, StepTime, comparison_of
 from fwbench.tasks import find_task
+from fwbench.tasks.generate import GENERATE
 
-TASK = "generate"
+TASK = GENERATE.name
 
 
 def _ms(f: StepTime | None) -> str:

@@ -160,9 +160,10 @@ def _load() -> None:
 
 
 def all_tasks() -> dict[str, Task]:
-    """Every task, built-in ones first."""
+    """Every task, built-in ones first, in their order (whoever imported them first)."""
     _load()
-    return dict(_TASKS)
+    built_in = {name: _TASKS[name] for name in _BUILT_IN if name in _TASKS}
+    return built_in | {name: task for name, task in _TASKS.items() if name not in built_in}
 
 
 def task_names() -> tuple[str, ...]:

@@ -44,7 +44,7 @@ def _fits(case: Any, spec: Any) -> str | None:
     return None
 
 
-register_task(
+GENERATE = register_task(
     Task(
         name="generate",
         label="generation",

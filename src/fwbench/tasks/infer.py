@@ -2,7 +2,7 @@
 
 from fwbench.tasks import Task, register_task
 
-register_task(
+INFER = register_task(
     Task(
         name="infer",
         label="inference",

@@ -2,7 +2,7 @@
 
 from fwbench.tasks import Task, register_task
 
-register_task(
+TRAIN = register_task(
     Task(
         name="train",
         label="training",
