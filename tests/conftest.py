@@ -7,11 +7,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from fwbench.measure.timing import TimingConfig
+
+# What fwbench keeps between commands (what a user's model declares) is the tests' own,
+# here and in every process they start.
+os.environ.setdefault("FWBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="fwbench-test-cache-"))
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
 DATA = Path(__file__).parent / "data"

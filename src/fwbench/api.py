@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS
+from fwbench.catalog.sources import get_source
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import ExecutorError, SpecError, positive_seconds
 from fwbench.explain.breakdown import Breakdown
@@ -34,7 +35,7 @@ from fwbench.launch.serving import Point, build_result, request_of
 from fwbench.measure import runs as case_runs
 from fwbench.measure import stats, trackers
 from fwbench.measure.timing import Prepared, TimingConfig
-from fwbench.models.parity import Parity, token_check
+from fwbench.models.parity import Parity, output_check, token_check
 from fwbench.models.parity import check as check_parity
 from fwbench.result import (
     Blocks,
@@ -52,7 +53,9 @@ from fwbench.store.db import ResultStore
 
 DEFAULT_TIMEOUT_S = 900.0
 
-ParityKey = tuple[str, str]  # model, its dimensions as canonical JSON
+# model, its dimensions as canonical JSON, and what resolves a user's model ("" for the
+# zoo's): a count is cached under the first two (a user's model's name carries its hash).
+ParityKey = tuple[str, str, str]
 EXECUTORS = ("local", "ray")
 
 
@@ -112,7 +115,7 @@ def executor_named(
 
 
 def parity_key(case: Case) -> ParityKey:
-    return (case.model, json.dumps(case.dims, sort_keys=True))
+    return (case.model, json.dumps(case.dims, sort_keys=True), case.model_path or "")
 
 
 def parity_frameworks(cases: Sequence[Case]) -> list[str]:
@@ -121,12 +124,17 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     Those of the run itself; a single-framework run is checked against every other
     installed framework, so `fwbench run` alone still flags different work. Keras'
     other backends build TensorFlow's Keras models: they add nothing to that check
-    unless the run uses them.
+    unless the run uses them. A user's model only where its source runs it.
     """
     named = sorted({c.framework for c in cases})
     if len(named) > 1:
         return named
     others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
+    users = {c.model_spec.source for c in cases if c.model_path or c.inputs}
+    for name in users:
+        source = get_source(name)
+        if source.runs:
+            others = [fw for fw in others if source.can(fw)[0]]
     return sorted({*named, *others})
 
 
@@ -162,7 +170,7 @@ def ensure_param_counts(
     if on_progress:
         on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
     requests = {
-        fw: [CountItem(model=m, dims=json.loads(d)) for m, d in fw_keys]
+        fw: [CountItem(model=m, dims=json.loads(d), reference=r or None) for m, d, r in fw_keys]
         for fw, fw_keys in missing.items()
     }
     for fw, found in counting.count_in_each(requests, timeout_s).items():
@@ -329,29 +337,45 @@ def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
 
 
 def check_outputs(results: Sequence[Result]) -> list[Result]:
-    """The variants of one workload that recorded what they generated (task generate):
-    each with the check of its tokens against the others' (models.parity.token_check)
-    in its settings, and a warning where they differ; others as they are."""
+    """The variants of one workload that recorded what they computed: each with the check
+    of its output against the others' in its settings, and a warning where they differ.
+    Generations compare their tokens (models.parity.token_check); a user's model its
+    first output on the same inputs (models.parity.output_check). Others as they are."""
     tokens = {
         r.case.variant: list(r.settings["generated_tokens"])
         for r in results
         if r.settings.get("generated_tokens")
     }
-    check = token_check(tokens)
-    if check is None:
-        return list(results)
-    warning = f"different work across frameworks: {check}"
-    return [
-        r.model_copy(
-            update={
-                "settings": r.settings | {"token_check": check},
-                "warnings": (*r.warnings, warning) if check.startswith("failed") else r.warnings,
-            }
-        )
-        if r.case.variant in tokens
-        else r
+    samples = {
+        r.case.variant: r.settings["output_sample"]
         for r in results
-    ]
+        if isinstance(r.settings.get("output_sample"), dict)
+    }
+    precision = next((r.case.precision or "fp32" for r in results), "fp32")
+    checked: dict[str, tuple[str, str]] = {}
+    found_tokens = token_check(tokens)
+    if found_tokens is not None:
+        checked |= {variant: ("token_check", found_tokens) for variant in tokens}
+    found_outputs = output_check(samples, precision)
+    if found_outputs is not None:
+        checked |= {variant: ("output_agreement", found_outputs) for variant in samples}
+    out = []
+    for r in results:
+        if r.case.variant not in checked:
+            out.append(r)
+            continue
+        name, check = checked[r.case.variant]
+        warning = f"different work across frameworks: {check}"
+        failed = check.startswith("failed")
+        out.append(
+            r.model_copy(
+                update={
+                    "settings": r.settings | {name: check},
+                    "warnings": (*r.warnings, warning) if failed else r.warnings,
+                }
+            )
+        )
+    return out
 
 
 def _no_flops(case: Case) -> Work | None:

@@ -24,7 +24,19 @@ from pydantic import (
 
 from fwbench.catalog import strategies
 from fwbench.catalog.frameworks import FRAMEWORKS
-from fwbench.catalog.models import DIMENSIONS, all_models, find_model, get_model
+from fwbench.catalog.inputs import parse_signature
+from fwbench.catalog.models import (
+    DIMENSIONS,
+    TENSORS,
+    USER_OBJECTIVES,
+    ZOO,
+    ModelSpec,
+    all_models,
+    find_model,
+    get_model,
+    model_of,
+)
+from fwbench.catalog.sources import get_source, source_of
 from fwbench.errors import SpecError
 from fwbench.tasks import find_task, task_names
 from fwbench.tasks.train import TRAIN
@@ -91,6 +103,15 @@ class Case(BaseModel):
     # declares present (left out, its default). None for a task without any (train,
     # infer), so their keys are unchanged.
     task_dims: str | None = Field(None, max_length=1000)
+    # A user's model (fwbench.catalog.sources): `model` is its name, which carries the
+    # content hash of its file or config; `model_path` resolves it again in a worker (a
+    # path, or module:function), and is not part of the case's identity (the same file
+    # elsewhere is the same work); `inputs` its input signature (fwbench.catalog.inputs:
+    # declared by the model or given, the batch written B); `objective` how it trains
+    # (USER_OBJECTIVES; None: the synthetic mean). None for the zoo's models.
+    model_path: str | None = Field(None, max_length=4096)
+    inputs: str | None = Field(None, max_length=4000)
+    objective: str | None = Field(None, max_length=40)
 
     @model_validator(mode="before")
     @classmethod
@@ -109,7 +130,7 @@ class Case(BaseModel):
                 if mode is not None:
                     data["mode"] = mode
         if isinstance(data, dict) and isinstance(data.get("model"), str):
-            data = {**data, "model": data["model"].lower()}
+            data = _user_model(data)
             spec = find_model(data["model"])
             if spec is not None:
                 defaults = {d: v for d, v in spec.dims.items() if data.get(d) is None}
@@ -180,14 +201,28 @@ class Case(BaseModel):
                 "for now; leave out precision, layout and autotune"
             )
         if find_model(self.model) is None and (validation.context or {}).get(PLUGIN_MODELS):
-            # A recorded case of a plugin's model that is not loaded here: everything but
-            # the model's own dimensions is checked.
+            # A recorded case of a plugin's (or a user's) model that is not loaded here:
+            # everything but the model's own dimensions is checked.
             return self
         try:
-            spec = get_model(self.model)
+            spec = model_of(self.model, self.model_path)
         except SpecError as exc:
-            raise ValueError(f"model: {exc}") from None
-        spec.builder(self.framework)
+            raise ValueError(f"model: {str(exc).removeprefix('model: ')}") from None
+        if spec.source != ZOO:
+            _check_source(self, spec, info.label)
+        elif self.model_path:
+            raise ValueError(f"model_path: {spec.name} is the zoo's; nothing resolves it")
+        if spec.input_kind == TENSORS:
+            _check_inputs(self, spec)
+        else:
+            if self.inputs or self.objective:
+                given = "inputs" if self.inputs else "objective"
+                raise ValueError(
+                    f"{given}: applies to a model that takes tensors of its own; {spec.name} "
+                    f"takes {spec.input_kind} input sized by its dimensions, and trains with "
+                    "its own loss"
+                )
+            spec.builder(self.framework)
         task = find_task(self.task)
         if task is not None and task.takes is not None and not task.takes(spec):
             able = [m.name for m in all_models().values() if task.takes(m)]
@@ -252,9 +287,11 @@ class Case(BaseModel):
         """Stable identity of the case: the same fields give the same key on any machine.
 
         Fields that are None (dimensions the model does not take) are left out, so adding
-        a new optional field never changes the key of a case recorded before it.
+        a new optional field never changes the key of a case recorded before it. Where a
+        user's model lies is not its identity (its name carries its content hash).
         """
-        canonical = json.dumps(self.model_dump(exclude_none=True), sort_keys=True)
+        fields = self.model_dump(exclude_none=True, exclude={"model_path"})
+        canonical = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
@@ -267,6 +304,12 @@ class Case(BaseModel):
         """The dimensions in short, the model's then the task's: `224px c1000`,
         `seq128 v30522 c2`, `seq200 f161 c29`, `seq128 v50257 new32`."""
         parts = []
+        if self.inputs is not None:
+            # A user's model: each input's shape past the batch (`x=3x224x224`).
+            for tensor in parse_signature(self.inputs):
+                dims = "x".join(str(d) for d in tensor.shape[1:]) or "scalar"
+                kind = "" if tensor.dtype == "float32" else f":{tensor.dtype}"
+                parts.append(f"{tensor.name}={dims}{kind}")
         if self.input_size is not None:
             parts.append(f"{self.input_size}px")
         if self.seq_len is not None:
@@ -306,6 +349,34 @@ class Case(BaseModel):
         task = find_task(self.task)
         per_sample = self.task_values.get(task.units_from, 1) if task and task.units_from else 1
         return self.global_batch_size * per_sample
+
+    @property
+    def reference(self) -> str:
+        """What resolves its model: a user's model's path (or module:function), else its
+        name."""
+        return self.model_path or self.model
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """Its model (a user's resolved again from its reference, and checked to be the
+        same file: catalog.models.model_of)."""
+        return model_of(self.model, self.model_path)
+
+    @property
+    def loss(self) -> str:
+        """The objective it trains with: the one given (a user's model), else its model's."""
+        return self.objective or self.model_spec.objective
+
+    @property
+    def prompt_len(self) -> int:
+        """A token model's sequence length: its dimension, or its first input's second
+        dimension (a user's model: input_ids of B x sequence)."""
+        if self.seq_len is not None or not self.inputs:
+            return int(self.seq_len or 0)
+        first = parse_signature(self.inputs)[0]
+        return (
+            int(first.shape[1]) if len(first.shape) > 1 and isinstance(first.shape[1], int) else 0
+        )
 
     @property
     def implementation(self) -> str:
@@ -369,6 +440,61 @@ class Case(BaseModel):
             f"{self.variant} {self.model} {self.task} b{self.batch_size}{workers} "
             f"{self.shape}{precision} {self.device} t{self.threads}"
         )
+
+
+def _user_model(data: dict[str, Any]) -> dict[str, Any]:
+    """The model as a case holds it: a zoo name lower-cased; a user's model (a file, a
+    library architecture) by its name, with what resolves it again (`model_path`).
+    Resolving hashes the file; a model that cannot be resolved is left for validation."""
+    text = data["model"]
+    if text.lower() in all_models():
+        return {**data, "model": text.lower()}
+    if data.get("model_path") or source_of(text) is None:
+        return data  # already resolved (a stored or copied case), or unknown: validation says
+    try:
+        spec = get_model(text)
+    except SpecError:
+        return data  # validation says why, in the model's words
+    reference = spec.reference or None
+    return {**data, "model": spec.name, "model_path": reference}
+
+
+def _check_source(case: Case, spec: Any, label: str) -> None:
+    """What a user's model's source allows, checked before any work (its entry's data)."""
+    source = get_source(spec.source)
+    if source.runs:
+        ok, why = source.can(case.framework)
+        if not ok:
+            raise ValueError(f"model: {label} cannot run {spec.name}: {why}")
+    refused = dict(source.refuses).get(case.task)
+    if refused:
+        raise ValueError(f"task: {spec.name} cannot {case.task}: {refused}")
+    for framework, modes, why in source.mode_limits:
+        if framework == case.framework and case.mode in modes:
+            raise ValueError(f"mode: {label} cannot run {spec.name} in mode {case.mode}: {why}")
+
+
+def _check_inputs(case: Case, spec: Any) -> None:
+    """A model that takes tensors of its own: its signature is given, and nothing sizes
+    it otherwise."""
+    if case.inputs is None:
+        raise ValueError(
+            f"inputs: {spec.name} needs its input signature (fwbench reads it from the "
+            "model, or --input-shape gives it)"
+        )
+    parse_signature(case.inputs)
+    if case.objective is not None and case.objective not in USER_OBJECTIVES:
+        raise ValueError(
+            f"objective: {case.objective!r}; valid choices: {', '.join(USER_OBJECTIVES)}"
+        )
+    for dim in DIMENSIONS:
+        if getattr(case, dim) is not None:
+            raise ValueError(
+                f"{dim}: does not apply to {spec.name}, whose inputs are its own "
+                f"({case.inputs}); give shapes with --input-shape"
+            )
+    if case.layout is not None:
+        raise ValueError(f"layout: {spec.name} takes its inputs as they are ({case.inputs})")
 
 
 def default_mode(framework: str, strategy: Any = None) -> str | None:

@@ -37,6 +37,9 @@ so `Result.from_record` reads exported JSON of every earlier version):
  14  group_id: the id shared by the variants measured with it in rounds (their blocks
      alternating, run i of each made in round i), whose verdicts pair their runs by
      round; None when it was measured alone, and before this version (read unpaired).
+ 16  case model_path, inputs, objective: a user's model (fwbench.catalog.sources): what
+     resolves it, its input signature and its training objective; None for the zoo's
+     models, and before this version.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from fwbench.measure.energy import Energy
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
@@ -315,7 +318,8 @@ class Result(BaseModel):
         """Parameter counts differ between frameworks, an inference runtime's optimised
         graph lacks a fusion every deployment has (settings.fusion_check, written by
         fwbench.frameworks.onnx_graph), or generations from the same weights made other
-        tokens (settings.token_check, written by fwbench.api.check_outputs). Read from
+        tokens (settings.token_check, written by fwbench.api.check_outputs), or a user's
+        model's outputs on the same inputs differ (settings.output_agreement). Read from
         the stored settings, so results recorded before the checks read as they did."""
         return self.different_work_reason is not None
 
@@ -330,6 +334,9 @@ class Result(BaseModel):
         tokens = self.settings.get("token_check")
         if isinstance(tokens, str) and tokens.startswith("failed"):
             return f"the generations differ ({tokens})"
+        outputs = self.settings.get("output_agreement")
+        if isinstance(outputs, str) and outputs.startswith("failed"):
+            return f"the frameworks' outputs differ ({outputs})"
         return None
 
     def to_record(self) -> dict[str, Any]:

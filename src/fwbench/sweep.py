@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,7 +25,8 @@ from pydantic import ValidationError
 
 from fwbench.case import Case, default_mode
 from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
-from fwbench.catalog.models import DIMENSIONS, find_model
+from fwbench.catalog.models import DIMENSIONS, all_models, find_model
+from fwbench.catalog.sources import source_of
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError, duration_seconds, positive_seconds
 from fwbench.measure.timing import TimingConfig
@@ -58,9 +60,15 @@ AXES: tuple[str, ...] = (
 # (fwbench.tasks: a generation's new_tokens) are axes too, beside the model's: all_axes().
 # study: the study whose claims a report of this sweep evaluates (fwbench.studies).
 # serve: serving scenarios (fwbench.serve); each case is served under each of them.
+# input_shape, objective: a model of the user's (fwbench.user_models): its inputs' shapes
+# (one shape, or a list of NAME=SHAPE for several inputs) and its training objective.
 OTHER_KEYS: tuple[str, ...] = (
     "name", "description", "exclude", "timing", "timeout_s", "budget", "study", "serve",
+    "input_shape", "objective",
 )  # fmt: skip
+# Makes a user's model ready for cases (fwbench.user_models.prepare, handed in by the
+# command: describing a model starts a worker, which a sweep file alone does not).
+Prepare = Callable[[str, Sequence[str], str | None], Any]
 # Bounds on what a sweep file may ask for: a small file must not exhaust the machine
 # (a YAML alias bomb, a list of millions of values). --max-cases raises the last.
 MAX_FILE_BYTES = 1 << 20
@@ -101,6 +109,8 @@ LEFT_OUT: dict[str, str] = {
     "budget": "no budget",
     "study": "none",
     "serve": "none",
+    "input_shape": "what each model of your own declares",
+    "objective": "the mean of a model of your own's outputs",
 }
 
 
@@ -216,14 +226,14 @@ def presets() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in files if p.name.endswith(".yaml"))
 
 
-def load_preset(name: str, max_cases: int = MAX_CASES) -> Sweep:
+def load_preset(name: str, max_cases: int = MAX_CASES, prepare: Prepare | None = None) -> Sweep:
     if name not in presets():
         raise SpecError(f"unknown preset {name!r}; valid choices: {', '.join(presets())}")
     text = resources.files("fwbench.presets").joinpath(f"{name}.yaml").read_text()
-    return parse(text, source=f"preset {name}", max_cases=max_cases)
+    return parse(text, source=f"preset {name}", max_cases=max_cases, prepare=prepare)
 
 
-def load_file(path: Path, max_cases: int = MAX_CASES) -> Sweep:
+def load_file(path: Path, max_cases: int = MAX_CASES, prepare: Prepare | None = None) -> Sweep:
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_FILE_BYTES + 1)
@@ -240,7 +250,7 @@ def load_file(path: Path, max_cases: int = MAX_CASES) -> Sweep:
         raise SpecError(
             f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
         ) from None
-    return parse(text, source=str(path), max_cases=max_cases)
+    return parse(text, source=str(path), max_cases=max_cases, prepare=prepare)
 
 
 class _DuplicateKey(yaml.YAMLError):
@@ -288,7 +298,9 @@ def _count_values(data: Any, limit: int) -> int:
     return count
 
 
-def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep:
+def parse(
+    text: str, source: str = "sweep", max_cases: int = MAX_CASES, prepare: Prepare | None = None
+) -> Sweep:
     try:
         data = yaml.load(text, Loader=_Loader)  # a SafeLoader: no Python objects
     except _DuplicateKey as exc:
@@ -348,7 +360,8 @@ def parse(text: str, source: str = "sweep", max_cases: int = MAX_CASES) -> Sweep
             f"{source}: the axes combine into up to {upper:,} cases, over the limit of "
             f"{max_cases:,}; narrow the sweep or raise the limit with --max-cases"
         )
-    cases = _expand(source, axes, excludes)
+    models = _users(source, axes, data, prepare)
+    cases = _expand(source, axes, excludes, models)
     return Sweep(
         name=str(data.get("name") or source),
         cases=cases,
@@ -498,7 +511,51 @@ def _excludes(source: str, rules: Any, keys: tuple[str, ...]) -> list[dict[str, 
     return out
 
 
-def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any]]]) -> list[Case]:
+def _users(
+    source: str, axes: dict[str, Any], data: dict[str, Any], prepare: Prepare | None
+) -> dict[str, Any]:
+    """The sweep's models of the user's, each made ready (its inputs, objective and the
+    batch they may fix) by `prepare`: model text -> its case fields."""
+    shapes = data.get("input_shape", [])
+    shapes = [shapes] if isinstance(shapes, str) else shapes
+    objective = data.get("objective")
+    if not isinstance(shapes, list) or not all(isinstance(x, str) for x in shapes):
+        raise SpecError(f"{source}: input_shape: a shape, or a list of NAME=SHAPE")
+    if objective is not None and not isinstance(objective, str):
+        raise SpecError(f"{source}: objective: a name (mean, classify, lm)")
+    found: dict[str, Any] = {}
+    for model in _flat(axes["model"]):
+        text = str(model)
+        if text.lower() in all_models() or source_of(text) is None:
+            continue  # the zoo's (or unknown: Case.build names the valid choices)
+        if prepare is None:
+            raise SpecError(f"{source}: model {text}: a model of your own needs `fwbench sweep`")
+        try:
+            prepared = prepare(text, shapes, objective)
+        except SpecError as exc:
+            raise SpecError(f"{source}: {exc}") from None
+        fields = dict(prepared.fields)
+        if prepared.batch is not None:
+            given = [b for b in _flat(axes["batch_size"]) if b is not None]
+            if "batch_size" in data and given != [prepared.batch]:
+                raise SpecError(
+                    f"{source}: batch_size: {prepared.spec.name} takes a batch of "
+                    f"{prepared.batch} only (its inputs fix it); leave batch_size out"
+                )
+            fields["batch_size"] = prepared.batch
+        found[text] = fields
+    if (shapes or objective) and not found:
+        key = "input_shape" if shapes else "objective"
+        raise SpecError(f"{source}: {key} applies to models of your own; the sweep has none")
+    return found
+
+
+def _expand(
+    source: str,
+    axes: dict[str, Any],
+    excludes: list[dict[str, list[Any]]],
+    users: dict[str, Any] | None = None,
+) -> list[Case]:
     cases: list[Case] = []
     seen: set[str] = set()
     excluded = 0
@@ -523,6 +580,9 @@ def _expand(source: str, axes: dict[str, Any], excludes: list[dict[str, list[Any
                 if any(_matches(candidate, rule) for rule in excludes):
                     excluded += 1
                     continue
+                prepared = (users or {}).get(str(candidate["model"]))
+                if prepared is not None:
+                    candidate = {**candidate, **prepared}
                 try:
                     case = Case.build(**_fold_task_dims(candidate))
                 except SpecError as exc:

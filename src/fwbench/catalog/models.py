@@ -26,7 +26,12 @@ INPUT_KINDS: dict[str, tuple[str, ...]] = {
     "tokens": ("seq_len", "vocab_size"),  # batch x seq_len token ids
     "token_pair": ("seq_len", "vocab_size"),  # source and target token ids (translation)
     "spectrogram": ("seq_len", "freq_bins"),  # batch x time frames x frequency bins
+    # A user's model: named tensors, as it declares them or the user gives them
+    # (fwbench.catalog.inputs; the case's `inputs`), sized by nothing else.
+    "tensors": (),
 }
+TENSORS = "tensors"
+ZOO = "zoo"  # the source of the built-in models and the plugins' (ModelSpec.source)
 # Every dimension a case may carry; each model takes a subset.
 DIMENSIONS: tuple[str, ...] = ("input_size", "seq_len", "vocab_size", "freq_bins", "num_classes")
 
@@ -35,12 +40,18 @@ DIMENSIONS: tuple[str, ...] = ("input_size", "seq_len", "vocab_size", "freq_bins
 #   lm         logits (batch, seq_len, vocab) vs the next token at every position
 #   ctc        per-frame logits (batch, frames', num_classes), class 0 the blank, vs a label
 #              sequence per sample: CTC loss
-Objective = Literal["classify", "lm", "ctc"]
+#   mean       a user's model with no loss of its own: the mean of its floating-point
+#              outputs, a synthetic loss whose gradient still runs the whole backward pass
+Objective = Literal["classify", "lm", "ctc", "mean"]
 LOSSES: dict[str, str] = {
     "classify": "cross-entropy on logits",
     "lm": "cross-entropy on logits at every position (mean over tokens)",
     "ctc": "CTC on per-frame logits, blank = class 0 (mean over the batch)",
+    "mean": "synthetic: the mean of the model's floating-point outputs",
 }
+# What a user's model may train with (`--objective`): the classes or the vocabulary are
+# read from its output's last dimension; `mean` is the default, labelled synthetic.
+USER_OBJECTIVES: tuple[str, ...] = ("mean", "classify", "lm")
 
 
 def ctc_label_length(frames: int) -> int:
@@ -91,6 +102,13 @@ class ModelSpec:
     # Positions a generation may fill (prompt and new tokens): a causal language model's
     # context. None: the model does not generate (task generate refuses it).
     context: int | None = None
+    # Where it comes from (fwbench.catalog.sources): the zoo (or a plugin), or a user's
+    # file, callable or library architecture; `reference` resolves it again in a worker
+    # (a path or module:function; "" when the name does), `digest` is the content hash
+    # of its file or config, part of its name (two files never share one).
+    source: str = ZOO
+    reference: str = ""
+    digest: str | None = None
 
     def __post_init__(self) -> None:
         if self.input_kind not in INPUT_KINDS:
@@ -98,7 +116,7 @@ class ModelSpec:
                 f"model {self.name!r}: unknown input kind {self.input_kind!r}; "
                 f"valid choices: {', '.join(INPUT_KINDS)}"
             )
-        if not self.dims:
+        if not self.dims and self.input_kind != TENSORS:
             if self.input_kind != "image":
                 raise SpecError(f"model {self.name!r}: give its dims (default dimensions)")
             dims = {"input_size": self.default_input_size, "num_classes": 1000}
@@ -164,14 +182,49 @@ def all_models() -> dict[str, ModelSpec]:
     return dict(_MODELS)
 
 
+# Users' models resolved in this process (fwbench.catalog.sources), by the text given and
+# by their name: a worker resolves its case's again from its reference.
+_RESOLVED: dict[str, ModelSpec] = {}
+
+
 def get_model(name: str) -> ModelSpec:
+    """A model of the zoo (or a plugin's) by name, or a user's model by what names it (a
+    file, a library architecture: fwbench.catalog.sources)."""
     models = all_models()
     key = name.lower()
-    if key not in models:
-        raise SpecError(f"unknown model {name!r}; valid choices: {', '.join(sorted(models))}")
-    return models[key]
+    if key in models:
+        return models[key]
+    if name in _RESOLVED:
+        return _RESOLVED[name]
+    from fwbench.catalog.sources import source_of, syntaxes
+
+    source = source_of(name)
+    if source is None:
+        raise SpecError(
+            f"unknown model {name!r}; valid choices: {', '.join(sorted(models))}, or a model "
+            f"of your own: {syntaxes()}"
+        )
+    spec = source.resolve(name)
+    _RESOLVED[name] = _RESOLVED[spec.name] = spec
+    return spec
+
+
+def model_of(name: str, reference: str | None) -> ModelSpec:
+    """A case's model: by its name, or, for a user's model, resolved again from its
+    reference (a path or module:function), which must still be the model the name says
+    (its content hash is in the name: a file changed since would be other work)."""
+    if not reference:
+        return get_model(name)
+    spec = get_model(reference)
+    if spec.name != name:
+        raise SpecError(
+            f"model {name}: {reference} is now {spec.name}; the file changed since the case "
+            "was made (measure it again as a new model)"
+        )
+    return spec
 
 
 def find_model(name: str) -> ModelSpec | None:
-    """The spec, or None when its plugin is not loaded (e.g. reading old results)."""
-    return all_models().get(name.lower())
+    """The spec, or None when its plugin is not loaded (e.g. reading old results), or a
+    user's model not resolved in this process."""
+    return all_models().get(name.lower()) or _RESOLVED.get(name)

@@ -24,6 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from fwbench import user_models
 from fwbench.case import Case
 from fwbench.cli import choices
 from fwbench.errors import FwbenchError, SpecError
@@ -76,6 +77,27 @@ def take_deferred() -> list[FwbenchError]:
     return errors
 
 
+InputShapeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="A model of your own: an input's shape, [NAME=]1x3x224x224[:dtype] (the leading "
+        "dimension is the batch: B takes --batch-size); repeat for several inputs. "
+        "[default: what the model declares]"
+    ),
+]
+ObjectiveOption = Annotated[
+    str | None,
+    typer.Option(
+        help="A model of your own: what training minimises: mean (of its outputs, a "
+        "synthetic loss), classify (cross-entropy of batch x classes logits) or lm "
+        "(cross-entropy at every position). [default: mean; lm for a causal transformer]"
+    ),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(help="Samples per step. [default: 32, or the batch a model's inputs fix]"),
+]
+DEFAULT_BATCH_SIZE = 32
 DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
 InvocationOption = Annotated[
@@ -274,9 +296,18 @@ def cases_per_framework(
     modes: Sequence[str | None],
     strategies: list[str] | None = None,
     options: list[str] | None = None,
+    input_shape: list[str] | None = None,
+    objective: str | None = None,
     **workload: Any,
 ) -> list[Case]:
-    """One validated case per framework: one mode (strategy, options) for all, or one each."""
+    """One validated case per framework: one mode (strategy, options) for all, or one each.
+    A user's model is prepared first (user_models.prepare: its inputs read from it or
+    given by `input_shape`); its batch may be fixed by its inputs."""
+    prepared = user_models.prepare(str(workload["model"]), input_shape or [], objective)
+    workload = {**workload, **prepared.fields}
+    workload["batch_size"] = user_models.batch_size(
+        prepared, workload.get("batch_size"), DEFAULT_BATCH_SIZE
+    )
     given_options = options or []
     for name, given in (
         ("mode", modes),

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from fwbench import user_models
 from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
 from fwbench.catalog.models import all_models, get_model
+from fwbench.catalog.sources import get_source
 from fwbench.cli import choices
 from fwbench.cli.common import JsonOption, console, out, print_json
 from fwbench.errors import SpecError
@@ -37,7 +39,20 @@ def command(
     json: JsonOption = False,
 ) -> None:
     """List the models at their default dimensions; flag any whose frameworks differ by
-    more than 2% in parameters or FLOPs."""
+    more than 2% in parameters or FLOPs. A model of your own (a file, timm:NAME, hf:ARCH,
+    ...) is described instead: its source, inputs and parameters, and which frameworks
+    run it, or why not."""
+    users = [m for m in model or [] if user_models.is_users(m)]
+    if users:
+        described = [_user_model(m) for m in users]
+        if json:
+            print_json(described)
+        else:
+            for row in described:
+                _print_user(row)
+        model = [m for m in model or [] if m not in users]
+        if not model:
+            return
     specs = [get_model(m) for m in model] if model else list(all_models().values())
     specs.sort(key=lambda s: s.name)
     dims = [dict(s.dims) for s in specs]
@@ -137,3 +152,53 @@ def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float = 1.
     if fw in row[field]:
         return fmt.format(row[field][fw] * scale)
     return str(row["errors"].get(fw, "-"))
+
+
+def _user_model(text: str) -> dict[str, Any]:
+    """A model of the user's: what it is, what it declares, and where it runs."""
+    spec = get_model(text)
+    source = get_source(spec.source)
+    declared = user_models.describe(spec)
+    frameworks = {}
+    for name, info in FRAMEWORKS.items():
+        ok, how = source.can(name) if source.runs else (name in spec.builders, "its builder")
+        if ok and not info.installed():
+            ok, how = False, f"not installed here (pip install 'fwbench[{name}]')"
+        frameworks[name] = {"runs": ok, "how": how}
+    return {
+        "name": spec.name,
+        "source": source.name,
+        "source_label": source.label,
+        "reference": spec.reference or None,
+        "digest": spec.digest,
+        "description": spec.description,
+        "inputs": declared.get("inputs") or None,
+        "usual_inputs": declared.get("defaults") or None,
+        "params": declared.get("params"),
+        "outputs": declared.get("outputs") or None,
+        "objective": spec.objective,
+        "generates": spec.context is not None,
+        "frameworks": frameworks,
+    }
+
+
+def _print_user(row: dict[str, Any]) -> None:
+    params = f"{row['params']:,}" if isinstance(row["params"], int) else "unknown"
+    inputs = row["inputs"] or "none declared: give --input-shape"
+    if row["usual_inputs"]:
+        inputs += f" (usually {row['usual_inputs']})"
+    table = Table(
+        title=f"{row['name']}: {row['source_label']}",
+        title_justify="left",
+        caption=f"inputs: {inputs}\nparameters: {params}"
+        + (f"\noutputs: {row['outputs']}" if row["outputs"] else "")
+        + f"\ntrains with: {row['objective']} (--objective to change)"
+        + ("\ngenerates: yes (task generate)" if row["generates"] else ""),
+        caption_justify="left",
+    )
+    table.add_column("framework")
+    table.add_column("runs it")
+    table.add_column("how, or why not")
+    for name, found in row["frameworks"].items():
+        table.add_row(name, "yes" if found["runs"] else "no", found["how"])
+    out.print(table)

@@ -21,6 +21,7 @@ from fwbench.cli.common import (
     DbOption,
     DeviceOption,
     FrameworksOption,
+    InputShapeOption,
     InputSizeOption,
     JsonOption,
     ModelOption,
@@ -141,6 +142,7 @@ def command(
         typer.Option(help=choices.served_tasks_help()),
     ] = INFER.name,
     task_dims: TaskDimsOption = None,
+    input_shape: InputShapeOption = None,
     scenario: Annotated[
         list[str] | None,
         typer.Option(help=f"{', '.join(SCENARIOS)}; repeat for several. [default: single_stream]"),
@@ -253,6 +255,7 @@ def command(
             framework,
             mode or [],
             options=framework_options,
+            input_shape=input_shape,
             model=model,
             task=task,
             task_dims=task_dims,

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from fwbench import sweep as sweeps
+from fwbench import user_models
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
@@ -116,9 +117,9 @@ def command(
     if max_cases < 1:
         raise SpecError(f"--max-cases: must be 1 or more (got {max_cases})")
     sweep = (
-        sweeps.load_file(file, max_cases)
+        sweeps.load_file(file, max_cases, user_models.prepare)
         if file is not None
-        else sweeps.load_preset(str(preset), max_cases)
+        else sweeps.load_preset(str(preset), max_cases, user_models.prepare)
     )
     reports = report or []
     formats = [report_format(path, None) for path in reports]

@@ -24,7 +24,6 @@ from typing import Any
 import tensorflow as tf
 
 from fwbench.case import Case
-from fwbench.catalog.models import get_model
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.keras_common import make_optimizer
@@ -34,7 +33,7 @@ from fwbench.frameworks.tensorflow import synthetic_inputs as make_inputs
 
 class StrategyWorkload(DistributedWorkload):
     def __init__(self, adapter: Adapter, case: Case, strategy: tf.distribute.Strategy) -> None:
-        spec = get_model(case.model)
+        spec = case.model_spec
         self.strategy = strategy
         self.replicas = int(strategy.num_replicas_in_sync)
         if self.replicas != case.replicas:
@@ -43,7 +42,7 @@ class StrategyWorkload(DistributedWorkload):
             )
         self.on_gpu = case.device == "cuda"
         with strategy.scope():
-            self.model = adapter.build_model(case.model, case.dims)
+            self.model = adapter.build_model(case.reference, case.dims)
             self.optimizer = make_optimizer(spec.optimizer)
             # Slots now: creating variables inside the traced step is an error.
             self.optimizer.build(self.model.trainable_variables)

@@ -12,7 +12,6 @@ import torch.distributed as dist
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
 from fwbench.case import Case
-from fwbench.catalog.models import get_model
 from fwbench.distributed.base import DistributedWorkload
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.torch import TorchWorkload
@@ -23,7 +22,7 @@ class DDPWorkload(TorchWorkload, DistributedWorkload):
     gradients are averaged across ranks in backward, bucket by bucket."""
 
     def __init__(self, model: torch.nn.Module, case: Case, device: torch.device) -> None:
-        super().__init__(model, case, get_model(case.model), device)
+        super().__init__(model, case, case.model_spec, device)
         # The optimizer built above holds the same parameter tensors DDP synchronises.
         ids = [device.index] if device.type == "cuda" else None
         self.forward = DistributedDataParallel(self.model, device_ids=ids)
@@ -48,7 +47,7 @@ class DPWorkload(TorchWorkload, DistributedWorkload):
     def __init__(self, model: torch.nn.Module, case: Case, replicas: int) -> None:
         # The global batch is the unit DataParallel takes: per-replica x replicas.
         global_case = case.model_copy(update={"batch_size": case.global_batch_size})
-        super().__init__(model, global_case, get_model(case.model), torch.device("cuda:0"))
+        super().__init__(model, global_case, case.model_spec, torch.device("cuda:0"))
         self.forward = DataParallel(self.model, device_ids=list(range(replicas)))
 
     def describe(self) -> dict[str, Any]:
@@ -79,7 +78,7 @@ def unsupported_reason(case: Case) -> str | None:
 
 
 def build(adapter: Adapter, case: Case, rank: int, world: int) -> DistributedWorkload:
-    model = adapter.build_model(case.model, case.dims)
+    model = adapter.build_model(case.reference, case.dims)
     if case.strategy == "dp":
         return DPWorkload(model, case, case.replicas)
     if case.device == "cuda":

@@ -15,6 +15,7 @@ from fwbench.case import Case
 from fwbench.catalog.frameworks import get_framework
 from fwbench.environment import cpu_features_text
 from fwbench.explain.timeline import Event, Window
+from fwbench.tasks import get_task
 
 
 class TaskNotImplemented(Exception):
@@ -64,14 +65,55 @@ def check_output_shape(case: Case, objective: str, shape: tuple[int, ...]) -> No
         )
 
 
+def tensors_in(out: Any) -> list[Any]:
+    """The tensors a model returned, in order: a tensor, or those inside a list, tuple or
+    mapping (a transformers ModelOutput is one) of them, however nested."""
+    if hasattr(out, "shape") and hasattr(out, "dtype"):
+        return [out]
+    if isinstance(out, Mapping):
+        return [t for value in out.values() for t in tensors_in(value)]
+    if isinstance(out, list | tuple):
+        return [t for value in out for t in tensors_in(value)]
+    return []
+
+
+# Values of a user's model's first output kept for the check between frameworks: its
+# first ones, and its root mean square (every value, in one number).
+SAMPLE_VALUES = 16
+
+
+def output_sample(array: Any) -> dict[str, Any]:
+    """What fwbench.models.parity.output_check compares of one output (a NumPy array)."""
+    import numpy as np
+
+    flat = np.asarray(array, dtype=np.float64).ravel()
+    rms = float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
+    return {
+        "shape": [int(d) for d in np.shape(array)],
+        "values": [float(v) for v in flat[:SAMPLE_VALUES]],
+        "rms": rms,
+    }
+
+
 class OutputCheck:
     """check_output_shape on the first step's output, then nothing: the timed steps pay
-    one attribute read."""
+    one attribute read. A user's model (a case with its own inputs) has no shape its
+    objective fixes; its first output is kept instead (`sample`, through `as_array`, the
+    framework's way to a NumPy array) when the step does not train, for the check that
+    every framework running the same model computed the same thing."""
 
-    def __init__(self, case: Case, objective: str) -> None:
+    def __init__(
+        self, case: Case, objective: str, as_array: Callable[[Any], Any] | None = None
+    ) -> None:
         self.case, self.objective, self.pending = case, objective, True
+        self.as_array = as_array
+        self.sample: dict[str, Any] | None = None
 
     def __call__(self, out: Any) -> None:
+        if self.case.inputs is not None:
+            self._keep(out)
+            self.pending = False
+            return
         shape = getattr(out, "shape", None)
         if shape is None:
             raise OutputShapeError(
@@ -79,6 +121,15 @@ class OutputCheck:
             )
         check_output_shape(self.case, self.objective, tuple(int(d) for d in shape))
         self.pending = False
+
+    def _keep(self, out: Any) -> None:
+        found = tensors_in(out)
+        if not found:
+            raise OutputShapeError(
+                f"model {self.case.model} returned a {type(out).__name__}, with no tensor in it"
+            )
+        if self.as_array is not None and not get_task(self.case.task).trains:
+            self.sample = output_sample(self.as_array(found[0]))
 
 
 class Workload(ABC):
@@ -112,6 +163,12 @@ class Workload(ABC):
     def settings(self) -> dict[str, Any]:
         """The case's settings as applied (precision, layout, ...), recorded as built."""
         return {}
+
+    def output_sample(self) -> dict[str, Any] | None:
+        """A user's model's first output (OutputCheck.sample), recorded with the result
+        for the check between frameworks; None for the zoo's models and training."""
+        check = getattr(self, "check", None)
+        return check.sample if isinstance(check, OutputCheck) else None
 
     def compile_count(self) -> int | None:
         """(Re)compilations or traces so far; None in modes that never compile.

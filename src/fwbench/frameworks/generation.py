@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fwbench.case import Case
+from fwbench.catalog.inputs import parse_signature
 from fwbench.explain.timeline import DECODE, PREFILL
 from fwbench.frameworks.base import Workload
 from fwbench.models import gpt_weights, shapes
@@ -35,9 +36,13 @@ WEIGHTS_SEED = 0
 
 
 def prompt(case: Case) -> np.ndarray:
-    """The prompt's token ids, (batch, seq_len) int32: the same in every framework."""
+    """The prompt's token ids, (batch, prompt length) int32: the same in every framework.
+    A user's model's prompt is its first input's (B x sequence ids below its bound)."""
     rng = np.random.default_rng(PROMPT_SEED)
-    shape = (case.batch_size, int(case.seq_len or 0))
+    shape = (case.batch_size, case.prompt_len)
+    if case.inputs is not None:
+        first = parse_signature(case.inputs)[0]
+        return rng.integers(0, first.value_high(), shape, dtype=np.int32)
     return rng.integers(0, int(case.vocab_size or 0), shape, dtype=np.int32)
 
 
@@ -68,11 +73,14 @@ def new_tokens(case: Case) -> int:
     return case.task_values[NEW_TOKENS.name]
 
 
-def cache_bytes(case: Case) -> int:
+def cache_bytes(case: Case) -> int | None:
     """The key/value cache of a whole generation: keys and values of every layer, for
     every position of the prompt and the new tokens, in the case's precision (a static
-    cache holds this from the start; a dynamic one grows to it)."""
-    size = shapes.GPT2[case.model]
+    cache holds this from the start; a dynamic one grows to it). None for a model whose
+    sizes fwbench does not hold (a user's)."""
+    size = shapes.GPT2.get(case.model)
+    if size is None:
+        return None
     positions = int(case.seq_len or 0) + new_tokens(case)
     per_value = 2 if case.precision in ("bf16", "fp16") else 4
     return 2 * size["layers"] * case.batch_size * positions * size["width"] * per_value
@@ -92,7 +100,7 @@ class GenerateWorkload(Workload):
 
     def __init__(self, case: Case, clock: Callable[[], float] = time.perf_counter) -> None:
         self.new_tokens = new_tokens(case)
-        self.prompt_len = int(case.seq_len or 0)
+        self.prompt_len = case.prompt_len
         self.clock = clock
         self.last_tokens: np.ndarray | None = None  # (batch, new_tokens) of the last step
         self.settings_: dict[str, Any] = {}  # the adapter adds the case's settings

@@ -111,8 +111,8 @@ class KerasBackendAdapter(Adapter):
     def build(self, case: Case) -> Workload:
         cls = workload_class(self.name, case)
         settings = apply_case_settings(case)
-        model = self.build_model(case.model, case.dims)
-        workload = cls(model, case, get_model(case.model))
+        model = self.build_model(case.reference, case.dims)
+        workload = cls(model, case, case.model_spec)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload
         return built

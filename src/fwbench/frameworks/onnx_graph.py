@@ -38,13 +38,17 @@ import onnx
 import torch
 
 from fwbench.case import Case
+from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import get_model
-from fwbench.frameworks.base import Adapter, Workload, workload_class
+from fwbench.frameworks.base import Adapter, Workload, output_sample, workload_class
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
 
 # Outputs must agree with PyTorch's fp32 outputs within this share of the largest output:
 # fp32 kernels reorder sums; bf16 keeps 8 bits of mantissa (a relative step of 2^-8, and
 # errors add up over layers); a wrong export is off by far more.
+# The builder of a user's ONNX file (fwbench.models.sources.onnx_file): the graph itself.
+ONNX_FILE = "onnx"
+
 TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "bf16": 5e-2}
 
 
@@ -287,6 +291,10 @@ class GraphWorkload(Workload):
         self.proto = proto
         self.param_count = param_count  # the source model's: see graph_params
         self.settings_: dict[str, Any] = {}
+        self.sample: dict[str, Any] | None = None  # a user's model's first output
+
+    def output_sample(self) -> dict[str, Any] | None:
+        return self.sample
 
     def step(self) -> None:
         self.compiled.run()
@@ -315,17 +323,23 @@ class ExportedAdapter(Adapter):
         placed where its steady state reads them."""
 
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        """The source PyTorch model: parity is its trainable count (no export needed)."""
-        return get_model(model).build(self.name, dims)
+        """The source PyTorch model: parity is its trainable count (no export needed); a
+        user's ONNX file: its graph."""
+        spec = get_model(model)
+        return spec.build(ONNX_FILE if ONNX_FILE in spec.builders else self.name, dims)
 
     def count_params(self, model: Any) -> int:
+        if isinstance(model, onnx.ModelProto):
+            return graph_params(model)
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
         # The task's workload class (the registry entry's map; the runtimes implement
         # inference only), constructed as cls(compiled, proto, params).
         cls = workload_class(self.name, case)
-        spec = get_model(case.model)
+        spec = case.model_spec
+        if ONNX_FILE in spec.builders:
+            return self._from_file(cls, case)
         source = spec.build(self.name, case.dims).eval()
         inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
         start = time.perf_counter()
@@ -344,7 +358,10 @@ class ExportedAdapter(Adapter):
         def first_output() -> np.ndarray:
             compiled.run()
             compiled.sync()
-            return compiled.output()
+            found = compiled.output()
+            if case.inputs is not None:  # a user's model: kept for the check across variants
+                workload.sample = output_sample(found)
+            return found
 
         checked = agreement(source, inputs, first_output, case.precision or "fp32")
         warned = [*checked.pop("warnings", []), *fusions.pop("warnings", [])]
@@ -363,6 +380,33 @@ class ExportedAdapter(Adapter):
             **compiled.applied,
             **checked,
             **({"warnings": warned} if warned else {}),
+        }
+        built: Workload = workload
+        return built
+
+    def _from_file(self, cls: type[Any], case: Case) -> Workload:
+        """A user's ONNX file, compiled as it is: nothing to export, no PyTorch model to
+        check it against here (the check across variants compares the runtimes' outputs
+        on the same inputs), its parameters its initializers'."""
+        spec = case.model_spec
+        start = time.perf_counter()
+        proto = spec.build(ONNX_FILE, {})
+        load_s = time.perf_counter() - start
+        feeds = arrays(parse_signature(case.inputs or ""), case.batch_size)
+        start = time.perf_counter()
+        compiled = self.compile(proto, case, feeds)
+        compile_s = time.perf_counter() - start
+        workload = cls(compiled, proto, graph_params(proto))
+        compiled.run()
+        compiled.sync()
+        workload.sample = output_sample(compiled.output())
+        workload.settings_ = {
+            "precision": case.precision or "fp32",
+            "load_s": load_s,
+            "compile_s": compile_s,
+            "graph_params": graph_params(proto),
+            "graph_nodes": len(proto.graph.node),
+            **compiled.applied,
         }
         built: Workload = workload
         return built

@@ -300,7 +300,7 @@ class TensorFlowAdapter(Adapter):
         # cls(model, case, spec, device_name): a plugin's class for a new task follows it.
         cls = workload_class(self.name, case)
         device_name = "/GPU:0" if case.device == "cuda" else "/CPU:0"
-        spec = get_model(case.model)
+        spec = case.model_spec
         layout = case.layout or "channels_last"
         # Both are global Keras state, read when layers are created: set before building.
         keras.config.set_image_data_format(layout)
@@ -338,7 +338,7 @@ class TensorFlowAdapter(Adapter):
                 "`--options onednn=on` measures TensorFlow with it"
             ]
         with tf.device(device_name):
-            model = self.build_model(case.model, case.dims)
+            model = self.build_model(case.reference, case.dims)
         workload = cls(model, case, spec, device_name)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload

@@ -14,15 +14,18 @@ import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
-from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
+from fwbench.catalog.inputs import arrays, parse_signature
+from fwbench.catalog.models import TENSORS, ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     Adapter,
     OutputCheck,
+    OutputShapeError,
     TaskNotImplemented,
     Workload,
+    tensors_in,
     workload_class,
 )
 from fwbench.frameworks.generation import GenerateWorkload
@@ -50,7 +53,7 @@ class TorchWorkload(Workload):
             x.contiguous(memory_format=memory_format) if x.dim() == 4 else x
             for x in synthetic_inputs(case, spec.input_kind, device)
         )
-        self.target, self.loss_fn = objective(case, spec.objective, device)
+        self.target, self.loss_fn = objective(case, case.loss, device)
         trains = get_task(case.task).trains
         self.model.train(trains)
         # Mixed precision: autocast around forward and loss; fp16 adds loss scaling.
@@ -58,7 +61,7 @@ class TorchWorkload(Workload):
         self.autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=case.precision == "fp16")
         self.trace_s: float | None = None
-        self.check = OutputCheck(case, spec.objective)
+        self.check = OutputCheck(case, spec.objective, _as_array)
         self.forward: Any = self.model
         self.compiled = case.mode.startswith("compile")
         if case.mode == "script":
@@ -121,6 +124,10 @@ class TorchWorkload(Workload):
         # CPU kernels run synchronously in eager mode: nothing is pending.
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def _as_array(tensor: torch.Tensor) -> Any:
+    return tensor.detach().float().cpu().numpy()
 
 
 def _conv_backward_flops(
@@ -200,10 +207,15 @@ class TorchGenerate(GenerateWorkload):
             )
         super().__init__(case)
         self.device = device
-        if not isinstance(model, torch_gpt.GPT2):
+        causal: Any = model
+        if isinstance(model, torch_gpt.GPT2):
+            # The zoo's GPT-2: the weights every framework loads, so their tokens agree.
+            torch_gpt.load_weights(model, generation.weights(case))
+            causal = model.gpt
+        elif not hasattr(model, "prepare_inputs_for_generation"):
+            # A user's causal transformer (its own random weights) generates as it is.
             raise TaskNotImplemented(f"task {case.task}: {case.model} has no PyTorch generation")
-        torch_gpt.load_weights(model, generation.weights(case))
-        self.gpt = model.gpt.eval().to(device)
+        self.gpt = causal.eval().to(device)
         self.param_count = count_trainable(model)
         self.ids = torch.from_numpy(generation.prompt(case)).long().to(device)
         dtype = AUTOCAST.get(case.precision or "")
@@ -213,6 +225,9 @@ class TorchGenerate(GenerateWorkload):
         # warns there, and goes in 5.40); transformers 4 knows only `past_key_values`.
         params = inspect.signature(self.gpt.forward).parameters
         self.cache_name = "cache" if "cache" in params else "past_key_values"
+        # Logits of the last position only, where the model takes it (transformers' own
+        # causal models do): the prefill's other positions need none.
+        self.keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}
         self.token: torch.Tensor | None = None
         self.compiled = case.mode.startswith("compile")
         self.forward: Any = self.gpt
@@ -242,7 +257,7 @@ class TorchGenerate(GenerateWorkload):
             out = self.forward(
                 input_ids=ids,
                 use_cache=True,
-                logits_to_keep=1,
+                **self.keep,
                 **{self.cache_name: self.past},
                 **({"cache_position": positions} if positions is not None else {}),
             )
@@ -302,7 +317,15 @@ class MatmulWorkload(Workload):
 
 
 def synthetic_inputs(case: Case, kind: str, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Random inputs of the model's kind; PyTorch's layouts (images NCHW)."""
+    """Random inputs of the model's kind; PyTorch's layouts (images NCHW). A user's model
+    takes its own inputs, the same values in every framework (catalog.inputs.arrays)."""
+    if kind == TENSORS:
+        signature = parse_signature(case.inputs or "")
+        made = []
+        for tensor, values in zip(signature, arrays(signature, case.batch_size), strict=True):
+            found = torch.from_numpy(values).to(device)
+            made.append(found.to(torch.bfloat16) if tensor.dtype == "bfloat16" else found)
+        return tuple(made)
     b = case.batch_size
     if kind == "image":
         side = int(case.input_size or 0)
@@ -322,6 +345,8 @@ Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 def objective(case: Case, name: str, device: torch.device) -> tuple[torch.Tensor, Loss]:
     """Synthetic targets and the loss of the model's objective (see ModelSpec.objective)."""
+    if case.inputs is not None:
+        return torch.zeros((), device=device), UserLoss(name, case.batch_size, device)
     b = case.batch_size
     if name == "classify":
         target = torch.randint(0, int(case.num_classes or 0), (b,), device=device)
@@ -348,6 +373,39 @@ def objective(case: Case, name: str, device: torch.device) -> tuple[torch.Tensor
         ).mean()
 
     return target, ctc_loss
+
+
+class UserLoss:
+    """A user's model's loss (USER_OBJECTIVES): the mean of its floating-point outputs,
+    or cross-entropy of its first output (logits: batch x classes, or batch x positions x
+    vocabulary) against random labels, whose range is read from those logits the first
+    time (a fixed seed: the same labels in every run)."""
+
+    def __init__(self, name: str, batch: int, device: torch.device) -> None:
+        self.name, self.batch, self.device = name, batch, device
+        self.labels: torch.Tensor | None = None
+
+    def __call__(self, out: Any, _: torch.Tensor) -> torch.Tensor:
+        found = tensors_in(out)
+        if self.name == "mean":
+            floats = [t for t in found if t.is_floating_point()]
+            if not floats:
+                raise OutputShapeError("the model returned no floating-point output to average")
+            return torch.stack([t.float().mean() for t in floats]).sum()
+        logits = found[0].float()
+        rank = 2 if self.name == "classify" else 3
+        if logits.dim() != rank or logits.shape[0] != self.batch:
+            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
+            raise OutputShapeError(
+                f"objective {self.name} takes logits of {want}; the model's first output "
+                f"is {tuple(logits.shape)}"
+            )
+        if self.labels is None:
+            generator = torch.Generator().manual_seed(0)
+            shape = tuple(logits.shape[:-1])
+            self.labels = torch.randint(0, logits.shape[-1], shape, generator=generator)
+            self.labels = self.labels.to(self.device)
+        return F.cross_entropy(logits.flatten(0, -2), self.labels.flatten())
 
 
 def make_optimizer(opt: Optimizer, params: Any) -> torch.optim.Optimizer:
@@ -433,8 +491,8 @@ class TorchAdapter(Adapter):
                 "cudnn_benchmark": torch.backends.cudnn.benchmark,
                 "cudnn_deterministic": torch.backends.cudnn.deterministic,
             }
-        spec = get_model(case.model)
-        model = self.build_model(case.model, case.dims)
+        spec = case.model_spec
+        model = self.build_model(case.reference, case.dims)
         workload = cls(model, case, spec, device)
         if cuda:
             workload.settings_ = {**getattr(workload, "settings_", {}), **cuda}

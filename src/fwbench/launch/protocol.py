@@ -48,6 +48,8 @@ class CountItem(BaseModel):
 
     model: str
     dims: dict[str, int]  # the model's dimensions, as in Case.dims
+    # What resolves a user's model (Case.reference) when its name alone does not.
+    reference: str | None = None
     # Also count the FLOPs of one inference step at batch size 1 (builds a workload).
     flops: bool = False
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from fwbench.case import Case
 from fwbench.catalog.frameworks import get_framework
-from fwbench.catalog.models import get_model
+from fwbench.catalog.models import LOSSES
 from fwbench.errors import one_line
 from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
@@ -114,7 +114,8 @@ def serve_case(
     case = request.case
     adapter = load_adapter(case.framework)
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
-    settings |= get_model(case.model).training()
+    spec = case.model_spec
+    settings |= {"loss": LOSSES[case.loss], "optimizer": spec.optimizer.describe()}
     if request.compile_cache:
         settings |= adapter.compile_cache(request.compile_cache, case)
     environment = adapter.environment(case.device)
@@ -192,6 +193,9 @@ def serve_case(
             settings["compiles_after_timing"] = workload.compile_count()
         tracked = {name: tracker("stop", workload) for name, tracker in tracking.items()}
         settings |= workload.counters()
+        sample = workload.output_sample()
+        if sample is not None:
+            settings["output_sample"] = sample
         found = role.after(workload)
     except Exception as exc:
         report(**failure(adapter, exc, case.device, settings), param_count=param_count)
@@ -222,7 +226,7 @@ def run_count(request: CountRequest) -> CountReport:
         errors.append(None)
         flops.append(None)
         try:
-            model = adapter.build_model(item.model, item.dims)
+            model = adapter.build_model(item.reference or item.model, item.dims)
             counts[-1] = adapter.count_params(model)
             model = None  # free it before the workload below builds its own
             if item.flops:

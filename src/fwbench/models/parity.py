@@ -7,6 +7,8 @@ left), so the check is made at each case's own input size and class count.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 TOLERANCE = 0.02
@@ -54,3 +56,38 @@ def token_check(tokens: dict[str, list[int]]) -> str | None:
         if x != y
     )
     return f"failed: {names} generated different tokens (the first difference at token {first + 1})"
+
+
+# How far one framework's output of a user's model may be from another's, as a share of
+# the output's root mean square: fp32 kernels reorder sums; a wrong model is off by far
+# more. Mixed precision keeps 8 (bf16) or 11 (fp16) bits of mantissa.
+OUTPUT_TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "bf16": 5e-2, "fp16": 2e-2}
+
+
+def output_check(samples: dict[str, dict[str, Any]], precision: str = "fp32") -> str | None:
+    """Whether variants that ran the same user's model on the same inputs (the same seed
+    in every framework) computed the same first output (fwbench.frameworks.base.
+    output_sample: its shape, its first values and its root mean square): "passed: ..."
+    or "failed: ...", as a result's `settings.output_agreement`; None with one variant."""
+    if len(samples) < 2:
+        return None
+    tolerance = OUTPUT_TOLERANCE.get(precision, 5e-2)
+    names = sorted(samples)
+    first = samples[names[0]]
+    worst = 0.0
+    for name in names[1:]:
+        other = samples[name]
+        if other["shape"] != first["shape"]:
+            return f"failed: {names[0]} output {first['shape']}, {name} {other['shape']}"
+        scale = max(first["rms"], other["rms"], 1e-12)
+        diffs = [abs(a - b) for a, b in zip(first["values"], other["values"], strict=False)]
+        diffs.append(abs(first["rms"] - other["rms"]))
+        worst = max(worst, max(diffs) / scale)
+    verdict = "passed" if worst <= tolerance else "failed"
+    return (
+        f"{verdict}: {', '.join(names)} outputs agree within {worst:.1e} of their scale "
+        f"(tolerance {tolerance:g})"
+        if verdict == "passed"
+        else f"failed: {', '.join(names)} outputs differ by {worst:.1e} of their scale "
+        f"(tolerance {tolerance:g})"
+    )

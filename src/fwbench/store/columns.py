@@ -201,6 +201,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     ),
     # version 14
     _measured("group_id", "VARCHAR"),
+    # version 16
+    _case("model_path", "VARCHAR"),
+    _case("inputs", "VARCHAR"),
+    _case("objective", "VARCHAR"),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -259,6 +259,11 @@ def _to_v15(con: Any) -> None:
     con.execute("ALTER TABLE serving ADD COLUMN group_id VARCHAR")
 
 
+def _to_v16(con: Any) -> None:
+    for column in ("model_path", "inputs", "objective"):
+        con.execute(f"ALTER TABLE results ADD COLUMN {column} VARCHAR")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -275,6 +280,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     12: _to_v13,
     13: _to_v14,
     14: _to_v15,
+    15: _to_v16,
 }
 
 

@@ -35,10 +35,12 @@ def _takes(spec: Any) -> bool:
 def _fits(case: Any, spec: Any) -> str | None:
     context = int(spec.context)
     new = case.task_values.get(NEW_TOKENS.name, NEW_TOKENS.default)
-    total = int(case.seq_len or 0) + new
+    prompt = int(getattr(case, "prompt_len", None) or case.seq_len or 0)
+    total = prompt + new
+    said = f"seq_len {case.seq_len}" if case.seq_len is not None else f"{prompt} tokens"
     if total > context:
         return (
-            f"a prompt of seq_len {case.seq_len} and {new} new tokens need {total} positions; "
+            f"a prompt of {said} and {new} new tokens need {total} positions; "
             f"{spec.name}'s context holds {context}"
         )
     return None

@@ -1,0 +1,49 @@
+"""The user's cache directory for what fwbench can keep between commands (what a user's
+model declares, ...): `$FWBENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/fwbench`, else
+`~/.cache/fwbench`. Entries are JSON files named by a hash of their key; one that cannot
+be read or written is simply not cached (the work is done again)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ENV = "FWBENCH_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    given = os.environ.get(ENV)
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fwbench"
+
+
+def _path(kind: str, key: str) -> Path:
+    return cache_dir() / kind / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+
+def read(kind: str, key: str) -> Any | None:
+    """The value cached under `key`, or None."""
+    path = _path(kind, key)
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return entry.get("value") if isinstance(entry, dict) and entry.get("key") == key else None
+
+
+def write(kind: str, key: str, value: Any) -> None:
+    """Keep `value` under `key` (written aside and renamed: a reader never sees half)."""
+    path = _path(kind, key)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=".", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"key": key, "value": value}, f)
+        os.replace(name, path)

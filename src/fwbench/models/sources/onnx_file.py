@@ -1,0 +1,111 @@
+"""An ONNX file (`PATH.onnx`): run as it is by the inference runtimes that read ONNX.
+
+Its inputs are its graph's (an initializer is a weight, not an input), each dimension
+the graph leaves open (a `dim_param` such as "batch") to be given, the leading one by
+the batch size. Its parameters are its initializers' elements: what the file holds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
+from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.sources import Source, register_source
+from fwbench.errors import SpecError
+from fwbench.models.sources.common import digest, digest_text, existing, named
+
+# ONNX's TensorProto element types, by number, as fwbench names them.
+_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool",
+           10: "float16", 11: "float64", 16: "bfloat16"}  # fmt: skip
+
+
+def _claims(text: str) -> bool:
+    return text.lower().endswith(".onnx")
+
+
+def load(path: str) -> Any:
+    """The file's graph (with its external data, if it keeps weights beside it)."""
+    import onnx
+
+    try:
+        return onnx.load(path)
+    except Exception as exc:  # protobuf's DecodeError, a truncated file's, ...
+        raise SpecError(f"model: {path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+
+
+def _resolve(text: str) -> ModelSpec:
+    path = existing(text, "an ONNX model")
+    # Weights kept beside the graph (torch.onnx's FILE.onnx.data) are the model too.
+    data = path.with_name(path.name + ".data")
+    content = digest(path) if not data.is_file() else digest_text(digest(path) + digest(data))
+    return ModelSpec(
+        name=named(path.name, content),
+        family="onnx",
+        input_kind=TENSORS,
+        builders={"onnx": lambda **_: load(str(path))},
+        description=f"ONNX file {path}",
+        objective="mean",
+        source=SOURCE.name,
+        reference=str(path),
+        digest=content,
+    )
+
+
+def signature(proto: Any) -> tuple[TensorSpec, ...]:
+    weights = {init.name for init in proto.graph.initializer}
+    found = []
+    for value in proto.graph.input:
+        if value.name in weights:
+            continue
+        tensor = value.type.tensor_type
+        dtype = _DTYPES.get(tensor.elem_type)
+        if dtype is None:
+            raise SpecError(
+                f"model: input {value.name} has ONNX element type {tensor.elem_type}, which "
+                f"fwbench cannot make data for (valid: {', '.join(sorted(set(_DTYPES.values())))})"
+            )
+        dims: tuple[int | str | None, ...] = tuple(
+            d.dim_value if d.dim_value > 0 else None for d in tensor.shape.dim
+        )
+        if dims and dims[0] is None:
+            dims = (BATCH, *dims[1:])  # an open leading dimension: the batch
+        found.append(TensorSpec(value.name, dims, dtype))
+    return tuple(found)
+
+
+def _describe(spec: ModelSpec) -> dict[str, Any]:
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    proto = load(spec.reference)
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:
+        raise SpecError(f"model: {spec.reference}: not a valid ONNX model ({exc})") from None
+    params = sum(
+        int(np.prod(numpy_helper.to_array(init).shape))
+        for init in proto.graph.initializer
+        if init.data_type in (1, 10, 11, 16)
+    )
+    outputs = ", ".join(o.name for o in proto.graph.output)
+    return {"inputs": format_signature(signature(proto)), "params": params, "outputs": outputs}
+
+
+SOURCE = register_source(
+    Source(
+        name="onnx_file",
+        label="an ONNX file",
+        syntax="PATH.onnx",
+        example="./net.onnx",
+        claims=_claims,
+        resolve=_resolve,
+        native="onnxruntime",
+        runs=(("onnxruntime", "the file as it is"), ("openvino", "the file as it is")),
+        cannot=(
+            ("torch", "an ONNX file runs on the inference runtimes only"),
+            ("tensorflow", "an ONNX file runs on the inference runtimes only"),
+        ),
+        describe=_describe,
+    )
+)

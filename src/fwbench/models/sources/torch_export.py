@@ -1,0 +1,114 @@
+"""A PyTorch program exported by `torch.export` and saved (`torch.export.save`, a
+`PATH.pt2` file): its module runs on PyTorch in every mode, and exported again to ONNX
+for the runtimes.
+
+Its inputs are the program's: the shapes of its example inputs, a dimension the export
+made dynamic (`dynamic_shapes`) left to be given, the leading one by the batch size; a
+dimension it fixed stays fixed (an export with a static batch takes that batch only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
+from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.sources import Source, register_source
+from fwbench.errors import SpecError
+from fwbench.models.sources.common import digest, existing, named
+from fwbench.models.sources.torch_common import CANNOT_TORCH, RUNS_TORCH
+
+
+def _claims(text: str) -> bool:
+    return text.lower().endswith(".pt2")
+
+
+def _program(path: str) -> Any:
+    import torch
+
+    try:
+        return torch.export.load(path)
+    except Exception as exc:
+        raise SpecError(
+            f"model: {path}: not a saved torch.export program ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def build(path: str) -> Any:
+    """The program's module, in a module whose train() and eval() change nothing: an
+    exported graph fixed dropout's and normalisation's behaviour when it was exported (its
+    module refuses both calls), and PyTorch's adapter makes them for every model."""
+    import torch
+
+    class Exported(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: Any) -> Any:
+            return self.inner(*args)
+
+        def train(self, mode: bool = True) -> Exported:
+            self.training = mode
+            return self
+
+    return Exported(_program(path).module())
+
+
+def _resolve(text: str) -> ModelSpec:
+    path = existing(text, "a torch.export program")
+    content = digest(path)
+    return ModelSpec(
+        name=named(path.name, content),
+        family="torch.export",
+        input_kind=TENSORS,
+        builders={"torch": lambda **_: build(str(path))},
+        description=f"torch.export program {path}",
+        objective="mean",
+        source=SOURCE.name,
+        reference=str(path),
+        digest=content,
+    )
+
+
+def _describe(spec: ModelSpec) -> dict[str, Any]:
+    import torch
+
+    from fwbench.models.sources.torch_common import dtype_name
+
+    program = _program(spec.reference)
+    user = set(program.graph_signature.user_inputs)
+    inputs = []
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            raise SpecError(f"model: {spec.reference}: input {node.name} is not a tensor")
+        dims: tuple[int | str | None, ...] = tuple(
+            d if isinstance(d, int) else None for d in value.shape
+        )
+        if dims and dims[0] is None:
+            dims = (BATCH, *dims[1:])  # a dynamic leading dimension: the batch
+        inputs.append(TensorSpec(node.name, dims, dtype_name(value.dtype)))
+    params = sum(
+        int(program.state_dict[name].numel())
+        for name in program.graph_signature.parameters
+        if name in program.state_dict
+    )
+    return {"inputs": format_signature(inputs), "params": params, "outputs": ""}
+
+
+SOURCE = register_source(
+    Source(
+        name="torch_export",
+        label="a torch.export program",
+        syntax="PATH.pt2",
+        example="./net.pt2",
+        claims=_claims,
+        resolve=_resolve,
+        native="torch",
+        runs=RUNS_TORCH,
+        cannot=CANNOT_TORCH,
+        describe=_describe,
+    )
+)
