@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 from tests.conftest import fwbench
 
@@ -73,3 +75,19 @@ def test_models_refuses_an_unknown_framework_in_one_line() -> None:
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "unknown framework 'caffe'; valid choices: torch," in lines[0]
+
+
+def test_models_keeps_its_counts_in_the_cache(tmp_path: Path) -> None:
+    """Counted once per framework version; a model asked for by name is counted alone;
+    --refresh counts again; counts print as whole numbers."""
+    env = {**os.environ, "FWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["models", "--model", "resnet18", "--framework", "torch", "--no-flops"]
+    cold = fwbench(*args, env=env)
+    assert cold.returncode == 0, cold.stderr
+    assert "counted parameters of 1 model-framework pairs" in cold.stderr
+    assert "11,689,512 " in cold.stdout and "11,689,512.0" not in cold.stdout
+    warm = fwbench(*args, env=env)
+    assert warm.returncode == 0 and "counted" not in warm.stderr
+    assert warm.stdout == cold.stdout
+    again = fwbench(*args, "--refresh", env=env)
+    assert "(0 from the cache)" in again.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +37,13 @@ def command(
             autocompletion=choices.complete_framework,
         ),
     ] = None,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            help="Count again instead of reading the counts kept in the cache "
+            "($FWBENCH_CACHE_DIR, else ~/.cache/fwbench; kept per framework version)."
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """List the models at their default dimensions; flag any whose frameworks differ by
@@ -70,8 +78,19 @@ def command(
     shown = _frameworks(framework)
     installed = [fw for fw in shown if FRAMEWORKS[fw].installed()]
     what = "parameters and FLOPs" if flops else "parameters"
+    started = time.perf_counter()
     with console.status(f"building {len(items)} models in {', '.join(installed)} to count {what}"):
-        found = counting.count_in_each({fw: items for fw in installed}, timeout_s=1800)
+        found, hits = counting.cached_count_in_each(
+            {fw: items for fw in installed}, timeout_s=1800, refresh=refresh
+        )
+    total = len(items) * len(installed)
+    if hits < total:
+        # Said on stderr where no spinner is drawn too (a CI log, nohup): the wait had a cause.
+        console.print(
+            f"counted {what} of {total - hits} model-framework pairs in "
+            f"{time.perf_counter() - started:.0f} s ({hits} from the cache)",
+            highlight=False,
+        )
     rows: list[dict[str, Any]] = []
     for i, spec in enumerate(specs):
         counts: dict[str, int] = {}
@@ -148,9 +167,11 @@ def _print(rows: list[dict[str, Any]], flops: bool, frameworks: list[str]) -> No
     out.print(table)
 
 
-def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float = 1.0) -> str:
+def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float | None = None) -> str:
     if fw in row[field]:
-        return fmt.format(row[field][fw] * scale)
+        value = row[field][fw]
+        # A count stays a whole number ("11,689,512", never "11,689,512.0").
+        return fmt.format(value * scale if scale is not None else value)
     return str(row["errors"].get(fw, "-"))
 
 
