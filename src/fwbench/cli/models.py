@@ -6,6 +6,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+from rich.measure import Measurement
 from rich.table import Table
 
 from fwbench import user_models
@@ -72,17 +73,22 @@ def command(
                     f"the smallest valid value is {spec.minimum('input_size')}"
                 )
             d["input_size"] = input_size
-    items = tuple(
-        CountItem(model=s.name, dims=d, flops=flops) for s, d in zip(specs, dims, strict=True)
-    )
     shown = _frameworks(framework)
     installed = [fw for fw in shown if FRAMEWORKS[fw].installed()]
+    # A framework without a FLOP counter (its entry says why) is not asked for FLOPs.
+    counts_flops = {fw: flops and FRAMEWORKS[fw].counts_flops.available for fw in installed}
+    requests = {
+        fw: tuple(
+            CountItem(model=s.name, dims=d, flops=counts_flops[fw])
+            for s, d in zip(specs, dims, strict=True)
+        )
+        for fw in installed
+    }
+    items = requests[installed[0]] if installed else ()
     what = "parameters and FLOPs" if flops else "parameters"
     started = time.perf_counter()
     with console.status(f"building {len(items)} models in {', '.join(installed)} to count {what}"):
-        found, hits = counting.cached_count_in_each(
-            {fw: items for fw in installed}, timeout_s=1800, refresh=refresh
-        )
+        found, hits = counting.cached_count_in_each(requests, timeout_s=1800, refresh=refresh)
     total = len(items) * len(installed)
     if hits < total:
         # Said on stderr where no spinner is drawn too (a CI log, nohup): the wait had a cause.
@@ -103,6 +109,8 @@ def command(
             n, err, f, _ = found[fw][i]
             if err:
                 errors[fw] = err
+            elif flops and not counts_flops[fw]:
+                errors[fw] = "no FLOP counter"
             if n is not None:
                 counts[fw] = n
             if f is not None:
@@ -135,10 +143,16 @@ def command(
 
 
 def _frameworks(named: list[str] | None) -> list[str]:
-    """The frameworks to count in: those named (each a known one), else all."""
+    """The frameworks to count in: those named (each a known one), else those that define
+    the models. The Keras backends build TensorFlow's Keras definitions and the inference
+    runtimes PyTorch's (their entries' `models_from`): the same parameters by
+    construction, counted only when named (the runtimes through their exported graph,
+    whose FLOPs check the export)."""
     for fw in named or ():
         get_framework(fw)
-    return list(dict.fromkeys(named)) if named else list(FRAMEWORKS)
+    if named:
+        return list(dict.fromkeys(named))
+    return [name for name, info in FRAMEWORKS.items() if info.models_from is None]
 
 
 def _print(rows: list[dict[str, Any]], flops: bool, frameworks: list[str]) -> None:
@@ -164,7 +178,12 @@ def _print(rows: list[dict[str, Any]], flops: bool, frameworks: list[str]) -> No
         diff = "-" if not diffs else f"{max(diffs):.2%}"
         cells += [diff + (" DIFFERENT" if row["mismatch"] else ""), row["description"]]
         table.add_row(*cells, style="yellow" if row["mismatch"] else None)
-    out.print(table)
+    if out.is_terminal:
+        out.print(table)
+        return
+    # A log or a file: as wide as the table needs, never a cell cut short.
+    needed = Measurement.get(out, out.options, table).maximum
+    out.print(table, width=max(needed, out.width))
 
 
 def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float | None = None) -> str:

@@ -30,6 +30,7 @@ from fwbench.frameworks.base import Adapter, TaskNotImplemented, Workload
 from fwbench.launch.protocol import (
     CaseReport,
     CaseRequest,
+    CountItem,
     CountReport,
     CountRequest,
     PeakReport,
@@ -215,6 +216,33 @@ def _profile(adapter: Adapter, workload: Workload, request: CaseRequest) -> dict
     return found.model_dump()
 
 
+class _FlopsFailed(Exception):
+    """FLOPs could not be counted; the parameters may have been (`params`)."""
+
+    def __init__(self, params: int | None, error: str) -> None:
+        super().__init__(error)
+        self.params, self.error = params, error
+
+
+def _count_with_flops(adapter: Adapter, framework: str, item: CountItem) -> tuple[int, float]:
+    """Parameters and FLOPs of one inference step at batch 1, from one built workload;
+    when that fails, the parameters from the model alone, and why FLOPs are missing."""
+    try:
+        case = Case.build(
+            framework=framework, model=item.model, task=INFER.name, batch_size=1, **item.dims
+        )
+        workload = adapter.build(case)
+        params = workload.param_count
+    except Exception as exc:
+        model = adapter.build_model(item.reference or item.model, item.dims)
+        raise _FlopsFailed(adapter.count_params(model), one_line(exc)) from exc
+    try:
+        flops, _ = adapter.count_flops(workload)
+    except Exception as exc:
+        raise _FlopsFailed(params, one_line(exc)) from exc
+    return params, flops
+
+
 def run_count(request: CountRequest) -> CountReport:
     info = get_framework(request.framework)
     adapter = load_adapter(info.name)
@@ -226,15 +254,14 @@ def run_count(request: CountRequest) -> CountReport:
         errors.append(None)
         flops.append(None)
         try:
-            model = adapter.build_model(item.reference or item.model, item.dims)
-            counts[-1] = adapter.count_params(model)
-            model = None  # free it before the workload below builds its own
             if item.flops:
-                case = Case.build(
-                    framework=request.framework, model=item.model, task=INFER.name, batch_size=1,
-                    **item.dims,
-                )  # fmt: skip
-                flops[-1], _ = adapter.count_flops(adapter.build(case))
+                # One build for both where it can: the workload's model is the one counted.
+                counts[-1], flops[-1] = _count_with_flops(adapter, request.framework, item)
+            else:
+                model = adapter.build_model(item.reference or item.model, item.dims)
+                counts[-1] = adapter.count_params(model)
+        except _FlopsFailed as failed:
+            counts[-1], errors[-1] = failed.params, failed.error
         except Exception as exc:
             errors[-1] = one_line(exc)
         finally:
