@@ -99,8 +99,32 @@ def test_sigterm_stops_models_at_once_while_a_builder_hangs(plugin_env: dict[str
             proc.kill()
         raise
     assert models.returncode == 143, err
-    assert err.strip().splitlines()[-1].startswith("terminated:")
+    # `models` stores no results: it does not say it kept any (issue 43, defect 9).
+    assert err.strip().splitlines()[-1] == "terminated"
     assert "Traceback" not in err
     psutil.wait_procs([worker], timeout=15)
     assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
     assert not folder.exists()
+
+
+def test_ctrl_c_stops_a_run_with_one_line(tmp_path: Path) -> None:
+    """typer turned Ctrl-C inside a command into a silent exit 130 (issue 43, defect 9):
+    the line the README promises is said."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "fwbench", "run", "--framework", "torch", "--model", "resnet18",
+         "--task", "infer", "--input-size", "32", "--batch-size", "2", "--threads", "1",
+         "--db", str(tmp_path / "r.duckdb")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    parent = psutil.Process(run.pid)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if any((worker_label(c.pid) or "").startswith("case:") for c in parent.children(True)):
+            break
+        time.sleep(0.02)
+    os.kill(run.pid, signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last == "interrupted: results stored so far are kept (--resume goes on from them)"
+    assert "Traceback" not in err

@@ -54,6 +54,10 @@ def write(path: Path, records: Any) -> Path:
         ({"batch_size": True}, "batch_size: "),
         ({"batch_size": 8.5}, "batch_size: "),
         ({"framework": "nope"}, "framework: unknown framework 'nope'"),
+        # issue 43, defect 8: a record without an id was taken for another one
+        ({"result_id": ""}, "result_id: empty or missing"),
+        ({"result_id": "  "}, "result_id: empty or missing"),
+        ({"result_id": MISSING}, "result_id: empty or missing"),
         ({"mode": "nope"}, "mode: PyTorch has no 'nope' mode"),
         ({"device": "tpu"}, "device: invalid value 'tpu'"),
         ({"task": "nope"}, "task: unknown task 'nope'"),
@@ -77,7 +81,7 @@ def write(path: Path, records: Any) -> Path:
 def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], changes: dict[str, Any], says: str
 ) -> None:
-    bad = write(tmp_path / "bad.json", [record(), record(**changes, result_id="second")])
+    bad = write(tmp_path / "bad.json", [record(), record(**{"result_id": "second", **changes})])
     db = tmp_path / "new.duckdb"
     code, _, err = cli(["import", str(bad), "--db", str(db)], capsys)
     assert code == 2, err

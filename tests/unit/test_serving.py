@@ -519,3 +519,24 @@ def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile(
     assert len(verdicts) == 2
     assert all(v.startswith("torch/eager 2") for v in verdicts), verdicts
     assert not any(t.heading.startswith("Serving: latency") for t in tables(results))
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"latency_bound_ms": 1e100},
+        {"ttft_bound_ms": 1e100},
+        {"tpot_bound_ms": 1e30},
+        {"max_wait_ms": 1e100},
+        {"target_qps": 1e300},
+    ],
+)
+def test_a_bound_loadgen_cannot_hold_is_refused_before_any_work(setting: dict[str, float]) -> None:
+    """Values that passed validation failed inside LoadGen ("incompatible function
+    arguments", recorded as the case's error): refused up front (issue 43, defect 3)."""
+    from pydantic import ValidationError
+
+    from fwbench.serve.spec import ServeSpec
+
+    with pytest.raises(ValidationError, match="less than or equal to"):
+        ServeSpec(scenario="server", **setting)

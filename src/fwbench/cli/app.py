@@ -29,7 +29,7 @@ from fwbench.cli import (
     sweep,
     tune,
 )
-from fwbench.cli.common import console, raise_deferred, take_deferred
+from fwbench.cli.common import console, raise_deferred, stores, take_deferred
 from fwbench.errors import FwbenchError
 
 app = typer.Typer(
@@ -124,15 +124,36 @@ def main() -> None:
         _say(f"error: {validation_message(exc)}")
         sys.exit(2)
     except KeyboardInterrupt:
-        _say("interrupted: results stored so far are kept (--resume goes on from them)")
-        sys.exit(130)
+        _stopped("interrupted", 130)
     except Terminated:
-        _say("terminated: results stored so far are kept (--resume goes on from them)")
-        sys.exit(143)
+        _stopped("terminated", 143)
+    except SystemExit as exc:
+        # typer turns Ctrl-C inside a command into a silent exit 130: say it, as above.
+        if exc.code == 130 and _caused_by(exc, KeyboardInterrupt):
+            _stopped("interrupted", 130)
+        raise
     except Exception as exc:
         path = _write_traceback(exc)
         _say(f"error: unexpected {type(exc).__name__}: {exc} (traceback in {path})")
         sys.exit(1)
+
+
+def _stopped(how: str, code: int) -> None:
+    kept = " results stored so far are kept (--resume goes on from them)" if stores() else ""
+    _say(f"{how}:{kept}" if kept else how)
+    sys.exit(code)
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `kind` is in the chain of exceptions that led to `exc`."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if isinstance(found, kind):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False
 
 
 def _check_plugins(argv: list[str]) -> None:

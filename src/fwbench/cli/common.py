@@ -62,6 +62,20 @@ def defer(error: FwbenchError) -> None:
     _deferred.append(error)
 
 
+# Whether the command has started storing results (what an interruption keeps is said
+# only by a command that stores: `models` or `--help` keep nothing).
+_storing: list[bool] = []
+
+
+def storing() -> None:
+    """The command stores results from now on (execute, serve)."""
+    _storing.append(True)
+
+
+def stores() -> bool:
+    return bool(_storing)
+
+
 def raise_deferred() -> None:
     """The first deferred error, if any (each is raised once)."""
     if _deferred:

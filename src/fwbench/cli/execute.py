@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.case import Case
-from fwbench.cli.common import console, defer, progress_bar
+from fwbench.cli.common import console, defer, progress_bar, storing
 from fwbench.environment import host_environment
 from fwbench.errors import StoreError
 from fwbench.result import Result
@@ -23,6 +23,7 @@ from fwbench.store.rescue import check_free_space
 def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
     check_free_space(db)
+    storing()
     with ResultStore(db) as store:
         host = host_environment()
         invocation_id = store.start_invocation(shlex.join(["fwbench", *sys.argv[1:]]), host)

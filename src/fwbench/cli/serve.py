@@ -36,6 +36,7 @@ from fwbench.cli.common import (
     defer,
     print_json,
     progress_bar,
+    storing,
 )
 from fwbench.cli.execute import warn_rescued
 from fwbench.environment import host_environment
@@ -82,6 +83,7 @@ def execute_serving(
         )
     keys = [point_key(p.case, p.spec) for p in points]
     check_free_space(db)
+    storing()
     with ResultStore(db) as store:
         done = done_points(store, options)
         todo = [p for p in points if point_key(p.case, p.spec) not in done]

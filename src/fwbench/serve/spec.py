@@ -57,21 +57,28 @@ LOADGEN_PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.97, 0.99, 0.999)
 _EARLY_STOPPING_CONFIDENCE = 0.99
 
 
+# LoadGen takes its times as 64-bit nanoseconds and its rate as a double it schedules
+# queries by: a bound of an hour and a million queries a second are past any serving
+# question, and far inside what LoadGen can hold (1e100 ms failed inside it).
+MAX_BOUND_MS = 3_600_000.0
+MAX_QPS = 1_000_000.0
+
+
 class ServeSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     scenario: Scenario
     # Server: Poisson arrivals at this rate; None searches for the highest rate whose
     # latency percentile stays under the bound (MLPerf's Server result).
-    target_qps: float | None = Field(None, gt=0, allow_inf_nan=False)
-    latency_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    target_qps: float | None = Field(None, gt=0, le=MAX_QPS, allow_inf_nan=False)
+    latency_bound_ms: float | None = Field(None, gt=0, le=MAX_BOUND_MS, allow_inf_nan=False)
     # A streaming task's bounds (a generation's): time to first token, and time per
     # output token after it; LoadGen holds both at the percentile.
-    ttft_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
-    tpot_bound_ms: float | None = Field(None, gt=0, allow_inf_nan=False)
+    ttft_bound_ms: float | None = Field(None, gt=0, le=MAX_BOUND_MS, allow_inf_nan=False)
+    tpot_bound_ms: float | None = Field(None, gt=0, le=MAX_BOUND_MS, allow_inf_nan=False)
     # One of the percentiles LoadGen reports (0.5, 0.9, 0.95, 0.97, 0.99, 0.999).
     percentile: float | None = None
-    max_wait_ms: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_wait_ms: float | None = Field(None, ge=0, le=MAX_BOUND_MS, allow_inf_nan=False)
     search_steps: int | None = Field(None, ge=1, le=20)
     # Each LoadGen test lasts at least this long (and at least its query count).
     duration_s: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False)

@@ -87,6 +87,11 @@ def _read(record: dict[str, Any], nul_escaped: bool) -> Result | ServingResult:
     for where, text in _strings(record) if nul_escaped else ():
         if "\x00" in text:
             raise ValueError(f"{where}: contains a NUL byte")
+    found_id = record.get("result_id")
+    if not isinstance(found_id, str) or not found_id.strip():
+        # An id is what a later import skips a record by: two records without one would
+        # be taken for one, and the second silently dropped.
+        raise ValueError("result_id: empty or missing; every record needs its own id")
     if ServingResult.is_record(record):
         # A serving point's (`serve --json`, or kept when its database was full).
         return ServingResult.from_record(record)
