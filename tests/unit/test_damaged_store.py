@@ -213,3 +213,48 @@ def test_reports_read_whatever_case_values_a_store_holds(
     ):
         code, _, err = cli([*argv, "--db", str(db)], capsys)
         assert code == 0 or (code == 2 and err.count("\n") == 1), (argv, err)
+
+
+def test_a_database_cut_short_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file truncated to half its size failed inside DuckDB ("Could not read enough
+    bytes") as an unexpected error, exit 1 (issue 43, defect 4)."""
+    import gzip
+
+    db = tmp_path / "cut.duckdb"
+    with gzip.open(Path(__file__).parent.parent / "data" / "results-schema15.duckdb.gz") as src:
+        db.write_bytes(src.read())
+    with db.open("r+b") as f:
+        f.truncate(db.stat().st_size // 2)
+    code, out, err = cli(["results", "--db", str(db)], capsys)
+    assert code == 2 and out == "", err
+    assert err.startswith("error: cannot read the results file: ") and err.count("\n") == 1
+    assert "damaged or cut short" in err
+
+
+@pytest.mark.parametrize("flag", ["--db", "-o"])
+def test_a_path_too_long_is_one_line(
+    flag: str, tmp_path: Path, stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = tmp_path / ("a" * 300 + ".json")
+    argv = ["export", "--db", str(stored), "-o", str(name)]
+    if flag == "--db":
+        argv = ["results", "--db", str(tmp_path / ("a" * 300 + ".duckdb"))]
+    code, out, err = cli(argv, capsys)
+    assert code == 2 and out == "", err
+    assert err.startswith("error: ") and err.rstrip().endswith("File name too long")
+    assert err.count("\n") == 1
+
+
+def test_output_to_a_full_device_is_one_line(stored: Path) -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "fwbench", "results", "--db", str(stored), "--json"],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == "error: cannot write the output: No space left on device\n"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import signal
 import sys
 import tempfile
 import traceback
+from typing import NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -132,10 +134,25 @@ def main() -> None:
         if exc.code == 130 and _caused_by(exc, KeyboardInterrupt):
             _stopped("interrupted", 130)
         raise
+    except OSError as exc:
+        line = _environment(exc)
+        if line is None:
+            _unexpected(exc)
+        _say(f"error: {line}")
+        sys.exit(2)
     except Exception as exc:
-        path = _write_traceback(exc)
-        _say(f"error: unexpected {type(exc).__name__}: {exc} (traceback in {path})")
-        sys.exit(1)
+        if type(exc).__module__.split(".")[0] in ("duckdb", "_duckdb") and _damaged(exc):
+            why = _first_line(exc)
+            _say(f"error: cannot read the results file: {why}; it is damaged or cut short")
+            sys.exit(2)
+        _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> NoReturn:
+    """A bug: one line naming the file that holds its traceback, exit code 1."""
+    path = _write_traceback(exc)
+    _say(f"error: unexpected {type(exc).__name__}: {exc} (traceback in {path})")
+    sys.exit(1)
 
 
 def _stopped(how: str, code: int) -> None:
@@ -154,6 +171,43 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
         seen.add(id(found))
         found = found.__cause__ or found.__context__
     return False
+
+
+# What the machine, not fwbench, refused: a full disk, a name too long, a read-only or
+# missing place. The user's to fix; one line, exit 2.
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.ENAMETOOLONG,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EIO,
+}
+
+
+def _environment(exc: OSError) -> str | None:
+    """The line for an OSError the environment caused, or None (a bug)."""
+    if exc.errno not in _ENVIRONMENT_ERRNOS:
+        return None
+    reason = exc.strerror or str(exc)
+    if exc.filename is None:
+        return f"cannot write the output: {reason}"  # stdout: `> /dev/full`, a full pipe
+    name = str(exc.filename)
+    shown = name if len(name) <= 80 else f"{name[:60]}...{name[-12:]}"
+    return f"{shown}: {reason}"
+
+
+def _damaged(exc: BaseException) -> bool:
+    text = _first_line(exc).lower()
+    return "could not read enough bytes" in text or "not a valid duckdb database" in text
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
 def _check_plugins(argv: list[str]) -> None:
