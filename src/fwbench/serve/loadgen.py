@@ -458,9 +458,15 @@ class Batches:
 
 
 def search(probe: Callable[[float], LoadGenTest], capacity: float, steps: int) -> list[LoadGenTest]:
-    """Bisect the server's rate between 0 and just above the unloaded capacity; every
-    probe is kept (they are the latency-throughput curve). Pure but for `probe`."""
-    low, high = 0.0, capacity * 1.1
+    """The server's highest rate under its bounds: from half the unloaded capacity, then
+    just above it, then twice the rate while every rate meets the bounds; then bisect
+    between the last that met them and the first that did not. The capacity is only a
+    start: it is measured on a few unloaded steps right after warmup, and a dynamic
+    batcher, or a generation whose tokens stream, may serve far more (a search that
+    stopped at 1.1x it found a generation a seventh of its rate). Every probe is kept:
+    they are the latency-throughput curve. Pure but for `probe`."""
+    low, high = 0.0, None
+    ceiling = capacity * 1.1
     rate = capacity * 0.5
     probes = []
     for _ in range(steps):
@@ -470,7 +476,12 @@ def search(probe: Callable[[float], LoadGenTest], capacity: float, steps: int) -
             low = rate
         else:
             high = rate
-        rate = (low + high) / 2
+        if high is not None:
+            rate = (low + high) / 2
+        elif rate < ceiling:  # no rate has missed yet: look higher
+            rate = ceiling
+        else:
+            rate = 2 * rate
     return probes
 
 
@@ -533,7 +544,8 @@ def run_scenario(lg: LoadGen, served: Served, spec: ServeSpec) -> dict[str, Any]
         found["max_qps_above"] = min(above)
     else:
         found["warnings"] = [
-            f"every rate tried met the bound, the highest {rate:.4g} qps (the search stops "
-            "at 1.1x the unloaded capacity): the highest rate may lie above it"
+            f"every rate tried met the bound, the highest {rate:.4g} qps "
+            f"({rate / served.capacity:.3g}x the unloaded capacity, after {len(probes)} "
+            "rates): the highest rate lies above it; more search steps would find it"
         ]
     return found
