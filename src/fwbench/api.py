@@ -504,6 +504,21 @@ def done_keys(store: ResultStore, options: RunOptions) -> set[str]:
     }
 
 
+def resumed_ids(store: ResultStore, options: RunOptions) -> dict[str, str]:
+    """The record each case a resumed run measures again is stored under (an unfinished
+    or, with retry_failed, a failed one): the new record replaces it, so every view has
+    one current row per case, not the new one beside a stale twin."""
+    if not options.resume:
+        return {}
+    return {
+        r.case_key: r.result_id
+        for r in store.latest(store.recorded_keys())
+        if not _done(
+            options, r.status, bool(r.measurement and r.measurement.stop_reason == "unfinished")
+        )
+    }
+
+
 def run_cases(
     cases: Sequence[Case],
     store: ResultStore,
@@ -527,6 +542,7 @@ def run_cases(
     todo = [c for c in cases if c.key() not in done]
     if not todo:
         return
+    again = resumed_ids(store, options)
     batches = groups(todo, options.interleave, options.group_by or Case.workload_key)
     with options.executor.connect():
         requests = [[_request(c, options) for c in group] for group in batches]
@@ -550,7 +566,9 @@ def run_cases(
                 # Mixed precision runs on the tensor cores / AMX: its share is of that peak.
                 peak_dtype = case.precision or "fp32"
                 peak = store.best_peak(host_key(where), case.device, peak_dtype, case.threads)
-                result_id = ids.setdefault((finished.index, place), uuid.uuid4().hex)
+                result_id = ids.setdefault(
+                    (finished.index, place), again.get(case.key()) or uuid.uuid4().hex
+                )
                 result = result_from_outcome(
                     case,
                     invocation_id,
@@ -605,7 +623,16 @@ def serve_points(
     if not todo:
         return
     batches = groups(todo, options.interleave, _point_workload)
-    ids = [[uuid.uuid4().hex for _ in group] for group in batches]
+    # A point measured again replaces its unfinished (or failed) record, as cases do.
+    again = {
+        k: r.result_id
+        for k, r in {r.point_key: r for r in store.serving()}.items()
+        if options.resume and not _done(options, r.status, r.unfinished)
+    }
+    ids = [
+        [again.get(point_key(p.case, p.spec)) or uuid.uuid4().hex for p in group]
+        for group in batches
+    ]
     requests: list[list[GroupRequest]] = [
         [request_of(p, options.timing, runs, log_root / i) for p, i in zip(g, gi, strict=True)]
         for g, gi in zip(batches, ids, strict=True)

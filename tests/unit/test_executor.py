@@ -141,3 +141,27 @@ def test_resume_skips_what_is_stored_and_measures_again_what_is_unfinished_or_re
     assert not _done(plain, "ok", True)
     assert _done(retry, "ok", False) and _done(retry, "unsupported", False)
     assert not any(_done(retry, status, False) for status in ("error", "timeout", "oom"))
+
+
+def test_a_case_measured_again_replaces_its_unfinished_record(tmp_path: Path) -> None:
+    """A resumed sweep kept the unfinished record beside the new one, two rows alike in
+    every view (issue 43, defect 6): the new record is stored under the old one's id."""
+    from fwbench.api import resumed_ids
+    from fwbench.store.db import ResultStore
+
+    from .test_parity_and_summary import result
+
+    finished = result("torch", "eager", 0.1, 0.001)
+    cut = result("tensorflow", "graph", 0.1, 0.001)
+    assert cut.measurement is not None
+    cut = cut.model_copy(
+        update={"measurement": cut.measurement.model_copy(update={"stop_reason": "unfinished"})}
+    )
+    failed = result("torch", "compile", 0, 0, "error")
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        for r in (finished, cut, failed):
+            store.add(r)
+        assert resumed_ids(store, RunOptions()) == {}  # not resuming: nothing replaced
+        assert resumed_ids(store, RunOptions(resume=True)) == {cut.case_key: cut.result_id}
+        retried = resumed_ids(store, RunOptions(resume=True, retry_failed=True))
+        assert retried == {cut.case_key: cut.result_id, failed.case_key: failed.result_id}
