@@ -387,10 +387,16 @@ class Result(BaseModel):
         was edited or damaged, and would be stored as something it does not say.
         """
         version = record.get("schema_version")
+        if version is None:
+            raise ValueError(
+                "schema_version: missing; not a record fwbench wrote (fwbench export, "
+                "run --json and results --json write them)"
+            )
         if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+            newer = isinstance(version, int) and version > SCHEMA_VERSION
             raise ValueError(
                 f"schema_version: {version!r} is not one this fwbench reads "
-                f"(1 to {SCHEMA_VERSION}); a newer fwbench wrote it?"
+                f"(1 to {SCHEMA_VERSION})" + ("; a newer fwbench wrote it?" if newer else "")
             )
         record = invocation_id_of_old(record)
         # Fields a record of its version did not have take the defaults they had then.

@@ -53,14 +53,12 @@ def write(path: Path, records: Any) -> Path:
         ({"batch_size": -1}, "batch_size: "),
         ({"batch_size": True}, "batch_size: "),
         ({"batch_size": 8.5}, "batch_size: "),
-        ({"framework": "nope"}, "framework: unknown framework 'nope'"),
         # issue 43, defect 8: a record without an id was taken for another one
         ({"result_id": ""}, "result_id: empty or missing"),
         ({"result_id": "  "}, "result_id: empty or missing"),
-        ({"result_id": MISSING}, "result_id: empty or missing"),
+        ({"result_id": MISSING}, "result_id: missing"),
         ({"mode": "nope"}, "mode: PyTorch has no 'nope' mode"),
         ({"device": "tpu"}, "device: invalid value 'tpu'"),
-        ({"task": "nope"}, "task: unknown task 'nope'"),
         ({"precision": "fp8"}, "precision: invalid value 'fp8'"),
         ({"input_size": 0}, "input_size: "),
         ({"seq_len": 128}, "seq_len: does not apply to resnet18"),
@@ -132,6 +130,53 @@ def test_a_model_no_plugin_registers_here_is_imported_with_a_warning(
     write(export, [{**rec, "batch_size": 0}])
     code, _, err = cli(["import", str(export), "--db", str(tmp_path / "b.duckdb")], capsys)
     assert code == 2 and "batch_size: " in err
+
+
+@pytest.mark.parametrize(("field", "value"), [("framework", "caffe"), ("task", "fly")])
+def test_what_reading_shows_an_import_takes_with_the_same_warning(
+    field: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row edited to framework caffe or task fly was shown by results, report and
+    export, and then its export was refused by import (issue 43, defect 7): both read
+    it alike, its fields checked, named as not registered here (a plugin's?)."""
+    rec = record(**{field: value})
+    for derived in ("case_key", "throughput", "global_batch_size", "different_work"):
+        rec.pop(derived)
+    export = write(tmp_path / "x.json", [rec])
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
+    assert code == 0, err
+    assert f"{field} {value!r} is not registered here" in err
+    again = tmp_path / "again.json"
+    code, _, err = cli(["export", "--db", str(db), "-o", str(again)], capsys)
+    assert code == 0, err
+    code, _, err = cli(["import", str(again), "--db", str(tmp_path / "b.duckdb")], capsys)
+    assert code == 0, err
+
+
+def test_a_damaged_row_is_left_out_with_a_warning_and_the_rest_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One bad row blocked every command on the whole database (issue 43, defect 7)."""
+    import duckdb
+
+    from .test_parity_and_summary import result
+
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+        store.add(result("tensorflow", "graph", 0.2, 0.001))
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE results SET batch_size = 0 WHERE framework = 'torch'")
+    con.close()
+    code, out, err = cli(["results", "--db", str(db), "--json"], capsys)
+    assert code == 0, err
+    assert [r["framework"] for r in json.loads(out)] == ["tensorflow"]
+    assert "results row 'torcheagerNone' is damaged (batch_size: " in err
+    assert err.count("is damaged") == 1
+    exported = tmp_path / "x.json"
+    code, _, err = cli(["export", "--db", str(db), "-o", str(exported)], capsys)
+    assert code == 0 and len(json.loads(exported.read_text())) == 1, err
 
 
 FIELDS = ["batch_size", "threads", "input_size", "num_classes", "framework", "model", "mode"]

@@ -376,3 +376,14 @@ def test_a_schema_14_serving_point_gains_an_empty_group_and_reads_unpaired(
         points = store.serving()
     assert rows == [(None,)]
     assert len(points) == 1 and points[0].group_id is None and points[0].status == "ok"
+
+
+def test_an_empty_record_is_not_taken_for_a_newer_fwbench(tmp_path: Path) -> None:
+    """Importing {} said "a newer fwbench wrote it?" (issue 43, defect 9)."""
+    from fwbench.errors import StoreError
+    from fwbench.store.imports import read_records
+
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    with pytest.raises(StoreError, match="schema_version: missing; not a record fwbench wrote"):
+        read_records(empty)

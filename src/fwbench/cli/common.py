@@ -52,6 +52,12 @@ def _console(stderr: bool) -> Console:
 console = _console(stderr=True)
 out = _console(stderr=False)
 
+
+def warn(text: str) -> None:
+    """A warning on stderr, one line (a damaged row left out, a model no plugin registers)."""
+    console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
+
+
 # Errors a command met while it ran that must not cost its output: raised once the
 # command has printed what it has (cli/app.py's result callback), as one line, exit 2.
 _deferred: list[FwbenchError] = []

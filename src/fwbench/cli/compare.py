@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fwbench.cli.common import JsonOption, console, out, print_json
+from fwbench.cli.common import JsonOption, console, out, print_json, warn
 from fwbench.errors import SpecError
 from fwbench.report.regression import changes
 from fwbench.result import Result
@@ -36,9 +36,9 @@ def command(
             f"--threshold: must be a finite share of 0 or more, e.g. 0.05 for a 5% "
             f"slowdown (got {threshold})"
         )
-    with ResultStore(base, read_only=True) as store:
+    with ResultStore(base, read_only=True, on_skip=warn) as store:
         base_results = store.results()
-    with ResultStore(new, read_only=True) as store:
+    with ResultStore(new, read_only=True, on_skip=warn) as store:
         new_results = store.results()
     found = changes(base_results, new_results, threshold)
     regressions = [c for c in found if c.kind == "regression"]

@@ -34,6 +34,7 @@ from fwbench.cli.common import (
     out,
     print_json,
     timing_config,
+    warn,
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
@@ -182,7 +183,7 @@ def command(
 
 
 def _stored_case(db: Path, key: str) -> Case:
-    with ResultStore(db, read_only=True) as store:
+    with ResultStore(db, read_only=True, on_skip=warn) as store:
         matches = [r.case for r in store.results() if r.case_key.startswith(key)]
     if not matches:
         raise SpecError(f"no stored case with key {key!r} in {db}; see `fwbench results --json`")

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.progress import Progress, TaskID
 
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, progress_bar
+from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, progress_bar, warn
 from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.serve.result import ServingResult
 from fwbench.store.db import ResultStore, Row
@@ -56,7 +55,7 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
                 bar.update(task, completed=done, total=total, visible=True)
 
         # Each result is kept as its row only (100k records: 1.3 GB peak as Results).
-        for record in iter_records(path, warn=_warn, progress=advance):
+        for record in iter_records(path, warn=warn, progress=advance):
             if isinstance(record, ServingResult):
                 points.append(record)
             else:
@@ -78,7 +77,3 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
                 made.unlink(missing_ok=True)
         raise
     return added, len(rows) + len(points)
-
-
-def _warn(text: str) -> None:
-    console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)

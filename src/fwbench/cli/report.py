@@ -15,6 +15,7 @@ from fwbench.cli.common import (
     RunAliasOption,
     console,
     invocation_of,
+    warn,
 )
 from fwbench.errors import SpecError
 from fwbench.outputs import database, refuse_overwrite, report_output
@@ -58,7 +59,7 @@ def command(
         [report_output(flag, output, fmt)],
         [database("RESULTS" if results is not None else "--db", source)],
     )
-    with ResultStore(source, read_only=True) as store:
+    with ResultStore(source, read_only=True, on_skip=warn) as store:
         stored = store.results(invocation_id=invocation)
         served = store.serving(invocation_id=invocation)
         commands = [

@@ -18,6 +18,7 @@ from fwbench.cli.common import (
     print_json,
     summary_table,
     unit_of,
+    warn,
 )
 from fwbench.store.db import ResultStore
 
@@ -31,7 +32,7 @@ def command(
 ) -> None:
     """List stored results (every invocation's, oldest first)."""
     invocation = invocation_of(invocation, run)
-    with ResultStore(db, read_only=True) as store:
+    with ResultStore(db, read_only=True, on_skip=warn) as store:
         results = store.results(invocation_id=invocation)
     if json:
         print_json([r.to_record() for r in results])

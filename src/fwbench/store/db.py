@@ -80,8 +80,16 @@ class Row(NamedTuple):
 class ResultStore:
     """One DuckDB file. Use as a context manager; one writer process at a time."""
 
-    def __init__(self, path: Path | str, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        read_only: bool = False,
+        on_skip: Callable[[str], None] | None = None,
+    ) -> None:
         self.path = Path(path)
+        # Damaged rows left out of a read (_read_row), each said once through on_skip.
+        self.skipped: list[str] = []
+        self.on_skip = on_skip
         owner = database_of(self.path)
         if owner is not None:
             # Opened as a database, DuckDB would rewrite another database's log, or create
@@ -378,16 +386,25 @@ class ResultStore:
 
     # reading --------------------------------------------------------------
 
-    def _read_row(self, table: str, row_id: Any, read: Callable[[_Row], _Read], row: _Row) -> _Read:
-        """`read(row)`, or a one-line StoreError naming the damaged row: a cell edited or
-        cut by hand (invalid JSON, a value no result can have) stops the read there."""
+    def _read_row(
+        self, table: str, row_id: Any, read: Callable[[_Row], _Read], row: _Row
+    ) -> _Read | None:
+        """`read(row)`, or None for a damaged row (a cell edited or cut by hand: invalid
+        JSON, a value no result can have), said once through `on_skip` and kept in
+        `skipped`: one bad row never hides the others, which stay readable and
+        exportable. A row is validated as an import validates a record."""
         try:
             return read(row)
         except ValidationError as exc:
             why = validation_message(exc)
         except (ValueError, TypeError, KeyError) as exc:
             why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise StoreError(f"{self.path} is damaged: {table} row {row_id!r}: {why}")
+        message = f"{self.path}: {table} row {row_id!r} is damaged ({why}); it is left out"
+        if message not in self.skipped:
+            self.skipped.append(message)
+            if self.on_skip is not None:
+                self.on_skip(message)
+        return None
 
     def serving(self, invocation_id: str | None = None) -> list[ServingResult]:
         sql = "SELECT record, result_id FROM serving"
@@ -396,9 +413,10 @@ class ResultStore:
             sql += " WHERE invocation_id = ?"
             params.append(invocation_id)
         rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
-        return [
+        found = (
             self._read_row("serving", r[1], ServingResult.model_validate_json, r[0]) for r in rows
-        ]
+        )
+        return [r for r in found if r is not None]
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
         """The machine's attainable FLOP/s: the best any framework reached here.
@@ -441,7 +459,8 @@ class ResultStore:
         cur = self.con.execute(sql, params)
         names = [d[0] for d in cur.description]
         rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-        results = [self._read_row("results", r["result_id"], _from_row, r) for r in rows]
+        found = (self._read_row("results", r["result_id"], _from_row, r) for r in rows)
+        results = [r for r in found if r is not None]
         if case_keys is not None:
             keys = set(case_keys)
             results = [r for r in results if r.case_key in keys]

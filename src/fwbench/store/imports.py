@@ -10,11 +10,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from fwbench.case import validation_message
+from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import find_model
 from fwbench.errors import FwbenchError, StoreError
 from fwbench.result import Result
 from fwbench.serve.result import ServingResult
 from fwbench.store import columns
+from fwbench.tasks import find_task
 
 PROGRESS_EVERY = 1000
 
@@ -69,13 +71,14 @@ def iter_records(
             raise StoreError(f"{path}: record {i}: {exc}") from None
         except RecursionError:
             raise StoreError(f"{path}: record {i}: nested too deeply") from None
-        model = result.case.model
-        if warn is not None and model not in unknown and find_model(model) is None:
-            unknown.add(model)
-            warn(
-                f"{path}: model {model!r} is not registered here (a plugin's model?); "
-                "its cases are imported without checking their dimensions"
-            )
+        if warn is not None:
+            for what in _unregistered(result.case):
+                if what not in unknown:
+                    unknown.add(what)
+                    warn(
+                        f"{path}: {what} is not registered here (a plugin's?); its cases are "
+                        "imported with their fields checked, not the registry's rules"
+                    )
         yield result
         if progress is not None and (i % PROGRESS_EVERY == 0 or i == len(records)):
             progress(i, len(records))
@@ -87,15 +90,14 @@ def _read(record: dict[str, Any], nul_escaped: bool) -> Result | ServingResult:
     for where, text in _strings(record) if nul_escaped else ():
         if "\x00" in text:
             raise ValueError(f"{where}: contains a NUL byte")
-    found_id = record.get("result_id")
-    if not isinstance(found_id, str) or not found_id.strip():
-        # An id is what a later import skips a record by: two records without one would
-        # be taken for one, and the second silently dropped.
-        raise ValueError("result_id: empty or missing; every record needs its own id")
     if ServingResult.is_record(record):
         # A serving point's (`serve --json`, or kept when its database was full).
         return ServingResult.from_record(record)
     result = Result.from_record(record)
+    if not result.result_id.strip():
+        # An id is what a later import skips a record by: two records without one would
+        # be taken for one, and the second silently dropped.
+        raise ValueError("result_id: empty or missing; every record needs its own id")
     problem = columns.out_of_range(columns.row(result))
     if problem:
         raise ValueError(problem)
@@ -117,3 +119,16 @@ def _strings(record: dict[str, Any]) -> Iterator[tuple[str, str]]:
                 stack.append((inner, v))
         elif isinstance(value, list):
             stack.extend((f"{where}[{n}]", v) for n, v in enumerate(value))
+
+
+def _unregistered(case: Any) -> list[str]:
+    """What of a record's case no registry here knows (a plugin not loaded): reading a
+    stored result and importing one take it alike, and say so."""
+    found = []
+    if case.framework not in FRAMEWORKS:
+        found.append(f"framework {case.framework!r}")
+    if find_task(case.task) is None:
+        found.append(f"task {case.task!r}")
+    if find_model(case.model) is None and not case.model_path:
+        found.append(f"model {case.model!r}")
+    return found
