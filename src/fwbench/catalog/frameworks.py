@@ -97,6 +97,10 @@ class FrameworkInfo:
     # Modes that run the model op by op as written, without a compiled graph: a verdict
     # between one of these and a compiled mode says so.
     eager_modes: tuple[str, ...] = ("eager",)
+    # Modes that compute in other numerics than the case's precision, and what they
+    # compute in (a runtime's quantised weights): a verdict between one of these and a
+    # framework computing otherwise says so (fwbench.case.execution_note).
+    mode_numerics: tuple[tuple[str, str], ...] = ()
     # Its own switches a case may set (fwbench.case: `options`), and tune tries.
     settings: tuple[Setting, ...] = ()
     # Precisions it implements; models built by another framework's builders (the Keras

@@ -254,8 +254,10 @@ def plan_note(rows: Iterable[SummaryRow]) -> str | None:
 
 
 def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
-    """Says once what "[eager vs compiled]" means, when a verdict carries it."""
+    """Says once what "[eager vs compiled]" and "[dynamic-range int8 vs fp32]" mean, when
+    a verdict carries them."""
     pairs: dict[str, None] = {}
+    numerics: dict[str, None] = {}
     for row in rows:
         verdict = row.comparison()
         if verdict is None:
@@ -264,13 +266,25 @@ def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
         if a.runs_eagerly != b.runs_eagerly:
             eager, compiled = (a, b) if a.runs_eagerly else (b, a)
             pairs[f"{eager.variant} (op by op) against {compiled.variant} (compiled)"] = None
-    if not pairs:
-        return None
-    return (
-        f"[eager vs compiled]: {'; '.join(pairs)}. Each framework ran its default mode, as its "
-        "users run it; for eager against eager or compiled against compiled, give --mode "
-        "(a sweep's `mode`)."
-    )
+        if a.numerics != b.numerics:
+            mark = f"[{a.numerics} vs {b.numerics}]"
+            numerics[
+                f"{mark}: {a.variant} computes in {a.numerics}, {b.variant} in {b.numerics}"
+            ] = None
+    notes = []
+    if pairs:
+        notes.append(
+            f"[eager vs compiled]: {'; '.join(pairs)}. Each framework ran its default mode, as "
+            "its users run it; for eager against eager or compiled against compiled, give "
+            "--mode (a sweep's `mode`)."
+        )
+    if numerics:
+        notes.append(
+            f"{'; '.join(numerics)}. Other arithmetic: such a result's outputs agree with its "
+            "source framework's within a looser tolerance (its settings.output_tolerance); "
+            "for like with like, give --mode (a sweep's `mode`)."
+        )
+    return " ".join(notes) or None
 
 
 def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
