@@ -257,7 +257,8 @@ def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
     """Says once what "[eager vs compiled]" and "[dynamic-range int8 vs fp32]" mean, when
     a verdict carries them."""
     pairs: dict[str, None] = {}
-    numerics: dict[str, None] = {}
+    # mark -> numerics -> the variants computing in them, in the order seen
+    numerics: dict[str, dict[str, dict[str, None]]] = {}
     for row in rows:
         verdict = row.comparison()
         if verdict is None:
@@ -267,10 +268,9 @@ def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
             eager, compiled = (a, b) if a.runs_eagerly else (b, a)
             pairs[f"{eager.variant} (op by op) against {compiled.variant} (compiled)"] = None
         if a.numerics != b.numerics:
-            mark = f"[{a.numerics} vs {b.numerics}]"
-            numerics[
-                f"{mark}: {a.variant} computes in {a.numerics}, {b.variant} in {b.numerics}"
-            ] = None
+            sides = numerics.setdefault(f"[{a.numerics} vs {b.numerics}]", {})
+            for case in (a, b):
+                sides.setdefault(case.numerics, {})[case.variant] = None
     notes = []
     if pairs:
         notes.append(
@@ -279,8 +279,13 @@ def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
             "--mode (a sweep's `mode`)."
         )
     if numerics:
+        said = []
+        for mark, sides in numerics.items():
+            (first, computing), *rest = sides.items()
+            text = f"{mark}: {' and '.join(computing)} computes in {first}"
+            said.append(text + "".join(f", {' and '.join(v)} in {kind}" for kind, v in rest))
         notes.append(
-            f"{'; '.join(numerics)}. Other arithmetic: such a result's outputs agree with its "
+            f"{'; '.join(said)}. Other arithmetic: such a result's outputs agree with its "
             "source framework's within a looser tolerance (its settings.output_tolerance); "
             "for like with like, give --mode (a sweep's `mode`)."
         )
