@@ -36,7 +36,7 @@ from fwbench.measure.compare import ratio
 
 HERE = Path(__file__).parent
 FWBENCH = str(Path(sys.executable).parent / "fwbench")
-FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "onnxruntime", "openvino")
+FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "onnxruntime", "openvino", "litert")
 TARGET = 0.05
 
 

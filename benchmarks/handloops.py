@@ -5,7 +5,9 @@ Only the model comes from fwbench (its builders, so both sides run the same netw
 the loop, the compilation and the synchronisation are the framework's documented ones:
 PyTorch `torch.inference_mode()`, TensorFlow a `tf.function`, Keras on JAX a `jax.jit`
 of the model's `stateless_call`, ONNX Runtime an `InferenceSession` on the exporter's
-default export, OpenVINO `ov.convert_model` then `compile_model` with the LATENCY hint.
+default export, OpenVINO `ov.convert_model` then `compile_model` with the LATENCY hint,
+LiteRT: Keras 3's `model.export(format="litert")` then LiteRT's `Interpreter` with
+`set_tensor`, `invoke` and `get_tensor`.
 
 Run one in a fresh process: `python handloops.py torch --model resnet50 --batch-size 8
 --input-size 224 --threads 2 --seconds 5`; it prints one JSON line, the median seconds
@@ -133,12 +135,43 @@ def openvino_loop(args: argparse.Namespace) -> Callable[[], Any]:
     return lambda: request.infer({0: batch})
 
 
+def litert_loop(args: argparse.Namespace) -> Callable[[], Any]:
+    import tempfile
+
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from fwbench.catalog.models import get_model
+
+    model = get_model(args.model).build("tensorflow", _dims(args))
+    path = os.path.join(tempfile.mkdtemp(), "model.tflite")
+    # Keras 3's own export to LiteRT; its progress lines go to stderr.
+    with contextlib.redirect_stdout(sys.stderr):
+        model.export(path, format="litert")
+    interpreter = Interpreter(model_path=path, num_threads=args.threads)
+    (given,) = interpreter.get_input_details()
+    (output,) = interpreter.get_output_details()
+    shape = (args.batch_size, args.input_size, args.input_size, 3)
+    # The export leaves the batch open: the application sizes it once, then allocates.
+    interpreter.resize_tensor_input(given["index"], shape)
+    interpreter.allocate_tensors()
+    x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+
+    def step() -> Any:
+        interpreter.set_tensor(given["index"], x)
+        interpreter.invoke()
+        return interpreter.get_tensor(output["index"])
+
+    return step
+
+
 LOOPS: dict[str, Callable[[argparse.Namespace], Callable[[], Any]]] = {
     "torch": torch_loop,
     "tensorflow": tensorflow_loop,
     "keras-jax": keras_jax_loop,
     "onnxruntime": onnxruntime_loop,
     "openvino": openvino_loop,
+    "litert": litert_loop,
 }
 
 

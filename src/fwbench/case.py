@@ -440,6 +440,14 @@ class Case(BaseModel):
         info = FRAMEWORKS.get(self.framework)
         return info is not None and self.mode in info.eager_modes
 
+    @property
+    def numerics(self) -> str:
+        """What it computes in: its precision, or what its mode makes of it (a runtime's
+        quantised weights: the registry's `mode_numerics`)."""
+        info = FRAMEWORKS.get(self.framework)
+        changed = dict(info.mode_numerics).get(self.mode or "") if info is not None else None
+        return changed or self.precision or "fp32"
+
     def label(self) -> str:
         precision = f" {self.precision}" if self.precision else ""
         workers = f" x{self.world_size}" if self.strategy else ""
@@ -523,9 +531,13 @@ def default_mode(framework: str, strategy: Any = None) -> str | None:
 
 def execution_note(a: Case, b: Case) -> str:
     """What a verdict between `a` and `b` must say when one runs op by op and the other a
-    compiled graph (METHODOLOGY rule 12: like with like, or say so); "" otherwise. The
-    tables explain it once, under them (fwbench.report.summary.verdict_notes)."""
-    return " [eager vs compiled]" if a.runs_eagerly != b.runs_eagerly else ""
+    compiled graph, or one computes in other numerics than the other (a runtime's int8
+    weights against fp32: METHODOLOGY rule 12, like with like, or say so); "" otherwise.
+    The tables explain it once, under them (fwbench.report.summary.verdict_notes)."""
+    note = " [eager vs compiled]" if a.runs_eagerly != b.runs_eagerly else ""
+    if a.numerics != b.numerics:
+        note += f" [{a.numerics} vs {b.numerics}]"
+    return note
 
 
 def canonical_options(value: Any) -> Any:

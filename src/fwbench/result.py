@@ -317,10 +317,12 @@ class Result(BaseModel):
     def different_work(self) -> bool:
         """Parameter counts differ between frameworks, an inference runtime's optimised
         graph lacks a fusion every deployment has (settings.fusion_check, written by
-        fwbench.frameworks.onnx_graph), or generations from the same weights made other
-        tokens (settings.token_check, written by fwbench.api.check_outputs), or a user's
-        model's outputs on the same inputs differ (settings.output_agreement). Read from
-        the stored settings, so results recorded before the checks read as they did."""
+        fwbench.frameworks.onnx_graph), a runtime's outputs differ from its source
+        framework's beyond the tolerance (settings.output_check, written by the inference
+        runtimes), generations from the same weights made other tokens
+        (settings.token_check, written by fwbench.api.check_outputs), or a user's model's
+        outputs on the same inputs differ (settings.output_agreement). Read from the
+        stored settings, so results recorded before the checks read as they did."""
         return self.different_work_reason is not None
 
     @property
@@ -331,6 +333,14 @@ class Result(BaseModel):
         fusion = self.settings.get("fusion_check")
         if isinstance(fusion, str) and fusion.startswith("failed"):
             return f"the runtime's graph lacks a deployment's fusions ({fusion})"
+        checked = self.settings.get("output_check")
+        if checked in ("differs", "failed"):
+            error = self.settings.get("output_max_rel_error")
+            tolerance = self.settings.get("output_tolerance")
+            measured = f": max error {error:.2g} of the largest output" if error else ""
+            if error and tolerance:
+                measured += f", tolerance {tolerance:g}"
+            return f"the runtime's outputs differ from its source framework's{measured}"
         tokens = self.settings.get("token_check")
         if isinstance(tokens, str) and tokens.startswith("failed"):
             return f"the generations differ ({tokens})"

@@ -115,3 +115,40 @@ register(
         description="returns one class too many (tests only)",
     )
 )
+
+
+def _keras_unconvertible(num_classes: int, input_size: int) -> Any:
+    import keras
+    import tensorflow as tf
+
+    from fwbench.models.keras_resnet import image_shape
+
+    class BesselI0e(keras.layers.Layer):
+        """An op TensorFlow has and LiteRT has no builtin for."""
+
+        def call(self, x: Any) -> Any:
+            return tf.math.bessel_i0e(x)
+
+    return keras.Sequential(
+        [
+            keras.Input(image_shape(input_size)),
+            keras.layers.Conv2D(4, 3, padding="same"),
+            BesselI0e(),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(num_classes),
+        ]
+    )
+
+
+# TensorFlow runs it; TensorFlow's converter cannot make a LiteRT model of it.
+register(
+    ModelSpec(
+        name="bessel_cnn",
+        family="test",
+        input_kind="image",
+        default_input_size=8,
+        min_input_size=1,
+        builders={"tensorflow": _keras_unconvertible},
+        description="a convolution, then an op LiteRT lacks (tests only)",
+    )
+)

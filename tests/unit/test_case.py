@@ -110,6 +110,7 @@ DOCUMENTED_DEFAULTS = {
     "keras-torch": "eager",
     "onnxruntime": "optimized",
     "openvino": "latency",
+    "litert": "fp32",
 }
 
 
@@ -172,6 +173,29 @@ def test_a_verdict_between_eager_and_compiled_says_so() -> None:
     assert execution_note(tf_graph, torch_eager) == " [eager vs compiled]"
     assert execution_note(torch_eager, make(framework="tensorflow", mode="eager")) == ""
     assert execution_note(make(mode="compile"), tf_graph) == ""
+
+
+def test_a_verdict_between_numerics_says_so() -> None:
+    """A runtime's quantised mode computes otherwise than an fp32 framework, which the
+    verdict says like eager against compiled (the registry's mode_numerics)."""
+    from fwbench.case import execution_note
+
+    workload = {"model": "resnet18", "task": "infer"}
+    tf_graph = make(framework="tensorflow", mode="graph", **workload)
+    fp32, int8, fp16 = (
+        make(framework="litert", mode=m, **workload) for m in ("fp32", "int8", "fp16")
+    )
+    assert (fp32.numerics, int8.numerics, fp16.numerics) == (
+        "fp32",
+        "dynamic-range int8",
+        "fp16 weights",
+    )
+    assert execution_note(fp32, tf_graph) == ""
+    assert execution_note(int8, tf_graph) == " [dynamic-range int8 vs fp32]"
+    assert execution_note(tf_graph, fp16) == " [fp32 vs fp16 weights]"
+    assert execution_note(make(framework="tensorflow", mode="eager", **workload), int8) == (
+        " [eager vs compiled] [fp32 vs dynamic-range int8]"
+    )
 
 
 def test_options_are_canonical_validated_and_named_in_the_variant() -> None:

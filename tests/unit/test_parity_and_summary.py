@@ -52,10 +52,11 @@ def result(
     half: float,
     status: str = "ok",
     precision: str | None = None,
+    task: str = "train",
 ) -> Result:
     """A result of three runs spread by +-half/2 around `median`."""
     case = Case.build(
-        framework=framework, model="resnet18", mode=mode, threads=2, precision=precision
+        framework=framework, model="resnet18", mode=mode, threads=2, precision=precision, task=task
     )
     m = None
     if status == "ok":
@@ -97,6 +98,38 @@ def test_summary_relative_times_and_verdicts() -> None:
         [result("torch", "eager", 0.10, 0.001), result("tensorflow", "eager", 0.13, 0.001)]
     )
     assert "eager vs compiled" not in alike.verdict() and verdict_notes([alike]) == []
+
+
+def test_a_verdict_against_other_numerics_says_so_and_outputs_that_differ_are_different_work() -> (
+    None
+):
+    """A runtime's int8 mode against an fp32 framework: marked like eager against
+    compiled, explained once; outputs beyond the recorded tolerance: different work."""
+    int8 = result("litert", "int8", 0.05, 0.0005, task="infer")
+    graph = result("tensorflow", "graph", 0.10, 0.001, task="infer")
+    _, (row,) = summarise([int8, graph])
+    assert row.verdict(short=True).endswith("faster [dynamic-range int8 vs fp32]")
+    (note,) = verdict_notes([row])
+    assert note.startswith(
+        "[dynamic-range int8 vs fp32]: litert/int8 computes in dynamic-range int8, "
+        "tensorflow/graph in fp32. Other arithmetic"
+    )
+    assert not int8.different_work
+    differs = int8.model_copy(
+        update={
+            "settings": {
+                "output_check": "differs",
+                "output_max_rel_error": 0.31,
+                "output_tolerance": 0.1,
+            }
+        }
+    )
+    assert differs.different_work_reason == (
+        "the runtime's outputs differ from its source framework's: max error 0.31 of the "
+        "largest output, tolerance 0.1"
+    )
+    _, (marked,) = summarise([differs, graph])
+    assert marked.verdict(short=True).endswith("[dynamic-range int8 vs fp32] [DIFFERENT WORK]")
 
 
 def test_runs_too_spread_to_tell_are_inconclusive() -> None:

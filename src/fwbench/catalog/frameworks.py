@@ -97,6 +97,10 @@ class FrameworkInfo:
     # Modes that run the model op by op as written, without a compiled graph: a verdict
     # between one of these and a compiled mode says so.
     eager_modes: tuple[str, ...] = ("eager",)
+    # Modes that compute in other numerics than the case's precision, and what they
+    # compute in (a runtime's quantised weights): a verdict between one of these and a
+    # framework computing otherwise says so (fwbench.case.execution_note).
+    mode_numerics: tuple[tuple[str, str], ...] = ()
     # Its own switches a case may set (fwbench.case: `options`), and tune tries.
     settings: tuple[Setting, ...] = ()
     # Precisions it implements; models built by another framework's builders (the Keras
@@ -379,6 +383,47 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         distributions=("openvino",),
         precisions=("fp32", "bf16"),
         colour="#00A3A1",
+    ),
+    FrameworkInfo(
+        name="litert",
+        label="LiteRT (TF Lite)",
+        # The converter's numerics: fp32, dynamic-range int8 weights, fp16 weights.
+        modes=("fp32", "int8", "fp16"),
+        default_mode="fp32",
+        eager_modes=(),
+        mode_numerics=(("int8", "dynamic-range int8"), ("fp16", "fp16 weights")),
+        devices=("cpu",),
+        packages=("ai_edge_litert", "tensorflow", "keras"),
+        adapter_path="fwbench.frameworks.litert:LiteRtAdapter",
+        distributions=("ai-edge-litert",),
+        native_layout="channels_last",
+        layouts=("channels_last",),  # the Keras models it converts take NHWC images
+        precisions=("fp32",),  # reduced numerics are its modes: the converter's choice
+        models_from="tensorflow",  # the same Keras model, converted
+        workloads=((INFER.name, "fwbench.frameworks.litert:LiteRtWorkload"),),
+        task_reasons=(
+            (
+                TRAIN.name,
+                "it is an inference runtime (a converted model has no gradients); "
+                f"use task {INFER.name}",
+            ),
+            (
+                GENERATE.name,
+                "it runs one converted forward graph, with no key/value cache to decode "
+                f"through; task {INFER.name} times its prefill",
+            ),
+        ),
+        settings=(
+            Setting(
+                "xnnpack",
+                ("on", "off"),
+                "LiteRT's XNNPACK delegate (on, its default on CPUs) or its builtin "
+                "kernels alone (off)",
+            ),
+        ),
+        colour="#3C9A5F",
+        can_explain=NO(False, "fwbench does not read LiteRT's profiles yet"),
+        can_measure_peak=NO(False, "fwbench has no matmul workload for it yet"),
     ),
     FrameworkInfo(
         name="keras-torch",

@@ -248,6 +248,7 @@ def agreement(
     found: dict[str, Any] = {
         "output_max_abs_error": abs_err,
         "output_max_rel_error": rel_err,
+        "output_tolerance": tolerance,
         "output_check": "agrees" if rel_err <= tolerance else "differs",
     }
     if rel_err > tolerance:

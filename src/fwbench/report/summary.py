@@ -254,8 +254,11 @@ def plan_note(rows: Iterable[SummaryRow]) -> str | None:
 
 
 def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
-    """Says once what "[eager vs compiled]" means, when a verdict carries it."""
+    """Says once what "[eager vs compiled]" and "[dynamic-range int8 vs fp32]" mean, when
+    a verdict carries them."""
     pairs: dict[str, None] = {}
+    # mark -> numerics -> the variants computing in them, in the order seen
+    numerics: dict[str, dict[str, dict[str, None]]] = {}
     for row in rows:
         verdict = row.comparison()
         if verdict is None:
@@ -264,13 +267,29 @@ def mode_advice(rows: Iterable[SummaryRow]) -> str | None:
         if a.runs_eagerly != b.runs_eagerly:
             eager, compiled = (a, b) if a.runs_eagerly else (b, a)
             pairs[f"{eager.variant} (op by op) against {compiled.variant} (compiled)"] = None
-    if not pairs:
-        return None
-    return (
-        f"[eager vs compiled]: {'; '.join(pairs)}. Each framework ran its default mode, as its "
-        "users run it; for eager against eager or compiled against compiled, give --mode "
-        "(a sweep's `mode`)."
-    )
+        if a.numerics != b.numerics:
+            sides = numerics.setdefault(f"[{a.numerics} vs {b.numerics}]", {})
+            for case in (a, b):
+                sides.setdefault(case.numerics, {})[case.variant] = None
+    notes = []
+    if pairs:
+        notes.append(
+            f"[eager vs compiled]: {'; '.join(pairs)}. Each framework ran its default mode, as "
+            "its users run it; for eager against eager or compiled against compiled, give "
+            "--mode (a sweep's `mode`)."
+        )
+    if numerics:
+        said = []
+        for mark, sides in numerics.items():
+            (first, computing), *rest = sides.items()
+            text = f"{mark}: {' and '.join(computing)} computes in {first}"
+            said.append(text + "".join(f", {' and '.join(v)} in {kind}" for kind, v in rest))
+        notes.append(
+            f"{'; '.join(said)}. Other arithmetic: such a result's outputs agree with its "
+            "source framework's within a looser tolerance (its settings.output_tolerance); "
+            "for like with like, give --mode (a sweep's `mode`)."
+        )
+    return " ".join(notes) or None
 
 
 def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
