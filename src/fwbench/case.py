@@ -239,6 +239,13 @@ class Case(BaseModel):
             )
         if task is not None and task.fits is not None and (why := task.fits(self, spec)):
             raise ValueError(f"task: {self.task} cannot run {spec.name}: {why}")
+        if spec.context is not None and (self.seq_len or 0) > spec.context:
+            # Its position table holds `context` positions: a longer sequence would be
+            # another model (the builders grew the table, and the parameters with it).
+            raise ValueError(
+                f"seq_len: {self.seq_len} is past {spec.name}'s context of {spec.context} "
+                f"positions; valid: 1 to {spec.context}"
+            )
         if self.layout is not None and spec.input_kind != "image":
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"

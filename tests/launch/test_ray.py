@@ -105,6 +105,9 @@ def test_an_unreachable_cluster_is_one_line_in_seconds(tmp_path: Path) -> None:
         "error: cannot reach the Ray cluster at '127.0.0.1:1': Connection refused"
     )
     assert time.monotonic() - started < 30
+    # Nothing was measured: the database the command made is not left behind empty
+    # (issue 43, defect 9).
+    assert not Path(db).exists() and not Path(db + ".wal").exists()
 
 
 def test_a_ray_sweep_records_the_same_cases_as_a_local_one(

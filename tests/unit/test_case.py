@@ -262,3 +262,12 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
     assert option_sets("onnxruntime", ["onednn=off", "default"]) == [None]
     tried = search_space(["tensorflow"], {**workload, "threads": 2}, ["graph"], ["fp32"])
     assert {c.options for c in tried} == {"onednn=on", "onednn=off"}
+
+
+def test_a_sequence_past_the_models_context_is_refused_for_every_task() -> None:
+    """--task infer --seq-len 129 grew gpt2_tiny past its 128 positions without a word,
+    while generate refused it (issue 43, defect 9)."""
+    for task in ("infer", "train"):
+        with pytest.raises(SpecError, match="seq_len: 129 is past gpt2_tiny's context of 128"):
+            Case.build(framework="torch", model="gpt2_tiny", task=task, seq_len=129)
+    assert Case.build(framework="torch", model="gpt2_tiny", task="infer", seq_len=128)

@@ -276,3 +276,46 @@ def test_a_damaged_cell_leaves_its_row_out_with_a_warning(
     assert code == 0, err
     assert f"results row 'torcheagerNone' is damaged ({says}" in err, err
     assert "it is left out" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"SQLite format 3\x00" + bytes(84), "is a SQLite database, not an fwbench results file"),
+        (b'[{"schema_version": 16}]', "is a JSON file (`fwbench import` reads exports)"),
+    ],
+)
+@pytest.mark.parametrize("command", ["results", "report", "compare"])
+def test_a_file_that_is_not_a_results_database_is_named_for_what_it_is(
+    tmp_path: Path,
+    stored: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    says: str,
+    command: str,
+) -> None:
+    """A SQLite file made DuckDB fetch an extension from the network; a JSON export given
+    to report or compare said "Catalog Error" (issue 43, defect 9)."""
+    other = tmp_path / "other.db"
+    other.write_bytes(content)
+    argv = {
+        "results": ["results", "--db", str(other)],
+        "report": ["report", str(other), "-o", str(tmp_path / "r.md")],
+        "compare": ["compare", str(stored), str(other)],
+    }[command]
+    code, out, err = cli(argv, capsys)
+    assert code == 2 and out == "", err
+    assert says in err and err.count("\n") == 1, err
+    assert other.read_bytes() == content
+
+
+def test_a_null_samples_cell_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE results SET samples = NULL")
+    con.close()
+    code, _, err = cli(["results", "--db", str(db)], capsys)
+    assert code == 0, err
+    assert "is damaged (samples: empty (NULL) in a measured result)" in err

@@ -22,3 +22,11 @@ def test_a_flat_time_per_sample_is_not() -> None:
     assert trend is not None
     assert trend.describe().startswith("no significant downward trend")
     assert downward_trend([8], [[0.1, 0.2, 0.3, 0.4]]) is None
+
+
+def test_a_markdown_chart_link_holds_a_path_with_spaces() -> None:
+    """Chart links broke when the report's name had a space (issue 43, defect 9)."""
+    from fwbench.report.markdown import render
+
+    text = render([], charts=[("Relative training time", "my report-charts/train.png")])
+    assert "](<my report-charts/train.png>)" in text

@@ -151,7 +151,7 @@ def test_the_markdown_report_embeds_both_charts_as_png(tmp_path: Path) -> None:
     out = tmp_path / "r.md"
     write_report(two_by_two(), out, "md", "t")
     text = out.read_text()
-    charts = dict(re.findall(r"!\[([^\]]*)\]\(([^)]+\.png)\)", text))
+    charts = dict(re.findall(r"!\[([^\]]*)\]\(<?([^)>]+\.png)>?\)", text))
     tpot = next(c for c in charts if c.startswith("Time per output token"))
     ttft = next(c for c in charts if c.startswith("Time to first token"))
     assert tpot.endswith("bars are 95% intervals over runs.")

@@ -49,3 +49,29 @@ def test_a_plugin_interrupted_while_importing_is_one_line(tmp_path: Path) -> Non
     done = fwbench("results", env=env_with(tmp_path, "ctrlc", "raise KeyboardInterrupt\n"))
     assert done.returncode == 130
     assert done.stderr.strip() == "error: plugin 'ctrlc' was interrupted while importing"
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        (
+            "from fwbench.catalog.models import ModelSpec, register\n"
+            "register(ModelSpec(name='resnet18', family='mine', input_kind='image',"
+            " builders={}))\n",
+            "model 'resnet18' is registered already (vision: ResNet-18)",
+        ),
+        (
+            "from fwbench.tasks import Task, register_task\n"
+            "register_task(Task(name='train', label='mine', description='mine'))\n",
+            "task 'train' is registered already (training)",
+        ),
+    ],
+)
+def test_a_plugin_that_takes_a_built_in_name_is_refused(
+    tmp_path: Path, source: str, says: str
+) -> None:
+    """A plugin registering `resnet18` was silently ignored (issue 43, defect 9)."""
+    done = fwbench("models", "--no-flops", env=env_with(tmp_path, "taken", source), timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: plugin 'taken' failed to import: ")
+    assert says in done.stderr and done.stderr.count("\n") == 1

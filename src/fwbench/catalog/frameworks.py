@@ -499,6 +499,13 @@ def register_framework(info: FrameworkInfo) -> FrameworkInfo:
     for strategy in info.strategies:
         if strategy.framework not in ("", info.name):
             raise SpecError(f"framework {info.name!r}: strategy {strategy.name!r} is another's")
+    found = FRAMEWORKS._entries.get(info.name)
+    if found is not None and found != info:
+        # A plugin's `torch` would silently be one of the two.
+        raise SpecError(
+            f"framework {info.name!r} is registered already ({found.label}); give yours a "
+            "name of its own"
+        )
     FRAMEWORKS._entries[info.name] = info
     return info
 

@@ -163,16 +163,38 @@ _BUILT_IN = ("vision", "language", "speech")
 
 
 def register(spec: ModelSpec) -> ModelSpec:
+    """Add a model (the zoo's modules, and plugins). A name that is taken is refused: a
+    plugin's `resnet18` would silently be one of the two."""
+    if not _loading:
+        _load_built_in()
+    found = _MODELS.get(spec.name)
+    if found is not None and found is not spec:
+        raise SpecError(
+            f"model {spec.name!r} is registered already ({found.family}: "
+            f"{found.description or found.name}); give yours a name of its own"
+        )
     _MODELS[spec.name] = spec
     return spec
 
 
-def _load() -> None:
-    global _loaded
+_loading = False
+
+
+def _load_built_in() -> None:
+    """The zoo's modules, first: a plugin's model registered before them would take a
+    built-in name and be replaced without a word."""
+    global _loaded, _loading
     if not _loaded:
-        _loaded = True
-        for module in _BUILT_IN:
-            importlib.import_module(f"fwbench.models.{module}")
+        _loaded = _loading = True
+        try:
+            for module in _BUILT_IN:
+                importlib.import_module(f"fwbench.models.{module}")
+        finally:
+            _loading = False
+
+
+def _load() -> None:
+    _load_built_in()
     # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
 

@@ -55,7 +55,8 @@ out = _console(stderr=False)
 
 def warn(text: str) -> None:
     """A warning on stderr, one line (a damaged row left out, a model no plugin registers)."""
-    console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False)
+    # One line, however long: a log reader greps it whole.
+    console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
 
 
 # Errors a command met while it ran that must not cost its output: raised once the

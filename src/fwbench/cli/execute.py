@@ -21,7 +21,30 @@ from fwbench.store.rescue import check_free_space
 
 
 def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
-    """Run `cases` into `db`; return the latest stored result of every case (run or resumed)."""
+    """Run `cases` into `db`; return the latest stored result of every case (run or resumed).
+    A database this command made and stored no result in is removed when the command
+    fails (an executor it could not reach, bad input found late): nothing half-made."""
+    created = not db.exists()
+    try:
+        return _execute(cases, db, options)
+    except BaseException:
+        if created and not _holds_results(db):
+            for made in (db, db.with_name(db.name + ".wal")):
+                made.unlink(missing_ok=True)
+        raise
+
+
+def _holds_results(db: Path) -> bool:
+    if not db.exists():
+        return False
+    try:
+        with ResultStore(db, read_only=True) as store:
+            return bool(store.recorded_keys() or store.serving())
+    except Exception:
+        return True  # unreadable: not ours to remove
+
+
+def _execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     check_free_space(db)
     storing()
     with ResultStore(db) as store:

@@ -94,7 +94,9 @@ def render(
         out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         out += ["| " + " | ".join(md(c) for c in row) + " |" for row in body]
     for caption, path in charts:
-        out += ["", f"![{md(caption)}]({path})"]
+        # In angle brackets: a path with spaces (a report named "my report.md") is still
+        # one link target (CommonMark).
+        out += ["", f"![{md(caption)}](<{path}>)"]
     failures = [r for r in results if r.status != "ok"]
     if failures:
         out += ["", "## Cases without a measurement", ""]

@@ -100,6 +100,7 @@ class ResultStore:
             )
         if read_only and not self.path.exists():
             raise StoreError(f"no results file at {self.path}; run a case or pass --db PATH")
+        _refuse_foreign(self.path)
         if not read_only:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -538,6 +539,39 @@ def _unwritable(path: Path, why: str = "") -> str:
     )
 
 
+# What a file that is not a DuckDB database holds, by its first bytes: DuckDB would try
+# to read it through an extension (downloading SQLite's from the network), or fail with
+# a message about itself.
+_FOREIGN: tuple[tuple[bytes, str], ...] = (
+    (b"SQLite format 3\x00", "a SQLite database"),
+    (b"PK\x03\x04", "a zip archive"),
+    (b"PAR1", "a Parquet file (fwbench export writes those: `fwbench import` reads JSON)"),
+)
+
+
+def _refuse_foreign(path: Path) -> None:
+    """Refuse an existing, non-empty file that is not a DuckDB database, naming what it
+    is where its first bytes say: never hand DuckDB a SQLite file (it would fetch an
+    extension) or a JSON export (it says "Catalog Error" in read-only mode)."""
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+    except OSError:
+        return  # unreadable: opening it says so
+    if not head or head[8:12] == b"DUCK":
+        return
+    what = next((name for magic, name in _FOREIGN if head.startswith(magic)), None)
+    if what is None:
+        text = head.lstrip()[:1]
+        what = "a JSON file (`fwbench import` reads exports)" if text in (b"[", b"{") else None
+    raise StoreError(
+        f"{path} is {what or 'not a DuckDB database'}, not an fwbench results file; "
+        "give a results file (a DuckDB database fwbench wrote) or a new path"
+    )
+
+
 def _open_error(path: Path, exc: duckdb.Error) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "lock" in text.lower():
@@ -557,6 +591,13 @@ def _json_cell(row: dict[str, Any], name: str) -> Any:
         raise ValueError(f"{name}: not JSON ({why})") from None
 
 
+def _samples(row: dict[str, Any]) -> tuple[float, ...]:
+    found = row.get("samples")
+    if found is None:
+        raise ValueError("samples: empty (NULL) in a measured result")
+    return tuple(found)
+
+
 def _from_row(row: dict[str, Any]) -> Result:
     measurement = None
     if row["median_s"] is not None:
@@ -565,7 +606,7 @@ def _from_row(row: dict[str, Any]) -> Result:
             step_time_s=StepTime(
                 median=row["median_s"], ci_low=row["ci_low_s"], ci_high=row["ci_high_s"]
             ),
-            samples=tuple(row["samples"]),
+            samples=_samples(row),
             runs=runs,
             figures=_json_cell(row, "figures") or {},
             **({"ci_method": row["ci_method"]} if row.get("ci_method") else {}),

@@ -144,17 +144,30 @@ _BUILT_IN = ("train", "infer", "generate")
 
 
 def register_task(task: Task) -> Task:
-    """Add a task (a built-in module, or a plugin's: see docs/adding-a-task.md)."""
+    """Add a task (a built-in module, or a plugin's: see docs/adding-a-task.md). A name
+    that is taken is refused: a plugin's `train` would silently be one of the two."""
+    if task.name not in _BUILT_IN:
+        _load_built_in()
+    found = _TASKS.get(task.name)
+    if found is not None and found is not task and found != task:
+        raise SpecError(
+            f"task {task.name!r} is registered already ({found.label}); give yours a name "
+            "of its own"
+        )
     _TASKS[task.name] = task
     return task
 
 
-def _load() -> None:
+def _load_built_in() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
         for module in _BUILT_IN:
             importlib.import_module(f"fwbench.tasks.{module}")
+
+
+def _load() -> None:
+    _load_built_in()
     # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
 
