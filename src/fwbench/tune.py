@@ -18,8 +18,8 @@ from fwbench.case import Case, canonical_options
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import get_model
 from fwbench.errors import SpecError
-from fwbench.measure.compare import Verdict
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import Verdict, comparison_of
+from fwbench.result import Result
 
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
 # has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).

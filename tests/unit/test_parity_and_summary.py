@@ -4,9 +4,10 @@ from datetime import datetime
 from typing import Any
 
 from fwbench.case import Case
+from fwbench.measure.runs import RunPlan
 from fwbench.models.parity import check as check_parity
 from fwbench.report.summary import summarise, verdict_notes
-from fwbench.result import Measurement, Result, Run, StepTime
+from fwbench.result import Measurement, Result, Run, StepTime, settings_of_old
 
 
 def test_parity_flags_more_than_two_percent() -> None:
@@ -221,8 +222,8 @@ def test_verdicts_of_runs_that_stopped_once_decided_are_read_under_their_plan() 
     """Runs made under stop_on: verdict (3 to 10 a side) are read at the plan's level,
     wider than 95%; results from before (no stop_on) read a fixed 95% interval."""
     plain = [result("torch", "eager", 0.100, 0.004), result("tensorflow", "graph", 0.107, 0.004)]
-    config = {"stop_on": "verdict", "min_runs": 3, "max_runs": 10}
-    planned = [r.model_copy(update={"timing_config": config}) for r in plain]
+    plan = RunPlan(stop_on="verdict", min_runs=3, max_runs=10)
+    planned = [r.model_copy(update={"run_plan": plan}) for r in plain]
     _, (fixed,) = summarise(plain)
     _, (sequential,) = summarise(planned)
     a, b = fixed.comparison(), sequential.comparison()
@@ -237,7 +238,9 @@ def test_a_table_says_which_per_run_value_its_verdicts_read_and_when_a_budget_en
     def with_timing(r: Result, stop: str = "verdict", **timing: Any) -> Result:
         assert r.measurement is not None
         m = r.measurement.model_copy(update={"stop_reason": stop})
-        return r.model_copy(update={"timing_config": timing, "measurement": m})
+        old = settings_of_old(timing)  # each setting not given as results before it read
+        update = {"run_plan": old.plan, "reading": old.reading, "measurement": m}
+        return r.model_copy(update=update)
 
     fast, slow = result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)
     _, (row,) = summarise([with_timing(fast), with_timing(slow)])

@@ -28,7 +28,8 @@ from fwbench import user_models
 from fwbench.case import Case
 from fwbench.cli import choices
 from fwbench.errors import FwbenchError, SpecError
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import PARTS, TimingConfig
+from fwbench.measure.verdicts import DEFAULT_BAND, percent
 from fwbench.report import scaling
 from fwbench.report.summary import (
     cell,
@@ -157,36 +158,46 @@ TargetCiOption = Annotated[
     float | None,
     typer.Option(
         help="Stop adding runs when the case's 95% CI is within +-this share. "
-        f"[default: {_TIMING_DEFAULTS.target_ci:g}]"
+        f"[default: {_TIMING_DEFAULTS.plan.target_ci:g}]"
     ),
 ]
 MaxTimeOption = Annotated[
     float | None,
     typer.Option(
         help="Seconds of timed blocks per case, over all its runs, at most. "
-        f"[default: {_TIMING_DEFAULTS.max_time_s:g}]"
+        f"[default: {_TIMING_DEFAULTS.plan.max_time_s:g}]"
     ),
 ]
 MinRunsOption = Annotated[
     int | None,
     typer.Option(
         help="Worker processes per case at least; 1 gives an interval that excludes the "
-        f"variation between processes. [default: {_TIMING_DEFAULTS.min_runs}]"
+        f"variation between processes. [default: {_TIMING_DEFAULTS.plan.min_runs}]"
     ),
 ]
 MaxRunsOption = Annotated[
     int | None,
     typer.Option(
         help="Worker processes per case at most. "
-        f"[default: {_TIMING_DEFAULTS.max_runs}, or --min-runs if higher]"
+        f"[default: {_TIMING_DEFAULTS.plan.max_runs}, or --min-runs if higher]"
     ),
 ]
 EstimatorOption = Annotated[
     str | None,
     typer.Option(
         help="Each run's value that verdicts read: median, p25, p10 or min of its timed "
-        f"blocks (docs/methodology.md); times shown stay medians. "
-        f"[default: {_TIMING_DEFAULTS.estimator}]"
+        "blocks (docs/methodology.md); the tables show the times it reads. "
+        f"[default: {_TIMING_DEFAULTS.reading.estimator}]"
+    ),
+]
+# The equivalence band, declared once for every command that makes verdicts: `run` and
+# `sweep` record it with each result; `compare`, `report` and `tune` read verdicts
+# under it instead of the band the results were recorded with.
+BandOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Equivalence band: variants within +-this of each other are 'the same', e.g. "
+        f"5% or 0.05. [default: {percent(DEFAULT_BAND)}, or what the results recorded]"
     ),
 ]
 RequireIdleOption = Annotated[
@@ -257,7 +268,8 @@ NumClassesOption = Annotated[
 
 
 def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingConfig:
-    """A TimingConfig from flags, or a one-line error naming the flag and its range.
+    """A TimingConfig from flat settings given by flags, or a one-line error naming the
+    flag and its range.
 
     `flags` names the flag of a field where it is not the field's name as a flag
     (max_time_s is --max-time)."""
@@ -270,12 +282,13 @@ def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingC
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if not err["loc"]:
+        loc = [str(part) for part in err["loc"] if str(part) not in PARTS]
+        if not loc:
             # A rule between fields ("max_runs (2) is below min_runs (5)"): name the flags.
             for field in sorted(fields, key=len, reverse=True):
                 msg = re.sub(rf"\b{field}\b", flag(field), msg)
             raise SpecError(msg) from None
-        raise SpecError(f"{flag(str(err['loc'][0]))}: {msg} (got {err.get('input')!r})") from None
+        raise SpecError(f"{flag(loc[-1])}: {msg} (got {err.get('input')!r})") from None
 
 
 def timing_flags(
@@ -286,6 +299,7 @@ def timing_flags(
     min_runs: int | None = None,
     max_runs: int | None = None,
     estimator: str | None = None,
+    band: str | None = None,
     require_idle: bool = False,
     compile_cache: bool = True,
 ) -> TimingConfig:
@@ -297,18 +311,27 @@ def timing_flags(
         "min_runs": min_runs,
         "max_runs": max_runs,
         "estimator": estimator,
+        "band": band,
         "require_idle": require_idle or None,
         "compile_cache": None if compile_cache else False,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if min_runs is not None and max_runs is None:
-        given["max_runs"] = max(base.max_runs, min_runs)
+        given["max_runs"] = max(base.plan.max_runs, min_runs)
     if not given:
         return base
     # Only the given fields are named in an error, so a rule broken by the base alone
     # (a sweep file's own timing) is not blamed on a flag.
-    fields = base.model_dump(exclude=set(given)) | given
+    fields = {k: v for k, v in base.flat().items() if k not in given} | given
     return timing_config(None, **fields)
+
+
+def band_flag(band: str | None) -> float | None:
+    """--band of a command that reads stored results (None: as they were recorded), or
+    a one-line error."""
+    if band is None:
+        return None
+    return timing_config(None, band=band).reading.band
 
 
 def cases_per_framework(

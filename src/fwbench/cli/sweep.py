@@ -13,6 +13,7 @@ from fwbench import user_models
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    BandOption,
     BudgetOption,
     CompileCacheOption,
     DbOption,
@@ -74,6 +75,7 @@ def command(
     min_runs: MinRunsOption = None,
     max_runs: MaxRunsOption = None,
     estimator: EstimatorOption = None,
+    band: BandOption = None,
     spread: Annotated[
         int | None,
         typer.Option(
@@ -140,6 +142,7 @@ def command(
         min_runs=min_runs,
         max_runs=max_runs,
         estimator=estimator,
+        band=band,
         require_idle=require_idle,
         compile_cache=compile_cache,
     )
@@ -220,7 +223,7 @@ def _serve(
     """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
     points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
-    results = execute_serving(points, db, options.timing.min_runs, options)
+    results = execute_serving(points, db, options.timing.plan.min_runs, options)
     if json:
         print_json([r.to_record() for r in results])
     else:

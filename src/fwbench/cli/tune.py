@@ -32,7 +32,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.measure.compare import Verdict
+from fwbench.measure.verdicts import Verdict
 from fwbench.report import summary
 from fwbench.result import Result
 from fwbench.tasks.train import TRAIN

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.verdicts import Comparison, comparison_of
 from fwbench.report.figures import Curve, CurvePanel
 from fwbench.report.serving import Table
 from fwbench.report.summary import SummaryRow, summarise
-from fwbench.result import Result, StepTime, comparison_of
+from fwbench.result import Result, StepTime
 from fwbench.tasks import find_task
 from fwbench.tasks.generate import GENERATE
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import comparison_of
+from fwbench.result import Result
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05

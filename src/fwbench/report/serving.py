@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.verdicts import DEFAULT_BAND, Comparison
 from fwbench.report import warnings
 from fwbench.serve.result import Figure, ServingResult
 from fwbench.serve.spec import point_label, streams

@@ -10,9 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import RUNS_NEEDED_CAP, Verdict
-from fwbench.measure.comparison import ESTIMATOR_TEXT, Comparison
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import (
+    ESTIMATOR_TEXT,
+    RUNS_NEEDED_CAP,
+    Comparison,
+    Verdict,
+    comparison_of,
+)
+from fwbench.result import Result
 from fwbench.tasks import STEP_TIME, find_task
 
 # FLOP counters of different frameworks may differ a little in what they count.
