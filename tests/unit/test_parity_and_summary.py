@@ -3,6 +3,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from fwbench.case import Case
 from fwbench.measure.runs import RunPlan
 from fwbench.models.parity import check as check_parity
@@ -85,7 +87,9 @@ def test_summary_relative_times_and_verdicts() -> None:
     assert variants == ["torch/eager", "tensorflow/graph"]
     (row,) = rows
     assert row.best == "torch/eager"
-    assert row.relative("tensorflow/graph") == 1.3
+    verdict = row.comparison()
+    assert verdict is not None and row.relative("tensorflow/graph") == verdict.ratio
+    assert verdict.ratio == pytest.approx(1.3, rel=1e-4)
     assert row.verdict().startswith("torch/eager 1.30x faster (1.")
     # PyTorch's default runs op by op, TensorFlow's a tf.function: the verdict says so,
     # and the table's notes say once what that means.
@@ -173,16 +177,13 @@ def test_inconclusive_verdicts_come_with_what_to_do() -> None:
 
 
 def test_a_wide_interval_shows_its_ends_not_a_percentage_past_100() -> None:
-    from fwbench.report.summary import cell
+    from fwbench.report.summary import Shown, cell
 
-    assert cell(result("torch", "eager", 0.010, 0.0001), None, short=True) == "10.00 ±1.0%"
-    wide = result("torch", "eager", 0.010, 0.0001)
-    assert wide.measurement is not None
-    lopsided = wide.measurement.model_copy(
-        update={"step_time_s": StepTime(median=0.010, ci_low=0.004, ci_high=0.060)}
-    )
-    text = cell(wide.model_copy(update={"measurement": lopsided}), 1.5, short=True)
-    assert text == "10.00 (4-60) x1.50"
+    r = result("torch", "eager", 0.010, 0.0001)
+    assert cell(r, Shown(0.010, (0.0099, 0.0101), 3), None, short=True) == "10.00 ±1.0%"
+    assert cell(r, Shown(0.010, (0.004, 0.060), 3), 1.5, short=True) == "10.00 (4-60) x1.50"
+    # One run read by another value than its median: no interval to show.
+    assert cell(r, Shown(0.010, None, 1), None, short=True) == "10.00 (1 run)"
 
 
 def test_rows_that_differ_only_in_precision_say_which_is_which() -> None:
@@ -244,15 +245,13 @@ def test_a_table_says_which_per_run_value_its_verdicts_read_and_when_a_budget_en
 
     fast, slow = result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)
     _, (row,) = summarise([with_timing(fast), with_timing(slow)])
-    assert not any("Verdicts and their ratios read" in n for n in verdict_notes([row]))
+    assert not any("x and verdicts read" in n for n in verdict_notes([row]))
     _, (low,) = summarise(
         [with_timing(fast, estimator="p25"), with_timing(slow, "time_share", estimator="p25")]
     )
     assert row.comparison() != low.comparison()  # the 25th percentile of each run's blocks
     notes = verdict_notes([low])
-    assert any(
-        n.startswith("Verdicts and their ratios read each run's 25th-percentile") for n in notes
-    )
+    assert any(n.startswith("Times, x and verdicts read each run's 25th-percentile") for n in notes)
     assert any(n.startswith("--budget: 1 of the comparisons stopped") for n in notes)
     # Sides measured under different estimators are both read by their medians.
     _, (mixed,) = summarise([with_timing(fast, estimator="p25"), with_timing(slow)])

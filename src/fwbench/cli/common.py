@@ -32,7 +32,7 @@ from fwbench.measure.settings import PARTS, TimingConfig
 from fwbench.measure.verdicts import DEFAULT_BAND, percent
 from fwbench.report import scaling
 from fwbench.report.summary import (
-    cell,
+    estimator_of,
     summarise,
     verdict_notes,
     workload_cells,
@@ -386,8 +386,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def summary_table(results: list[Result], title: str = "Summary") -> Table:
-    variants, rows = summarise(results)
+def summary_table(
+    results: list[Result], title: str = "Summary", band: float | None = None
+) -> Table:
+    """The verdict table: a row per workload, each variant's figure as its verdict reads
+    it (`band`: the band verdicts read instead of the recorded one)."""
+    variants, rows = summarise(results, band)
     notes = verdict_notes(rows)
     table = Table(
         title=title,
@@ -399,14 +403,18 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
     head = workload_head(rows)
     for col in head:
         table.add_column(col)
+    # The value every cell reads (each run's p25...), where the rows agree; else the note
+    # under the table says which.
+    estimator = estimator_of(rows)
+    unit = f"{estimator} ms" if estimator else "ms"
     for v in variants:
-        table.add_column(f"{v}\nms ±95%CI rel", justify="right")
+        table.add_column(f"{v}\n{unit} ±95%CI x", justify="right")
     table.add_column("verdict")
     for row in rows:
         style = "yellow" if row.different_work else None
         table.add_row(
             *workload_cells(row, head),
-            *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
+            *(row.cell(v, short=True) for v in variants),
             escape(row.verdict(short=True)),
             style=style,
         )

@@ -546,6 +546,7 @@ class Comparison:
     confidence: float = 0.95  # of a fixed interval; a sequential plan sets its own
     looks: Looks | None = None
     estimator: str = DEFAULT_ESTIMATOR  # what the values are (ESTIMATORS), for the text
+    figure: str = STEP_TIME.name  # which figure of each run they are of
 
     @classmethod
     def of(
@@ -559,6 +560,7 @@ class Comparison:
         estimator: str = DEFAULT_ESTIMATOR,
         rounds: Mapping[str, Sequence[int]] | None = None,
         groups: Mapping[str, str | None] | None = None,
+        figure: str = STEP_TIME.name,
     ) -> Comparison:
         """From name -> per-run values; variants without a value are left out. `rounds`
         (name -> the round of each value) says which variants' runs were made in rounds,
@@ -574,7 +576,7 @@ class Comparison:
             for name, v in values.items()
             if len(v) > 0
         )
-        return cls(variants, rule, tuple(given), band, confidence, looks, estimator)
+        return cls(variants, rule, tuple(given), band, confidence, looks, estimator, figure)
 
     @property
     def reading(self) -> Reading:
@@ -763,7 +765,9 @@ def comparison_between(
     values = {name: m.per_run(estimator, figure) for name, m in measurements.items()}
     rounds = {name: m.rounds(figure) for name, m in measurements.items()}
     groups = {name: m.group_id for name, m in measurements.items()}
-    return Comparison.of(values, rule, given, band, confidence, looks, estimator, rounds, groups)
+    return Comparison.of(
+        values, rule, given, band, confidence, looks, estimator, rounds, groups, figure
+    )
 
 
 def common_figure(results: Iterable[Recorded]) -> str:
