@@ -123,8 +123,9 @@ def execute_serving(
     return [latest[k] for k in keys if k in latest]
 
 
-def print_tables(results: Sequence[ServingResult]) -> None:
-    for t in tables(results):
+def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
+    """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
+    for t in tables(results, band):
         # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
         table = Table(
             title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"

@@ -227,8 +227,11 @@ def _serve(
     if json:
         print_json([r.to_record() for r in results])
     else:
-        print_tables(results)
+        # A serving record does not keep the band: the sweep's is read here.
+        print_tables(results, options.timing.reading.band)
         console.print(f"LoadGen's logs: {log_root(db)}")
     for path, fmt in zip(reports, formats, strict=True):
-        write_report([], path, fmt, title=f"fwbench sweep {sweep.name}", serving=results)
+        title = f"fwbench sweep {sweep.name}"
+        band = options.timing.reading.band
+        write_report([], path, fmt, title=title, serving=results, band=band)
         console.print(f"report written to {path}")
