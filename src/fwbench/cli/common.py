@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from fwbench.report.summary import (
 )
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
-from fwbench.tasks import find_task
+from fwbench.tasks import STEP_TIME, find_task
 
 
 def _console(stderr: bool) -> Console:
@@ -440,9 +441,10 @@ def describe_result(r: Result) -> str:
         st = m.step_time_s
         runs = " ".join(f"{x * 1e3:.3f}" for x in m.per_run())
         lines += [
-            f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
+            f"  median step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
             f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",
             f"  runs (medians, ms): {runs}; {len(m.samples)} blocks in all",
+            *read_lines(r),
             *figure_lines(r),
             f"  throughput: {r.throughput:.1f} {unit_of(r)}/s",
             f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
@@ -496,6 +498,18 @@ def describe_result(r: Result) -> str:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
     return "\n".join(lines)
+
+
+def read_lines(r: Result) -> list[str]:
+    """What its verdicts read of each run, where it is not the median: the value per run
+    and, as the tables show it, their geometric mean."""
+    m, estimator = r.measurement, r.reading.estimator
+    if m is None or estimator == "median" or r.verdict_figure != STEP_TIME.name:
+        return []
+    values = m.per_run(estimator)
+    runs = " ".join(f"{x * 1e3:.3f}" for x in values)
+    mean = statistics.geometric_mean(values)
+    return [f"  runs ({estimator}, ms; what its verdicts read): {runs}; {mean * 1e3:.3f} over runs"]
 
 
 def unit_of(r: Result) -> str:

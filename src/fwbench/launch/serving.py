@@ -28,7 +28,7 @@ from fwbench.launch.outcome import PointOutcome, WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerProcess, case_env
 from fwbench.launch.protocol import GroupRequest, ServeReport, ServeRequest
 from fwbench.measure import load, stats
-from fwbench.measure.runs import RunPlan
+from fwbench.measure.runs import RunPlan, over_runs
 from fwbench.measure.settings import TimingConfig
 from fwbench.serve.result import Figure, ServingResult, ServingRun
 from fwbench.serve.spec import ServeSpec, point_key, point_label
@@ -47,13 +47,11 @@ def figure(values: Sequence[float]) -> Figure | None:
     values = [v for v in values if v and v > 0]
     if not values:
         return None
-    found = stats.log_t_interval(values)
+    found = over_runs(values)
     if found is None:
         return Figure(value=values[0], ci_low=values[0], ci_high=values[0], runs=1)
     centre, low, high = found
-    return Figure(
-        value=centre, ci_low=min(low, centre), ci_high=max(high, centre), runs=len(values)
-    )
+    return Figure(value=centre, ci_low=low, ci_high=high, runs=len(values))
 
 
 def build_result(

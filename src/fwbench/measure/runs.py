@@ -104,16 +104,27 @@ class Estimate:
         return stats.relative_half_width(self.ci_low_s, self.ci_high_s, self.median_s)
 
 
+def over_runs(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """A figure over its runs, from one value per run: their geometric mean and its 95%
+    t interval on the logs (which contains it), or None with one value (no variation
+    between processes to build an interval on). The case's step time and task figures,
+    and a serving point's figures, are all made here."""
+    found = stats.log_t_interval(values)
+    if found is None:
+        return None
+    centre, low, high = found
+    return centre, min(low, centre), max(high, centre)
+
+
 def estimate(runs: Sequence[RunFigures]) -> Estimate:
     if not runs:
         raise ValueError("a case estimate needs at least one run")
-    found = stats.log_t_interval([r.median_s for r in runs])
+    found = over_runs([r.median_s for r in runs])
     if found is None:
         (run,) = runs
         return Estimate(run.median_s, run.ci_low_s, run.ci_high_s, ONE_RUN)
-    centre, low, high = found
     method = f"t interval on the log medians of {len(runs)} runs (geometric mean)"
-    return Estimate(centre, min(low, centre), max(high, centre), method)
+    return Estimate(*found, method)
 
 
 def stop_reason(
