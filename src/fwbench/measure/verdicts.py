@@ -155,9 +155,6 @@ class Reading(BaseModel):
     def _share(cls, value: object) -> float:
         return band_value(value)
 
-    def describe(self) -> str:
-        return f"{ESTIMATOR_TEXT[self.estimator]}, ±{percent(self.band)}"
-
 
 def percent(share: float) -> str:
     """2%, 2.5%: a band as its text says it."""
@@ -577,10 +574,6 @@ class Comparison:
             if len(v) > 0
         )
         return cls(variants, rule, tuple(given), band, confidence, looks, estimator, figure)
-
-    @property
-    def reading(self) -> Reading:
-        return Reading.model_validate({"estimator": self.estimator, "band": self.band})
 
     @property
     def paired(self) -> bool:
