@@ -23,8 +23,8 @@ from common import measure_group, verdict_of
 from scipy import stats as sps
 
 from fwbench.case import Case
-from fwbench.measure.comparison import DEFAULT_ESTIMATOR, ESTIMATORS
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import DEFAULT_ESTIMATOR, ESTIMATORS
 
 CASES = {
     "torch": dict(framework="torch", mode="eager"),

@@ -16,7 +16,7 @@ import statistics
 from common import half_width, run_one, steady_seconds
 
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 ADAPTIVE = TimingConfig()
 FIXED_100 = TimingConfig(min_samples=100, max_samples=100, target_ci=1e-9, max_time_s=1e9)

@@ -9,7 +9,7 @@ from typing import Any
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 
@@ -33,8 +33,8 @@ def prepare_worker(worker: Any, request: Any, timing: TimingConfig) -> Any:
     from fwbench.launch import rounds
 
     worker.send(request)
-    prepared, _ = rounds._prepare(worker, timing, time.perf_counter())
-    return rounds._switch_blocks(prepared, timing.min_switch_block_s)
+    prepared, _ = rounds._prepare(worker, timing.run, time.perf_counter())
+    return rounds._switch_blocks(prepared, timing.run.min_switch_block_s)
 
 
 def run_one(case: Case, timing: TimingConfig, db: Path | None = None) -> Result:
@@ -70,9 +70,9 @@ def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 60
     side gets its own runs), without a results file."""
     from fwbench.api import measurement_of
     from fwbench.launch import local
-    from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.protocol import GroupRequest
 
-    requests = [CaseRequest(case=c, timing=timing, count_flops=False) for c in cases]
+    requests = [GroupRequest.for_case(c, timing, count_flops=False) for c in cases]
     found = []
     for outcome in local.run_group(requests, timeout_s):
         if not outcome.runs:
@@ -85,6 +85,6 @@ def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 60
 def verdict_of(sides: dict[str, Any], estimator: str = "p25", looks: Any = None) -> Any:
     """The verdict between measurements (name -> Measurement) as fwbench reads it: paired
     by round where they were measured in one group (measure_group), else unpaired."""
-    from fwbench.result import comparison_between
+    from fwbench.measure.verdicts import comparison_between
 
     return comparison_between(sides, looks=looks, estimator=estimator).verdict()

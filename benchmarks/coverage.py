@@ -28,8 +28,8 @@ import time
 from common import measure_group
 
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
-from fwbench.result import comparison_between
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import comparison_between
 
 
 def sweep_cases(input_size: int) -> list[list[Case]]:
@@ -60,11 +60,11 @@ def covered(sweeps: list[list[tuple[float, float, float]]]) -> tuple[int, int]:
 def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
     from fwbench.api import measurement_of
     from fwbench.launch import local
-    from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.protocol import GroupRequest
 
     groups = sweep_cases(input_size)
     timing = TimingConfig(min_runs=runs, max_runs=runs, run_time_s=0.5)
-    requests = [[CaseRequest(case=c, timing=timing, count_flops=False) for c in g] for g in groups]
+    requests = [[GroupRequest.for_case(c, timing, count_flops=False) for c in g] for g in groups]
     arms = {1: "one workload at a time", len(groups): f"{len(groups)} workloads take turns"}
     found: dict[int, list[list[tuple[float, float, float]]]] = {s: [] for s in arms}
     ratios: dict[int, list[list[tuple[float, float, float]]]] = {s: [] for s in arms}
@@ -85,7 +85,7 @@ def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
                 sides[case.framework] = m
             # The verdict's ratio and interval, as fwbench reads it (paired by round).
             r = comparison_between(
-                sides, "given", [("torch", "tensorflow")], estimator=timing.estimator
+                sides, "given", [("torch", "tensorflow")], estimator=timing.reading.estimator
             ).ratios()[0]
             ratio_row.append((r.value, r.ci_low, r.ci_high))
         found[spread].append(row)

@@ -27,8 +27,8 @@ from collections import Counter
 from common import measure_group, verdict_of
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Looks
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import Looks
 
 FRAMEWORKS = {"torch": "eager", "tensorflow": "graph", "keras-jax": "jit"}
 
@@ -106,8 +106,11 @@ def main() -> None:
                     [case(framework, a.model, side_a, a), case(framework, a.model, side_b, a)],
                     timing,
                 )
-                values = {"A": left.per_run(timing.estimator), "B": right.per_run(timing.estimator)}
-                v = verdict_of({"A": left, "B": right}, timing.estimator, looks)
+                values = {
+                    "A": left.per_run(timing.reading.estimator),
+                    "B": right.per_run(timing.reading.estimator),
+                }
+                v = verdict_of({"A": left, "B": right}, timing.reading.estimator, looks)
                 assert v is not None
                 key = v.outcome if v.outcome != "faster" else f"{v.faster} faster"
                 outcomes[key] += 1

@@ -26,8 +26,8 @@ import time
 from common import measure_group, verdict_of
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Looks
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import Looks
 
 PLANS = {
     "before (3-10 runs of 2 s)": TimingConfig(min_runs=3, max_runs=10, run_time_s=2.0),
@@ -66,11 +66,13 @@ def main() -> None:
                 left, right = measure_group(cases(workload), timing)
                 seconds = time.monotonic() - started
                 values = {
-                    "torch": left.per_run(timing.estimator),
-                    "tensorflow": right.per_run(timing.estimator),
+                    "torch": left.per_run(timing.reading.estimator),
+                    "tensorflow": right.per_run(timing.reading.estimator),
                 }
-                looks = Looks(timing.min_runs, timing.max_runs)
-                v = verdict_of({"torch": left, "tensorflow": right}, timing.estimator, looks)
+                looks = Looks(timing.plan.min_runs, timing.plan.max_runs)
+                v = verdict_of(
+                    {"torch": left, "tensorflow": right}, timing.reading.estimator, looks
+                )
                 assert v is not None
                 runs = min(len(x) for x in values.values())
                 found[name].append((v.outcome, runs, seconds))

@@ -46,8 +46,8 @@ from fwbench.case import Case
 from fwbench.launch import rounds as launch_rounds
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.protocol import CaseRequest
-from fwbench.measure.comparison import per_run
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import per_run
 
 DEFAULT_WORKLOADS = ("resnet18:infer:8", "mobilenet_v2:train:1")
 
@@ -84,12 +84,13 @@ def duet_round(
     # hypervisor places each virtual CPU): the sides swap halves from round to round.
     turn = 0 if fixed_halves else index % len(halves)
     cores = halves[turn:] + halves[:turn]
-    requests = [CaseRequest(case=c, timing=timing, count_flops=False) for c in cases]
+    requests = [CaseRequest(case=c, timing=timing.run, count_flops=False) for c in cases]
     deadline = time.monotonic() + 600
     workers: list[Any] = []
     try:
         for request, mine in zip(requests, cores, strict=True):
-            worker = launch_rounds._start(request, index, deadline, 600, servers)
+            runs = timing.plan.max_runs
+            worker = launch_rounds._start(request, index, runs, deadline, 600, servers)
             _pin(worker.pid, mine)
             workers.append(worker)
 
@@ -102,7 +103,8 @@ def duet_round(
             prepared = list(pool.map(prepare, range(len(workers))))
         samples: list[list[float]] = [[] for _ in workers]
         elapsed = [0.0 for _ in workers]
-        while min(elapsed) < timing.run_time_s or min(len(s) for s in samples) < timing.min_samples:
+        run = timing.run
+        while min(elapsed) < run.run_time_s or min(len(s) for s in samples) < run.min_samples:
             for worker, p in zip(workers, prepared, strict=True):
                 worker.send({"op": "block", "warm": 0, "steps": p.steps_per_block})
             for i, (worker, p) in enumerate(zip(workers, prepared, strict=True)):

@@ -36,8 +36,8 @@ from pathlib import Path
 from common import measure_group
 
 from fwbench.case import Case
-from fwbench.measure.comparison import ESTIMATORS, Comparison, Looks
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import ESTIMATORS, Comparison, Looks
 
 FRAMEWORKS = {"torch": "eager", "tensorflow": "graph"}
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.measure.compare import ratio
+from fwbench.measure.verdicts import ratio
 
 FWBENCH = str(Path(sys.executable).parent / "fwbench")
 FRAMEWORKS = ("torch", "tensorflow", "keras-jax")

@@ -9,7 +9,7 @@ writes it (handloops.py), round by round in alternation (ABBA) on this machine:
   against the same hand loop.
 
 Each figure is one fresh process. Ratios are fwbench / hand (above 1: fwbench slower),
-geometric means over rounds with a t interval (fwbench.measure.compare.ratio); the
+geometric means over rounds with a t interval (fwbench.measure.verdicts.ratio); the
 target is 1.00 +- 0.05. Other processes' CPU during each process is recorded, so a busy
 machine shows. Usage:
 
@@ -32,7 +32,7 @@ from typing import Any
 import psutil
 
 from fwbench.measure import load
-from fwbench.measure.compare import ratio
+from fwbench.measure.verdicts import ratio
 
 HERE = Path(__file__).parent
 FWBENCH = str(Path(sys.executable).parent / "fwbench")

@@ -2,9 +2,9 @@
 
 A table's verdict is its fastest variant against the runner-up; a question such as
 "is LiteRT faster than ONNX Runtime here?" needs the pair named. This reads the stored
-runs of each workload and asks fwbench's comparison (fwbench.result.comparison_of, the
-same reading the tables use: runs paired by round where they were measured together,
-each result's estimator, its sequential plan) for VARIANT against each other variant,
+runs of each workload and asks fwbench's comparison (fwbench.measure.verdicts.comparison_of,
+the same reading the tables use: runs paired by round where they were measured together,
+each result's estimator and band, its sequential plan) for VARIANT against each other variant,
 with the numerics and execution marks the tables add. Usage:
 
     cd benchmarks && ../.venv/bin/python pair_verdicts.py litert.duckdb litert/fp32
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from fwbench.case import execution_note
+from fwbench.measure.verdicts import comparison_of
 from fwbench.report.summary import summarise
-from fwbench.result import comparison_of
 from fwbench.store.db import ResultStore
 
 

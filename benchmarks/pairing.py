@@ -33,8 +33,8 @@ import numpy as np
 from common import MODES, measure_group
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Comparison, Looks
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import Comparison, Looks
 
 # The quick preset's workloads: (model, task, batch size), 64 px, 1000 classes.
 WORKLOADS = [

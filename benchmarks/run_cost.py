@@ -24,7 +24,7 @@ from common import measure_group, verdict_of
 
 from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS, FrameworkInfo
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 CONFIGS = ("default", "nocache", "spawn", "spawn-nocache")
 PHASES = ("start_s", "build_s", "first_step_s", "warmup_s", "timed_s", "finish_s")
@@ -87,7 +87,7 @@ def main() -> None:
             rows = [phases(r) for r in runs]
             medians = {k: statistics.median(r[k] for r in rows if k in r) for k in PHASES}
             timed = sum(r["timed_s"] for r in rows)
-            verdict = verdict_of({"A": left, "B": right}, timing.estimator)
+            verdict = verdict_of({"A": left, "B": right}, timing.reading.estimator)
             launchers = sorted({r.launcher.split(" ")[0] for r in runs})
             print(
                 f"{config} | {spec} | {wall:.1f} | "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fwbench.measure.comparison import ESTIMATORS
+from fwbench.measure.verdicts import ESTIMATORS
 from fwbench.store.db import ResultStore
 from fwbench.sweep import RUN_OVERHEAD_S
 

@@ -22,7 +22,7 @@ import numpy as np
 from common import MODES, measure_group
 
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 SHORT_S = 0.5  # the quick preset's run_time_s
 

@@ -15,7 +15,7 @@ import statistics
 from common import half_width, run_one
 
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from fwbench.case import Case
 from fwbench.frameworks import load_adapter
 from fwbench.measure import stats
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 from fwbench.serve.loadgen import LoadGen, Served
 from fwbench.serve.spec import ServeSpec
 
@@ -44,7 +44,7 @@ def main() -> None:
     adapter = load_adapter(case.framework)
     adapter.configure(case.device, case.threads)
     served = Served(adapter.build, case, "single_stream")
-    served.warm_up(TimingConfig())
+    served.warm_up(TimingConfig().run)
     spec = ServeSpec.build(scenario="single_stream", duration_s=a.duration)
     with tempfile.TemporaryDirectory() as tmp:
         lg = LoadGen(Path(tmp))

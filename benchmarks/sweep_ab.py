@@ -29,9 +29,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from fwbench.measure.comparison import ESTIMATORS, widest
+from fwbench.measure.verdicts import ESTIMATORS, comparison_between, widest
 from fwbench.report.summary import summarise
-from fwbench.result import comparison_between
 from fwbench.store.db import ResultStore
 
 

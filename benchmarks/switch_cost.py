@@ -41,7 +41,7 @@ from fwbench.case import Case
 from fwbench.launch import rounds as launch_rounds
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.protocol import CaseRequest
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 # Untimed work before a block after a switch, as compared: none, one step (fwbench until
 # 2026-11-25), or steps filling WARM_S (its default since); against a block that follows
@@ -64,7 +64,7 @@ def one_round(
 ) -> list[dict[str, Any]]:
     """One round; per side: steps a block, seconds a step, and each way of starting a
     block against the no-switch block."""
-    requests = [CaseRequest(case=c, timing=timing, count_flops=False) for c in cases]
+    requests = [CaseRequest(case=c, timing=timing.run, count_flops=False) for c in cases]
     deadline = time.monotonic() + 600
     workers: list[Any] = []
     prepared: list[Any] = []
@@ -72,7 +72,8 @@ def one_round(
         order = range(len(cases)) if index % 2 == 0 else reversed(range(len(cases)))
         by_side: dict[int, tuple[Any, Any]] = {}
         for i in order:
-            worker = launch_rounds._start(requests[i], index, deadline, 600, servers)
+            runs = timing.plan.max_runs
+            worker = launch_rounds._start(requests[i], index, runs, deadline, 600, servers)
             workers.append(worker)
             by_side[i] = (worker, prepare_worker(worker, requests[i], timing))
         prepared = [by_side[i] for i in range(len(cases))]

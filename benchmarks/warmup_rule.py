@@ -23,10 +23,10 @@ from collections import defaultdict
 from fwbench.api import measurement_of
 from fwbench.case import Case
 from fwbench.launch import local
-from fwbench.launch.protocol import CaseRequest
-from fwbench.measure.comparison import per_run
+from fwbench.launch.protocol import GroupRequest
 from fwbench.measure.runs import RunFigures
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.verdicts import per_run
 
 RULES = ("stable", "settled")
 
@@ -66,11 +66,7 @@ def main() -> None:
         for case in cases():
             rules = RULES if i % 2 == 0 else RULES[::-1]
             requests = [
-                CaseRequest(
-                    case=case,
-                    timing=base.model_copy(update={"warmup_rule": rule}),
-                    count_flops=False,
-                )
+                GroupRequest.for_case(case, base.replace(warmup_rule=rule), count_flops=False)
                 for rule in rules
             ]
             for rule, outcome in zip(rules, local.run_group(requests, 600), strict=True):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 # What fwbench keeps between commands (what a user's model declares) is the tests' own,
 # here and in every process they start.

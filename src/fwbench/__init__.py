@@ -17,7 +17,7 @@ _EXPORTS = {
     "RunOptions": "fwbench.api",
     "run_cases": "fwbench.api",
     "ResultStore": "fwbench.store.db",
-    "TimingConfig": "fwbench.measure.timing",
+    "TimingConfig": "fwbench.measure.settings",
     "load_file": "fwbench.sweep",
     "load_preset": "fwbench.sweep",
 }

@@ -30,11 +30,12 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.launch import counting, local
 from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
-from fwbench.launch.protocol import CaseRequest, CountItem, GroupRequest
+from fwbench.launch.protocol import CountItem, GroupRequest
 from fwbench.launch.serving import Point, build_result, request_of
 from fwbench.measure import runs as case_runs
 from fwbench.measure import stats, trackers
-from fwbench.measure.timing import Prepared, TimingConfig
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.timing import Prepared
 from fwbench.models.parity import Parity, output_check, token_check
 from fwbench.models.parity import check as check_parity
 from fwbench.result import (
@@ -210,7 +211,9 @@ def result_from_outcome(
         "invocation_id": invocation_id,
         "recorded_at": datetime.now(),
         "case": case,
-        "timing_config": timing_config.model_dump(),
+        "run_timing": timing_config.run,
+        "run_plan": timing_config.plan,
+        "reading": timing_config.reading,
     }
     report = outcome.report
     if report is None:
@@ -463,16 +466,16 @@ def _finished(
         )
 
 
-def _request(case: Case, options: RunOptions) -> CaseRequest:
+def _request(case: Case, options: RunOptions) -> GroupRequest:
     trace = None
     if options.profile_steps and options.trace_dir is not None:
         options.trace_dir.mkdir(parents=True, exist_ok=True)
         name = f"{case.label().replace(' ', '_').replace('/', '-')}-{case.key()}"
         suffix = FRAMEWORKS[case.framework].trace_suffix
         trace = str(options.trace_dir / f"{name}{suffix}")
-    return CaseRequest(
-        case=case,
-        timing=options.timing,
+    return GroupRequest.for_case(
+        case,
+        options.timing,
         count_flops=options.count_flops and FRAMEWORKS[case.framework].counts_flops.available,
         profile_steps=options.profile_steps,
         trace_path=trace,
@@ -652,7 +655,7 @@ def serve_points(
                     invocation_id,
                     result_id,
                     log_dir if log_dir.exists() else None,
-                    options.timing.busy_cores,
+                    options.timing.plan.busy_cores,
                     runs if outcome.unfinished else None,
                     outcome.group_id,
                 )

@@ -1,7 +1,7 @@
 """Cases: one frozen, validated benchmark configuration, and its identity.
 
 A Case says *what* is measured. How long and how precisely it is measured lives in
-`fwbench.measure.timing.TimingConfig`, so changing the precision target never changes a
+`fwbench.measure.settings.TimingConfig`, so changing the precision target never changes a
 case's identity (and `--resume` still recognises it).
 """
 

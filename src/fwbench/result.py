@@ -37,15 +37,23 @@ so `Result.from_record` reads exported JSON of every earlier version):
  14  group_id: the id shared by the variants measured with it in rounds (their blocks
      alternating, run i of each made in round i), whose verdicts pair their runs by
      round; None when it was measured alone, and before this version (read unpaired).
+ 15  (serving records only: their group_id; the case record is unchanged.)
  16  case model_path, inputs, objective: a user's model (fwbench.catalog.sources): what
      resolves it, its input signature and its training objective; None for the zoo's
      models, and before this version.
+ 17  the settings it was measured under, typed and split by who reads them, in place of
+     the timing_config dict: run_timing (how each run was timed), run_plan (how many
+     runs and when they stopped) and reading (the estimator its verdicts read, and the
+     equivalence band, new: 2% before). Records of earlier versions are read from their
+     timing_config: each setting it holds, and for one their version lacked, what
+     measuring without it meant (`UNRECORDED`: each run's median, runs that stopped on
+     their precision, one of them, one untimed step after a switch, no shared compile
+     cache), or else its default.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -53,17 +61,45 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validat
 
 from fwbench.case import Case
 from fwbench.explain.breakdown import Breakdown
-from fwbench.measure import comparison
-from fwbench.measure.compare import DEFAULT_BAND
+from fwbench.measure import verdicts
 from fwbench.measure.energy import Energy
+from fwbench.measure.runs import RunPlan
+from fwbench.measure.settings import PART_OF, TimingConfig
+from fwbench.measure.timing import RunTiming
+from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
 INVOCATION_ID_SINCE = 11
+
+
+# The first version whose records hold their settings typed, by part.
+SETTINGS_SINCE = 17
+# What a record that does not say how it was measured reads as: one written before a
+# setting existed, or built without its settings. Verdicts read each run's median (the
+# only reading before the estimator, 2026-11-24) at a fixed level (its runs stopped on
+# their precision: the plan of verdicts read as the runs come began with `stop_on`),
+# over one run (before runs, version 7); a block after a switch began after one untimed
+# step (before `min_switch_warm_s`), and every run compiled for itself (before the
+# command's compile cache). Any other setting reads as its default.
+UNRECORDED = TimingConfig(
+    run=RunTiming(min_switch_warm_s=0.0, compile_cache=False),
+    plan=RunPlan(min_runs=1, max_runs=1, stop_on="precision"),
+    reading=Reading(estimator="median"),
+)
+
+
+def settings_of_old(timing_config: dict[str, Any]) -> TimingConfig:
+    """The typed settings of a record written before SETTINGS_SINCE, from its
+    timing_config: each setting it recorded, and UNRECORDED's for the others. (No
+    setting was ever renamed or dropped; a name this fwbench does not know is left out,
+    as nothing could read it.)"""
+    known = {k: v for k, v in timing_config.items() if k in PART_OF}
+    return TimingConfig.model_validate(UNRECORDED.flat() | known)
 
 
 def invocation_id_of_old(record: dict[str, Any]) -> dict[str, Any]:
@@ -156,13 +192,13 @@ class Measurement(Blocks):
     def per_run(self, estimator: str = "median", figure: str = STEP_TIME.name) -> tuple[float, ...]:
         """One value per process of `figure` (the step time unless named), by the
         estimator: what verdicts, ratios and trends are built on
-        (fwbench.measure.comparison). A result recorded before runs is one."""
+        (fwbench.measure.verdicts). A result recorded before runs is one."""
         if figure == STEP_TIME.name:
-            return comparison.per_run(self.runs, estimator) or (self.step_time_s.median,)
+            return verdicts.per_run(self.runs, estimator) or (self.step_time_s.median,)
         series = [run.figures[figure] for run in self.runs if figure in run.figures]
         if not series:
             raise ValueError(f"figure: this measurement has no {figure}")
-        return comparison.per_run(series, estimator)
+        return verdicts.per_run(series, estimator)
 
     def rounds(self, figure: str = STEP_TIME.name) -> tuple[int, ...]:
         """The round of each of `per_run`'s values (a run's index is its round)."""
@@ -258,7 +294,10 @@ class Result(BaseModel):
     warnings: tuple[str, ...] = ()
     environment: dict[str, Any] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
-    timing_config: dict[str, Any] = Field(default_factory=dict)
+    # How it was measured and how its verdicts read it (fwbench.measure.settings).
+    run_timing: RunTiming = UNRECORDED.run
+    run_plan: RunPlan = UNRECORDED.plan
+    reading: Reading = UNRECORDED.reading
     # Trackers without a field above (fwbench.measure.trackers), validated by their model.
     tracked: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -289,15 +328,10 @@ class Result(BaseModel):
         return d.communication.in_flight_s if d and d.communication else None
 
     @property
-    def looks(self) -> comparison.Looks | None:
-        """The sequential plan its verdicts are read under: when its runs could stop on
-        a verdict (timing_config.stop_on, from schema 10's fwbench on), every look from
-        min_runs to max_runs counts; before, runs stopped on precision and a verdict is
-        read once (None: a fixed interval)."""
-        config = self.timing_config
-        if config.get("stop_on") != "verdict":
-            return None
-        return comparison.Looks(int(config.get("min_runs", 1)), int(config.get("max_runs", 1)))
+    def looks(self) -> verdicts.Looks | None:
+        """The sequential plan its verdicts are read under (RunPlan.looks; None: a fixed
+        interval)."""
+        return self.run_plan.looks
 
     @property
     def verdict_figure(self) -> str:
@@ -306,12 +340,6 @@ class Result(BaseModel):
         not loaded here, a result recorded before figures)."""
         name, m = verdict_figure(self.case.task), self.measurement
         return name if m is not None and name in m.figures else STEP_TIME.name
-
-    @property
-    def estimator(self) -> str:
-        """The per-run value its verdicts read (timing_config.estimator; the median for
-        results recorded before the choice existed)."""
-        return str(self.timing_config.get("estimator", "median"))
 
     @property
     def different_work(self) -> bool:
@@ -380,7 +408,9 @@ class Result(BaseModel):
         record |= {
             "environment": self.environment,
             "settings": self.settings,
-            "timing_config": self.timing_config,
+            "run_timing": self.run_timing.model_dump(),
+            "run_plan": self.run_plan.model_dump(),
+            "reading": self.reading.model_dump(),
             "tracked": self.tracked,
         }
         return record
@@ -409,6 +439,14 @@ class Result(BaseModel):
                 f"(1 to {SCHEMA_VERSION})" + ("; a newer fwbench wrote it?" if newer else "")
             )
         record = invocation_id_of_old(record)
+        if version < SETTINGS_SINCE:
+            old = settings_of_old(record.get("timing_config") or {})
+            record = {
+                **{k: v for k, v in record.items() if k != "timing_config"},
+                "run_timing": old.run,
+                "run_plan": old.plan,
+                "reading": old.reading,
+            }
         # Fields a record of its version did not have take the defaults they had then.
         case = Case.recorded(record)
         measurement = None
@@ -450,63 +488,3 @@ class Result(BaseModel):
                     f"{key}: {given!r} does not match the record's case and measurement "
                     f"({ours!r}); was it edited?"
                 )
-
-
-def comparison_of(
-    results: Mapping[str, Result],
-    rule: comparison.PairRule = "fastest_vs_runner_up",
-    given: Sequence[tuple[str, str]] = (),
-    band: float = DEFAULT_BAND,
-    confidence: float = 0.95,
-    sequential: bool = True,
-    figure: str | None = None,
-) -> comparison.Comparison:
-    """The comparison of measured results by name, read as they were measured: each
-    side's per-run values of `figure` (left out: the figure their task's verdicts read,
-    Result.verdict_figure, where the sides agree; the step time where they do not) by
-    the estimator they were recorded under (where the sides agree), and, with
-    `sequential`, under the widest plan any side's runs could have stopped at
-    (Result.looks). A pair of results measured together in one group
-    (Measurement.group_id) is read on its runs paired by round, others unpaired.
-    Results without a measurement are left out."""
-    measured = {name: r.measurement for name, r in results.items() if r.measurement is not None}
-    ok = [results[name] for name in measured]
-    return comparison_between(
-        measured,
-        rule,
-        given,
-        band,
-        confidence,
-        comparison.widest(r.looks for r in ok) if sequential else None,
-        comparison.common_estimator(r.estimator for r in ok),
-        common_figure(ok) if figure is None else figure,
-    )
-
-
-def comparison_between(
-    measurements: Mapping[str, Measurement],
-    rule: comparison.PairRule = "fastest_vs_runner_up",
-    given: Sequence[tuple[str, str]] = (),
-    band: float = DEFAULT_BAND,
-    confidence: float = 0.95,
-    looks: comparison.Looks | None = None,
-    estimator: str = comparison.DEFAULT_ESTIMATOR,
-    figure: str = STEP_TIME.name,
-) -> comparison.Comparison:
-    """The comparison of measurements by name: each one's per-run values of `figure` by
-    `estimator`, under `looks` (None: a fixed interval at `confidence`); a pair measured
-    together in one group (Measurement.group_id) is read on its runs paired by round.
-    comparison_of reads results through it, with the plan and estimator they recorded."""
-    values = {name: m.per_run(estimator, figure) for name, m in measurements.items()}
-    rounds = {name: m.rounds(figure) for name, m in measurements.items()}
-    groups = {name: m.group_id for name, m in measurements.items()}
-    return comparison.Comparison.of(
-        values, rule, given, band, confidence, looks, estimator, rounds, groups
-    )
-
-
-def common_figure(results: Iterable[Result]) -> str:
-    """The figure verdicts between results read: their verdict figure where they agree,
-    the step time (every result has one) where they do not."""
-    found = {r.verdict_figure for r in results}
-    return found.pop() if len(found) == 1 else STEP_TIME.name

@@ -29,7 +29,7 @@ from fwbench.catalog.models import DIMENSIONS, all_models, find_model
 from fwbench.catalog.sources import source_of
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError, duration_seconds, positive_seconds
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import PART_OF, PARTS, TimingConfig
 from fwbench.serve.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
 from fwbench.tasks.train import TRAIN
@@ -62,9 +62,10 @@ AXES: tuple[str, ...] = (
 # serve: serving scenarios (fwbench.serve); each case is served under each of them.
 # input_shape, objective: a model of the user's (fwbench.user_models): its inputs' shapes
 # (one shape, or a list of NAME=SHAPE for several inputs) and its training objective.
+# band: the equivalence band its verdicts read ("5%" or 0.05), recorded with each result.
 OTHER_KEYS: tuple[str, ...] = (
-    "name", "description", "exclude", "timing", "timeout_s", "budget", "study", "serve",
-    "input_shape", "objective",
+    "name", "description", "exclude", "timing", "timeout_s", "budget", "band", "study",
+    "serve", "input_shape", "objective",
 )  # fmt: skip
 # Makes a user's model ready for cases (fwbench.user_models.prepare, handed in by the
 # command: describing a model starts a worker, which a sweep file alone does not).
@@ -107,6 +108,7 @@ LEFT_OUT: dict[str, str] = {
     "timing": "the default measurement settings",
     "timeout_s": "the default time limit (--timeout)",
     "budget": "no budget",
+    "band": "the default band (2%)",
     "study": "none",
     "serve": "none",
     "input_shape": "what each model of your own declares",
@@ -202,13 +204,14 @@ def estimate(cases: int, timing: TimingConfig, budget_s: float | None = None) ->
     """The sweep's duration from its timing settings: a case makes min_runs runs, and adds
     runs (up to max_runs) until its runs' blocks reach max_time_s; a budget cuts the runs
     beyond min_runs."""
-    run_s = min(timing.run_time_s, timing.max_time_s)
-    most = min(timing.max_runs, max(timing.min_runs, math.ceil(timing.max_time_s / run_s)))
+    plan = timing.plan
+    run_s = min(timing.run.run_time_s, plan.max_time_s)
+    most = min(plan.max_runs, max(plan.min_runs, math.ceil(plan.max_time_s / run_s)))
     per_run = RUN_OVERHEAD_S + run_s
-    low, high = cases * timing.min_runs * per_run, cases * most * per_run
+    low, high = cases * plan.min_runs * per_run, cases * most * per_run
     if budget_s is not None:
         high = max(low, min(high, budget_s))
-    return Estimate(cases, (timing.min_runs, most), run_s, low, high)
+    return Estimate(cases, (plan.min_runs, most), run_s, low, high)
 
 
 def _duration(seconds: float) -> str:
@@ -339,7 +342,7 @@ def parse(
     axes = {axis: _axis(source, axis, data.get(axis, defaults.get(axis, [None]))) for axis in keys}
     _check_framework_keys(source, axes, given="framework" in data)
     excludes = _excludes(source, data.get("exclude", []), keys)
-    timing = _timing(source, data.get("timing", {}))
+    timing = _timing(source, data.get("timing", {}), data.get("band"))
     timeout = data.get("timeout_s")
     if timeout is not None:
         timeout = positive_seconds(timeout, f"{source}: timeout_s")
@@ -374,21 +377,30 @@ def parse(
     )
 
 
-def _timing(source: str, value: Any) -> TimingConfig:
-    """The `timing` key: a mapping of TimingConfig's settings."""
-    valid = ", ".join(TimingConfig.model_fields)
+def _timing(source: str, value: Any, band: Any = None) -> TimingConfig:
+    """The `timing` key: a mapping of TimingConfig's settings, each by its own name; and
+    the `band` key, the equivalence band of its verdicts."""
+    valid = ", ".join(PART_OF)
     if not isinstance(value, dict):
         raise SpecError(
             f"{source}: timing: must be a mapping of settings, e.g. {{min_runs: 5}}; "
             f"valid keys: {valid}"
         )
-    unknown = [k for k in value if k not in TimingConfig.model_fields]
+    unknown = [k for k in value if k not in PART_OF]
     if unknown:
         raise SpecError(f"{source}: timing: unknown key {unknown[0]!r}; valid keys: {valid}")
+    if band is not None and "band" in value:
+        raise SpecError(f"{source}: band: given twice (also in timing); give it once")
     try:
-        return TimingConfig(**value)
+        timing = TimingConfig(**value)
     except ValidationError as exc:
         raise SpecError(f"{source}: timing: {_first_error(exc)}") from None
+    if band is None:
+        return timing
+    try:
+        return timing.replace(band=band)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {_first_error(exc)}") from None
 
 
 def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> None:
@@ -683,7 +695,8 @@ def _matches(case: dict[str, Any], rule: dict[str, list[Any]]) -> bool:
 
 def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
+    # A setting is named by itself, not by the part of the settings that holds it.
+    loc = ".".join(str(p) for p in err["loc"] if str(p) not in PARTS)
     msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{loc}: {msg}" if loc else msg
 

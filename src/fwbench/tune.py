@@ -18,8 +18,8 @@ from fwbench.case import Case, canonical_options
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import get_model
 from fwbench.errors import SpecError
-from fwbench.measure.compare import Verdict
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import Comparison, Verdict, comparison_of
+from fwbench.result import Result
 
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
 # has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).
@@ -105,19 +105,34 @@ class Choice:
     tried: int
     failed: int
 
+    def comparison(self) -> Comparison | None:
+        """Default against best over their (confirmation) runs, as verdicts read them;
+        None where either is missing or the default is the best."""
+        if self.best is None or self.default is None or self.best is self.default:
+            return None
+        if self.best.measurement is None or self.default.measurement is None:
+            return None
+        default, best = describe(self.default), describe(self.best)
+        return comparison_of({default: self.default, best: self.best}, "given", [(default, best)])
+
     def confirmed(self) -> Verdict | None:
         """Best against default over their (confirmation) runs."""
-        return _verdict(self.best, self.default) if self.best is not self.default else None
+        found = self.comparison()
+        return found.verdict() if found is not None else None
 
     @property
     def speedup(self) -> float | None:
-        """Default step time over best step time (>= 1)."""
+        """The default's figure over the best's (>= 1 where the best is faster), by the
+        values the verdict reads: the verdict's own ratio, turned the default's way."""
         if self.best is None or self.default is None:
             return None
         if self.best.measurement is None or self.default.measurement is None:
             return None
-        best = self.best.measurement.step_time_s.median
-        return self.default.measurement.step_time_s.median / best
+        found = self.comparison()
+        if found is None:
+            return 1.0  # the default is the best
+        (ratio,) = found.ratios()
+        return ratio.value
 
 
 @dataclass(frozen=True)
@@ -128,16 +143,11 @@ class TuneOutcome:
     screened: int = 0  # candidates measured (one run each) before the confirmation
 
 
-def _median(r: Result) -> float:
-    assert r.measurement is not None
-    return r.measurement.step_time_s.median
-
-
-def _verdict(a: Result | None, b: Result | None) -> Verdict | None:
-    if a is None or b is None or a.measurement is None or b.measurement is None:
-        return None
-    pair = [(describe(a), describe(b))]
-    return comparison_of({describe(a): a, describe(b): b}, "given", pair).verdict()
+def _fastest(results: Sequence[Result]) -> Result | None:
+    """The fastest of measured results, by the values their verdicts read."""
+    by_key = {r.case_key: r for r in results if r.measurement is not None}
+    ranked = comparison_of(by_key).ranked()
+    return by_key[ranked[0].name] if ranked else None
 
 
 def describe(r: Result) -> str:
@@ -149,14 +159,16 @@ def describe(r: Result) -> str:
 def choose(
     frameworks: Iterable[str], results: Sequence[Result], defaults: dict[str, Case]
 ) -> TuneOutcome:
+    """Each framework's best and default among `results`, and the verdicts between the
+    frameworks' bests and between their defaults, all read by the comparison's
+    estimator (Result.reading)."""
     by_key = {r.case_key: r for r in results}
     choices = []
     for fw in frameworks:
         mine = [r for r in results if r.case.framework == fw]
         ok = [r for r in mine if r.status == "ok" and r.measurement is not None]
-        best = min(ok, key=_median) if ok else None
         default = by_key.get(defaults[fw].key())
-        choices.append(Choice(fw, default, best, len(mine), len(mine) - len(ok)))
+        choices.append(Choice(fw, default, _fastest(ok), len(mine), len(mine) - len(ok)))
     return TuneOutcome(
         choices,
         _fastest_two([c.best for c in choices]),
@@ -166,5 +178,5 @@ def choose(
 
 def _fastest_two(results: list[Result | None]) -> Verdict | None:
     """The fastest framework's result against the runner-up's."""
-    ok = sorted((r for r in results if r is not None and r.measurement), key=_median)
-    return _verdict(ok[0], ok[1]) if len(ok) >= 2 else None
+    ok = {describe(r): r for r in results if r is not None and r.measurement is not None}
+    return comparison_of(ok).verdict()

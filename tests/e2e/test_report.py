@@ -12,8 +12,9 @@ import pytest
 
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
+from fwbench.measure.verdicts import comparison_of
 from fwbench.report.summary import summarise, verdict_notes
-from fwbench.result import Result, StepTime, comparison_of
+from fwbench.result import Result, StepTime
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING, fwbench
 
@@ -48,7 +49,7 @@ def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ]
     with ResultStore(db) as store:
         # Two runs a case: verdicts and the per-sample trend are built over runs.
-        timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+        timing = FAST_TIMING.replace(min_runs=2, max_runs=2)
         options = RunOptions(timing=timing, interleave=True, count_flops=False)
         results = list(run_cases(cases, store, "report-test", options))
     assert [r.status for r in results].count("oom") == 2

@@ -48,7 +48,7 @@ def test_train_and_infer_in_both_frameworks_give_positive_times_and_stored_rows(
         m = r.measurement
         assert m is not None
         assert 0 < m.step_time_s.ci_low <= m.step_time_s.median <= m.step_time_s.ci_high
-        assert all(s > 0 for s in m.samples) and len(m.samples) >= FAST_TIMING.min_samples
+        assert all(s > 0 for s in m.samples) and len(m.samples) >= FAST_TIMING.run.min_samples
         assert m.build_s > 0 and m.first_step_s > 0
         assert r.throughput and r.throughput > 0
         # Same architecture in both frameworks, checked at the case's size and classes.

@@ -20,8 +20,8 @@ from fwbench.case import Case
 from fwbench.launch import forkserver
 from fwbench.launch.forkserver import SLOTS, ForkServers
 from fwbench.launch.process import WorkerProcess, classify_exit, worker_env
-from fwbench.launch.protocol import CaseRequest
-from fwbench.measure.timing import TimingConfig
+from fwbench.launch.protocol import CaseRequest, GroupRequest
+from fwbench.measure.settings import TimingConfig
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING
 
@@ -46,7 +46,7 @@ def test_a_forked_worker_measures_a_case_and_a_crash_is_classified(
         worker = WorkerProcess("case: test", env, time.monotonic() + 60, 60, server)
         assert worker.launcher == "fork-server"
         assert psutil.Process(worker.pid).ppid() == server.proc.pid
-        worker.send(CaseRequest(case=_tiny(), timing=FAST_TIMING, count_flops=False))
+        worker.send(CaseRequest(case=_tiny(), timing=FAST_TIMING.run, count_flops=False))
         built = worker.receive()
         assert built["event"] == "built", built
         # PyTorch was imported by the server, not by this worker: it is built in well
@@ -87,7 +87,7 @@ def test_without_a_server_workers_are_spawned_and_say_why(tmp_path: Path) -> Non
 def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
     tmp_path: Path, plugin_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    timing = FAST_TIMING.model_copy(update={"min_runs": 3, "max_runs": 3})
+    timing = FAST_TIMING.replace(min_runs=3, max_runs=3)
     cases = [_tiny("torch"), _tiny("tensorflow", "graph")]
     # This command's temporary files, the launcher's and its workers', all in one place.
     scratch = tmp_path / "tmp"
@@ -116,9 +116,10 @@ def test_a_case_is_measured_in_runs_that_alternate_with_its_rival(
         assert all(run.finish_s is not None and run.finish_s >= 0 for run in m.runs)
         # Alternating blocks are lengthened so that the switch costs nothing measurable.
         assert all(
-            run.steps_per_block * run.median_s >= 0.9 * timing.min_switch_block_s for run in m.runs
+            run.steps_per_block * run.median_s >= 0.9 * timing.run.min_switch_block_s
+            for run in m.runs
         )
-    assert TimingConfig().min_runs == 3  # the default a user gets
+    assert TimingConfig().plan.min_runs == 3  # the default a user gets
 
 
 def test_spread_workloads_take_turns_run_by_run(plugin_env: dict[str, str]) -> None:
@@ -126,10 +127,10 @@ def test_spread_workloads_take_turns_run_by_run(plugin_env: dict[str, str]) -> N
     case's runs are spread in time; with spread 1 each workload finishes first."""
     from fwbench.launch.local import LocalExecutor
 
-    timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+    timing = FAST_TIMING.replace(min_runs=2, max_runs=2)
     groups = [
-        [CaseRequest(case=_tiny("torch").model_copy(update={"batch_size": b}), timing=timing,
-                     count_flops=False)]
+        [GroupRequest.for_case(_tiny("torch").model_copy(update={"batch_size": b}), timing,
+                               count_flops=False)]
         for b in (2, 3)
     ]  # fmt: skip
 
@@ -179,8 +180,8 @@ def test_a_budget_stops_each_workload_at_its_minimum_once_its_share_is_spent(
 
     # Runs that would go on to max_runs (an unreachable precision target), were it not
     # for the budget: each group gets its minimum, then stops on its spent share.
-    timing = FAST_TIMING.model_copy(
-        update={
+    timing = FAST_TIMING.replace(
+        **{
             "min_runs": 2,
             "max_runs": 4,
             "target_ci": 1e-9,
@@ -189,8 +190,8 @@ def test_a_budget_stops_each_workload_at_its_minimum_once_its_share_is_spent(
         }
     )
     groups = [
-        [CaseRequest(case=_tiny("torch").model_copy(update={"batch_size": b}), timing=timing,
-                     count_flops=False)] * 2
+        [GroupRequest.for_case(_tiny("torch").model_copy(update={"batch_size": b}), timing,
+                               count_flops=False)] * 2
         for b in (2, 3)
     ]  # fmt: skip
     done = [d for d in LocalExecutor(budget_s=1e-3).run(groups, 300) if d.final]
@@ -235,7 +236,7 @@ def test_a_command_ended_in_the_middle_of_a_group_keeps_its_finished_runs(
                 if not done.final:
                     raise KeyboardInterrupt  # what Ctrl-C raises in the command
 
-    timing = FAST_TIMING.model_copy(update={"min_runs": 2, "max_runs": 2})
+    timing = FAST_TIMING.replace(min_runs=2, max_runs=2)
     cases = [_tiny("torch"), _tiny("torch").model_copy(update={"batch_size": 3})]
     with ResultStore(tmp_path / "r.duckdb") as store:
         ended = RunOptions(timing=timing, count_flops=False, executor=EndsAfterOneRound())
@@ -297,20 +298,19 @@ def test_the_runs_of_a_command_share_what_jax_compiled(
     from fwbench.launch import local
 
     cache = tmp_path / "cache"
-    request = CaseRequest(
-        case=_tiny("keras-jax", "jit"), timing=FAST_TIMING, count_flops=False,
-        compile_cache=str(cache),
+    request = GroupRequest.for_case(
+        _tiny("keras-jax", "jit"), FAST_TIMING, count_flops=False, compile_cache=str(cache),
     )  # fmt: skip
     outcome = local.run_group([request], 120)[0]
     assert outcome.report is not None and outcome.report.status == "ok", outcome
     assert outcome.report.settings["compile_cache"].startswith("XLA executables")
     assert any((cache / "jax").iterdir())
     # Without the option, a worker leaves JAX's cache off.
-    off = FAST_TIMING.model_copy(update={"compile_cache": False})
-    plain = local.run_group([CaseRequest(case=_tiny("keras-jax", "jit"), timing=off)], 120)[0]
+    off = FAST_TIMING.replace(compile_cache=False)
+    plain = local.run_group([GroupRequest.for_case(_tiny("keras-jax", "jit"), off)], 120)[0]
     assert plain.report is not None and "compile_cache" not in plain.report.settings
     # PyTorch eager compiles nothing: its record does not claim a cache.
-    eager = CaseRequest(case=_tiny("torch", "eager"), timing=FAST_TIMING, compile_cache=str(cache))
+    eager = GroupRequest.for_case(_tiny("torch", "eager"), FAST_TIMING, compile_cache=str(cache))
     found = local.run_group([eager], 120)[0]
     assert found.report is not None and found.report.status == "ok", found
     assert "compile_cache" not in found.report.settings

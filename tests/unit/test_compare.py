@@ -10,8 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from fwbench.measure import stats
-from fwbench.measure.compare import RUNS_NEEDED_CAP, compare, outcome_of, ratio
 from fwbench.measure.runs import RunFigures, estimate
+from fwbench.measure.verdicts import RUNS_NEEDED_CAP, compare, outcome_of, ratio
 
 
 def run_blocks(

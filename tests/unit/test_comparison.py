@@ -9,8 +9,8 @@ from datetime import datetime
 import pytest
 
 from fwbench.case import Case
-from fwbench.measure.comparison import Comparison, common_estimator, per_run
-from fwbench.result import Measurement, Result, StepTime, comparison_of
+from fwbench.measure.verdicts import Comparison, common_estimator, comparison_of, per_run
+from fwbench.result import Measurement, Result, StepTime
 
 
 @dataclass(frozen=True)

@@ -116,15 +116,18 @@ def test_a_demand_no_node_meets_fails_before_queueing_forever(case: Case, short_
 
 def test_serving_points_stay_on_this_machine_and_a_group_holds_one_kind(tmp_path: Path) -> None:
     from fwbench.launch.local import CASES, SERVING, kind_of
-    from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.protocol import GroupRequest
     from fwbench.launch.serving import Point, request_of
-    from fwbench.measure.timing import TimingConfig
+    from fwbench.measure.settings import TimingConfig
     from fwbench.serve.spec import ServeSpec
 
     point = Point(_case(), ServeSpec.build(scenario="offline"))
     serve = request_of(point, TimingConfig(), 2, tmp_path)
-    assert (serve.timing.min_runs, serve.timing.max_runs) == (2, 2)
-    case = CaseRequest(case=_case(), timing=TimingConfig())
+    assert (serve.plan.min_runs, serve.plan.max_runs) == (2, 2)
+    # The worker is sent how its runs are timed, not how they are planned or read.
+    assert "estimator" not in serve.sent.model_dump_json()
+    case = GroupRequest.for_case(_case(), TimingConfig())
+    assert "estimator" not in case.sent.model_dump_json()
     assert kind_of([serve, serve]) is SERVING and kind_of([case]) is CASES
     with pytest.raises(ValueError, match="cases or serving points, not both"):
         kind_of([case, serve])

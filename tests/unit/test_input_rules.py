@@ -15,7 +15,7 @@ import pytest
 from fwbench import sweep as sweeps
 from fwbench.api import RunOptions
 from fwbench.errors import SpecError
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 from fwbench.report.write import report_format
 
 from .test_robustness import cli
@@ -98,7 +98,7 @@ def test_2_a_timing_that_is_not_a_mapping_is_one_line(value: str) -> None:
     assert err.startswith(
         "sweep: timing: must be a mapping of settings, e.g. {min_runs: 5}; valid keys: "
     )
-    assert ", ".join(TimingConfig.model_fields) in err
+    assert ", ".join(TimingConfig().flat()) in err
     assert "argument after **" not in err
 
 
@@ -119,7 +119,7 @@ def test_3_a_key_given_twice_is_refused_with_its_lines() -> None:
 
 def test_3_a_merge_may_still_be_overridden_and_the_limits_hold() -> None:
     s = sweeps.parse("model: resnet18\ntiming: {<<: {min_runs: 4}, min_runs: 5}\n")
-    assert s.timing.min_runs == 5
+    assert s.timing.plan.min_runs == 5
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n"
     for level in "bcdefghij":
         prev = chr(ord(level) - 1)
@@ -169,9 +169,8 @@ def test_5_max_runs_below_min_runs_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def execute(cases: Any, db: Path, options: RunOptions) -> list[Any]:
-        raise AssertionError(
-            f"ran with min_runs={options.timing.min_runs}, max_runs={options.timing.max_runs}"
-        )
+        plan = options.timing.plan
+        raise AssertionError(f"ran with min_runs={plan.min_runs}, max_runs={plan.max_runs}")
 
     monkeypatch.setattr("fwbench.cli.run.execute", execute)  # never a real benchmark
     db = tmp_path / "r.duckdb"
@@ -195,7 +194,7 @@ def test_5_max_runs_left_out_rises_to_min_runs(
     for flags, runs in ((["--min-runs", "20"], (20, 20)), ([], (3, 10))):
         code, _, err = cli([*argv, *flags], capsys)
         assert code == 0, err
-        assert (seen[-1].timing.min_runs, seen[-1].timing.max_runs) == runs
+        assert (seen[-1].timing.plan.min_runs, seen[-1].timing.plan.max_runs) == runs
 
 
 def test_5_tune_names_its_own_flag_and_checks_before_listing(

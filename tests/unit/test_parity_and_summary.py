@@ -3,10 +3,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import pytest
+
 from fwbench.case import Case
+from fwbench.measure.runs import RunPlan
 from fwbench.models.parity import check as check_parity
 from fwbench.report.summary import summarise, verdict_notes
-from fwbench.result import Measurement, Result, Run, StepTime
+from fwbench.result import Measurement, Result, Run, StepTime, settings_of_old
 
 
 def test_parity_flags_more_than_two_percent() -> None:
@@ -84,7 +87,9 @@ def test_summary_relative_times_and_verdicts() -> None:
     assert variants == ["torch/eager", "tensorflow/graph"]
     (row,) = rows
     assert row.best == "torch/eager"
-    assert row.relative("tensorflow/graph") == 1.3
+    verdict = row.comparison()
+    assert verdict is not None and row.relative("tensorflow/graph") == verdict.ratio
+    assert verdict.ratio == pytest.approx(1.3, rel=1e-4)
     assert row.verdict().startswith("torch/eager 1.30x faster (1.")
     # PyTorch's default runs op by op, TensorFlow's a tf.function: the verdict says so,
     # and the table's notes say once what that means.
@@ -172,16 +177,13 @@ def test_inconclusive_verdicts_come_with_what_to_do() -> None:
 
 
 def test_a_wide_interval_shows_its_ends_not_a_percentage_past_100() -> None:
-    from fwbench.report.summary import cell
+    from fwbench.report.summary import Shown, cell
 
-    assert cell(result("torch", "eager", 0.010, 0.0001), None, short=True) == "10.00 ±1.0%"
-    wide = result("torch", "eager", 0.010, 0.0001)
-    assert wide.measurement is not None
-    lopsided = wide.measurement.model_copy(
-        update={"step_time_s": StepTime(median=0.010, ci_low=0.004, ci_high=0.060)}
-    )
-    text = cell(wide.model_copy(update={"measurement": lopsided}), 1.5, short=True)
-    assert text == "10.00 (4-60) x1.50"
+    r = result("torch", "eager", 0.010, 0.0001)
+    assert cell(r, Shown(0.010, (0.0099, 0.0101), 3), None, short=True) == "10.00 ±1.0%"
+    assert cell(r, Shown(0.010, (0.004, 0.060), 3), 1.5, short=True) == "10.00 (4-60) x1.50"
+    # One run read by another value than its median: no interval to show.
+    assert cell(r, Shown(0.010, None, 1), None, short=True) == "10.00 (1 run)"
 
 
 def test_rows_that_differ_only_in_precision_say_which_is_which() -> None:
@@ -221,8 +223,8 @@ def test_verdicts_of_runs_that_stopped_once_decided_are_read_under_their_plan() 
     """Runs made under stop_on: verdict (3 to 10 a side) are read at the plan's level,
     wider than 95%; results from before (no stop_on) read a fixed 95% interval."""
     plain = [result("torch", "eager", 0.100, 0.004), result("tensorflow", "graph", 0.107, 0.004)]
-    config = {"stop_on": "verdict", "min_runs": 3, "max_runs": 10}
-    planned = [r.model_copy(update={"timing_config": config}) for r in plain]
+    plan = RunPlan(stop_on="verdict", min_runs=3, max_runs=10)
+    planned = [r.model_copy(update={"run_plan": plan}) for r in plain]
     _, (fixed,) = summarise(plain)
     _, (sequential,) = summarise(planned)
     a, b = fixed.comparison(), sequential.comparison()
@@ -237,19 +239,19 @@ def test_a_table_says_which_per_run_value_its_verdicts_read_and_when_a_budget_en
     def with_timing(r: Result, stop: str = "verdict", **timing: Any) -> Result:
         assert r.measurement is not None
         m = r.measurement.model_copy(update={"stop_reason": stop})
-        return r.model_copy(update={"timing_config": timing, "measurement": m})
+        old = settings_of_old(timing)  # each setting not given as results before it read
+        update = {"run_plan": old.plan, "reading": old.reading, "measurement": m}
+        return r.model_copy(update=update)
 
     fast, slow = result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)
     _, (row,) = summarise([with_timing(fast), with_timing(slow)])
-    assert not any("Verdicts and their ratios read" in n for n in verdict_notes([row]))
+    assert not any("x and verdicts read" in n for n in verdict_notes([row]))
     _, (low,) = summarise(
         [with_timing(fast, estimator="p25"), with_timing(slow, "time_share", estimator="p25")]
     )
     assert row.comparison() != low.comparison()  # the 25th percentile of each run's blocks
     notes = verdict_notes([low])
-    assert any(
-        n.startswith("Verdicts and their ratios read each run's 25th-percentile") for n in notes
-    )
+    assert any(n.startswith("Times, x and verdicts read each run's 25th-percentile") for n in notes)
     assert any(n.startswith("--budget: 1 of the comparisons stopped") for n in notes)
     # Sides measured under different estimators are both read by their medians.
     _, (mixed,) = summarise([with_timing(fast, estimator="p25"), with_timing(slow)])

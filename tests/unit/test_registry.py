@@ -92,7 +92,7 @@ def test_every_mode_has_its_own_look_and_every_framework_its_colour() -> None:
 def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -> None:
     from fwbench.api import RunOptions, _no_flops, _request
     from fwbench.case import Case
-    from fwbench.measure.timing import TimingConfig
+    from fwbench.measure.settings import TimingConfig
 
     db = tmp_path / "r.duckdb"
     found = CliRunner().invoke(
@@ -104,6 +104,6 @@ def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -
     )
     assert not db.exists()
     case = Case.build(framework="keras-jax", model="resnet18", mode="jit", threads=1)
-    assert _request(case, RunOptions(timing=TimingConfig())).count_flops is False
+    assert _request(case, RunOptions(timing=TimingConfig())).sent.count_flops is False
     work = _no_flops(case)
     assert work is not None and "not counted for keras-jax: XLA's cost analysis" in str(work.error)

@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 
 from fwbench.measure import stats
-from fwbench.measure.runs import ONE_RUN, RunFigures, estimate, stop_reason, warnings
-from fwbench.measure.timing import TimingConfig, drift_of
+from fwbench.measure.runs import ONE_RUN, RunFigures, RunPlan, estimate, stop_reason, warnings
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.timing import RunTiming, drift_of
 
 
 def fig(median: float, steady: float = 1.0, other: float | None = 0.0) -> RunFigures:
     return RunFigures(median, median * 0.99, median * 1.01, steady, other)
 
 
-CONFIG = TimingConfig(min_runs=3, max_runs=6, target_ci=0.02, max_time_s=10.0)
+CONFIG = RunPlan(min_runs=3, max_runs=6, target_ci=0.02, max_time_s=10.0)
 
 
 def test_runs_are_added_until_the_interval_is_precise() -> None:
@@ -35,7 +36,7 @@ def test_the_estimate_is_the_geometric_mean_of_run_medians() -> None:
 
 
 def test_one_run_says_its_interval_is_within_one_process() -> None:
-    (found,) = warnings([fig(0.1)], "max_runs", TimingConfig(min_runs=1, max_runs=1))
+    (found,) = warnings([fig(0.1)], "max_runs", RunPlan(min_runs=1, max_runs=1))
     assert found.startswith("one run: the interval is within one process")
 
 
@@ -63,7 +64,7 @@ def test_median_ci_says_its_coverage_with_few_samples() -> None:
     assert stats.median_ci_coverage(3) == pytest.approx(0.75)
     assert stats.median_ci_coverage(6) == 0.95
     # The smallest default run has a real 95% interval.
-    assert stats.median_ci_coverage(TimingConfig().min_samples) == 0.95
+    assert stats.median_ci_coverage(RunTiming().min_samples) == 0.95
 
 
 def test_timing_settings_are_checked_against_each_other() -> None:
@@ -71,6 +72,10 @@ def test_timing_settings_are_checked_against_each_other() -> None:
         TimingConfig(min_runs=5, max_runs=3)
     with pytest.raises(ValueError):
         TimingConfig(max_time_s=float("nan"))
+    with pytest.raises(ValueError, match="give settings by name or by part"):
+        TimingConfig.model_validate({"plan": {}, "max_runs": 3})
+    with pytest.raises(ValueError, match="unknown setting 'max_run'"):
+        TimingConfig(max_run=3)
 
 
 def test_a_group_stops_together_and_no_variant_goes_on_alone() -> None:
@@ -90,7 +95,7 @@ def test_a_group_stops_together_and_no_variant_goes_on_alone() -> None:
     assert group_stop([precise, precise], configs, decided=False) == [None, None]
     assert group_stop([budget, budget], configs, decided=False) == ["budget", "budget"]
     # A hard cap stops its case whatever the others need.
-    capped = TimingConfig(min_runs=3, max_runs=3, target_ci=0.02, max_time_s=10.0)
+    capped = RunPlan(min_runs=3, max_runs=3, target_ci=0.02, max_time_s=10.0)
     assert group_stop([spread, spread], [capped, CONFIG]) == ["max_runs", None]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fwbench.measure.comparison import ESTIMATORS, Comparison, Looks, per_run
+from fwbench.measure.verdicts import ESTIMATORS, Comparison, Looks, per_run
 
 SEEDS = 1000
 

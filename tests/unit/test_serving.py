@@ -302,7 +302,7 @@ def test_a_sweep_serves_its_cases_and_refuses_training(tmp_path: Path) -> None:
 def test_the_serving_preset_parses_and_is_small() -> None:
     found = sweep.load_preset("serving")
     assert found.serve and all(c.task == "infer" for c in found.cases)
-    assert len(found.cases) * len(found.serve) <= 12 and found.timing.min_runs == 3
+    assert len(found.cases) * len(found.serve) <= 12 and found.timing.plan.min_runs == 3
 
 
 def test_reasons_are_named_when_only_early_stopping_failed() -> None:

@@ -387,3 +387,44 @@ def test_an_empty_record_is_not_taken_for_a_newer_fwbench(tmp_path: Path) -> Non
     empty.write_text("{}")
     with pytest.raises(StoreError, match="schema_version: missing; not a record fwbench wrote"):
         read_records(empty)
+
+
+def test_a_schema_16_database_gains_its_settings_typed_and_its_verdicts_read_as_before(
+    tmp_path: Path,
+) -> None:
+    """Schema 17 split the untyped timing_config into the settings of each reader: how
+    each run was timed, how many runs and when they stopped, and how verdicts read
+    them. Every setting a row recorded is kept; the band, new, is the 2% it always was."""
+    from fwbench.measure.verdicts import Looks, Reading, comparison_of
+
+    db = fixture_db(tmp_path, 16)
+    con = duckdb.connect(str(db), read_only=True)
+    rows = con.execute("SELECT result_id, timing_config FROM results").fetchall()
+    old = {result_id: json.loads(text) for result_id, text in rows}
+    con.close()
+    with ResultStore(db) as store:
+        columns = [c for c, *_ in store.con.execute("DESCRIBE results").fetchall()]
+        back = {r.result_id: r for r in store.results()}
+    assert "timing_config" not in columns and columns[-3:] == ["run_timing", "run_plan", "reading"]
+    assert set(back) == set(old) and len(back) == 2
+    for result_id, r in back.items():
+        recorded = old[result_id]
+        kept = {**r.run_timing.model_dump(), **r.run_plan.model_dump()}
+        assert kept | {"estimator": r.reading.estimator} == recorded
+        assert r.reading == Reading(estimator=recorded["estimator"], band=0.02)
+        assert r.looks == Looks(2, 2)
+    verdict = comparison_of({r.case.framework: r for r in back.values()}).verdict()
+    assert verdict is not None and verdict.band == 0.02 and verdict.runs == (2, 2)
+
+
+def test_a_record_from_before_a_setting_existed_reads_as_it_was_measured() -> None:
+    """A setting a record's version lacked reads as what measuring without it meant: the
+    median (before the estimator), runs that stopped on their precision (before stop_on),
+    one untimed step after a switch (before min_switch_warm_s)."""
+    from fwbench.result import settings_of_old
+
+    v9 = settings_of_old({"min_runs": 3, "max_runs": 10, "target_ci": 0.02, "max_time_s": 10})
+    assert v9.reading.estimator == "median" and v9.plan.looks is None
+    assert v9.run.min_switch_warm_s == 0.0 and not v9.run.compile_cache
+    v14 = settings_of_old({"stop_on": "verdict", "min_runs": 3, "max_runs": 10, "estimator": "p25"})
+    assert v14.reading.estimator == "p25" and v14.plan.looks is not None

@@ -6,7 +6,7 @@ import pytest
 
 from fwbench import sweep
 from fwbench.errors import SpecError
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 
 
 def test_grid_expands_with_frameworks_innermost() -> None:
@@ -74,7 +74,7 @@ def test_options_left_out_for_a_framework_mean_none() -> None:
 
 def test_timing_and_timeout_are_read() -> None:
     s = sweep.parse("model: resnet18\ntiming: {max_time_s: 2}\ntimeout_s: 30\n")
-    assert s.timing.max_time_s == 2
+    assert s.timing.plan.max_time_s == 2
     assert s.timeout_s == 30
     assert s.budget_s is None
 
@@ -230,12 +230,13 @@ def test_timing_flags_are_laid_over_a_sweep_files_timing(
     assert code == 2 and err.strip().startswith("error: --estimator: Input should be")
     file_timing = TimingConfig(min_runs=2, max_runs=2, run_time_s=0.5)
     laid = timing_flags(file_timing, estimator="median", require_idle=True)
-    assert (laid.estimator, laid.require_idle, laid.run_time_s) == ("median", True, 0.5)
+    found = (laid.reading.estimator, laid.plan.require_idle, laid.run.run_time_s)
+    assert found == ("median", True, 0.5)
     assert timing_flags(file_timing) == file_timing
     # The compile cache is on unless --no-compile-cache says otherwise (or the file does).
-    assert file_timing.compile_cache
-    assert not timing_flags(file_timing, compile_cache=False).compile_cache
-    no_cache = file_timing.model_copy(update={"compile_cache": False})
-    assert not timing_flags(no_cache, compile_cache=True).compile_cache
+    assert file_timing.run.compile_cache
+    assert not timing_flags(file_timing, compile_cache=False).run.compile_cache
+    no_cache = file_timing.replace(compile_cache=False)
+    assert not timing_flags(no_cache, compile_cache=True).run.compile_cache
     with pytest.raises(SpecError, match=r"^--max-runs \(1\) is below --min-runs \(2\)"):
         timing_flags(file_timing, max_runs=1)

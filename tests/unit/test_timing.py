@@ -7,7 +7,14 @@ from collections.abc import Iterator
 import pytest
 
 from fwbench.launch.rounds import _step_estimate, _switch_blocks, _warm_steps
-from fwbench.measure.timing import Prepared, TimingConfig, is_settled, is_stable, measure
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.timing import Prepared, RunTiming, Timing, is_settled, is_stable, measure
+
+
+def timed(dev: FakeDevice, config: TimingConfig) -> Timing:
+    """One run of `dev` under `config`, its blocks allowed the whole max_time_s."""
+    run = config.run.model_copy(update={"run_time_s": config.plan.max_time_s})
+    return measure(dev.step, dev.sync, run, config.plan.run_stop(run), dev.clock)
 
 
 class FakeDevice:
@@ -41,7 +48,7 @@ def costs(first: float, warm: list[float], steady: float) -> Iterator[float]:
 
 def test_first_step_is_reported_apart_from_the_steady_state() -> None:
     dev = FakeDevice(costs(2.0, [], 0.010))
-    t = measure(dev.step, dev.sync, TimingConfig(), dev.clock)
+    t = timed(dev, TimingConfig())
     assert t.first_step_s == pytest.approx(2.0)
     assert t.median_s == pytest.approx(0.010)
     assert t.ci_low_s == pytest.approx(0.010) and t.ci_high_s == pytest.approx(0.010)
@@ -50,7 +57,7 @@ def test_first_step_is_reported_apart_from_the_steady_state() -> None:
 def test_warmup_runs_until_step_times_are_stable() -> None:
     warm = [0.5, 0.3, 0.2, 0.15, 0.1]
     dev = FakeDevice(costs(1.0, warm, 0.1))
-    t = measure(dev.step, dev.sync, TimingConfig(warmup_window=3), dev.clock)
+    t = timed(dev, TimingConfig(warmup_window=3))
     assert t.warmup_stop == "stable"
     # The slow steps are all in warmup, and stability needs two windows of 0.1 s steps.
     assert t.warmup_steps >= len(warm) + 1
@@ -66,7 +73,7 @@ def test_warmup_ends_at_its_budget_when_never_stable() -> None:
 
     dev = FakeDevice(drifting())
     cfg = TimingConfig(max_warmup_s=2.0, max_time_s=1.0, min_samples=3, max_samples=5)
-    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    t = timed(dev, cfg)
     assert t.warmup_stop == "budget"
     assert t.warmup_s >= 2.0
 
@@ -94,7 +101,7 @@ def test_settled_warmup_ends_where_a_busier_machine_keeps_stable_one_going() -> 
     stopped = {}
     for rule in ("stable", "settled"):
         dev = FakeDevice(busier())
-        t = measure(dev.step, dev.sync, TimingConfig(warmup_rule=rule, **cfg), dev.clock)
+        t = timed(dev, TimingConfig(warmup_rule=rule, **cfg))
         stopped[rule] = (t.warmup_stop, t.warmup_steps)
     assert stopped["stable"][0] == "budget"
     assert stopped["settled"] == ("settled", 6)  # two windows of 3
@@ -103,14 +110,14 @@ def test_settled_warmup_ends_where_a_busier_machine_keeps_stable_one_going() -> 
         for rule, found in steps.items():
             dev = FakeDevice(noisy(0.02, 0.4, seed))
             cfg_rule = TimingConfig(warmup_rule=rule, **cfg)
-            found.append(measure(dev.step, dev.sync, cfg_rule, dev.clock).warmup_steps)
+            found.append(timed(dev, cfg_rule).warmup_steps)
     assert sum(steps["settled"]) < sum(steps["stable"])
 
 
 def test_settled_warmup_waits_out_a_transient_as_long_as_steps_get_faster() -> None:
     warm = [0.5, 0.4, 0.32, 0.26, 0.21, 0.17, 0.14, 0.12, 0.11]
     dev = FakeDevice(costs(1.0, warm, 0.1))
-    t = measure(dev.step, dev.sync, TimingConfig(warmup_rule="settled"), dev.clock)
+    t = timed(dev, TimingConfig(warmup_rule="settled"))
     assert t.warmup_stop == "settled" and t.warmup_steps >= len(warm)
     assert all(s == pytest.approx(0.1) for s in t.samples)
 
@@ -125,7 +132,7 @@ def test_is_settled() -> None:
 def test_blocks_are_long_enough_to_hide_the_sync_overhead() -> None:
     # 50 us per sync, 100 us per step: a block must last >= 1000 x 50 us = 50 ms.
     dev = FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6)
-    t = measure(dev.step, dev.sync, TimingConfig(), dev.clock)
+    t = timed(dev, TimingConfig())
     assert t.sync_overhead_s == pytest.approx(50e-6)
     assert t.steps_per_block * 100e-6 >= 0.05
     # The per-step sample includes the one sync, spread over the block: overhead < 0.1%.
@@ -134,7 +141,7 @@ def test_blocks_are_long_enough_to_hide_the_sync_overhead() -> None:
 
 def test_precision_target_stops_a_quiet_measurement_early() -> None:
     dev = FakeDevice(costs(0.1, [], 0.02))
-    t = measure(dev.step, dev.sync, TimingConfig(min_samples=10, max_time_s=100), dev.clock)
+    t = timed(dev, TimingConfig(min_samples=10, max_time_s=100))
     assert t.stop_reason == "precision"
     assert len(t.samples) == 10
     assert t.warnings == ()
@@ -150,7 +157,7 @@ def test_noisy_measurement_stops_at_the_budget_and_warns() -> None:
 
     dev = FakeDevice(noisy())
     cfg = TimingConfig(min_samples=10, max_time_s=1.0, max_warmup_s=0.1, min_warmup_steps=1)
-    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    t = timed(dev, cfg)
     assert t.stop_reason == "budget"
     assert t.measured_s >= 1.0
     # A run says what its blocks show; precision is judged over runs (test_runs.py).
@@ -166,14 +173,14 @@ def test_max_samples_caps_the_measurement() -> None:
 
     dev = FakeDevice(jitter())
     cfg = TimingConfig(min_samples=5, max_samples=5, target_ci=1e-9, max_time_s=100)
-    t = measure(dev.step, dev.sync, cfg, dev.clock)
+    t = timed(dev, cfg)
     assert t.stop_reason == "max_samples"
     assert len(t.samples) == 5
 
 
 def test_every_timed_block_ends_with_a_sync() -> None:
     dev = FakeDevice(costs(0.1, [], 0.02))
-    t = measure(dev.step, dev.sync, TimingConfig(min_samples=10, max_time_s=100), dev.clock)
+    t = timed(dev, TimingConfig(min_samples=10, max_time_s=100))
     timed_syncs = 1 + t.warmup_steps + len(t.samples)
     overhead_probes = 21
     assert dev.syncs == timed_syncs + overhead_probes
@@ -199,7 +206,7 @@ def _prepared(step_s: float, warmup_steps: int = 5) -> Prepared:
 def test_a_block_after_a_switch_starts_after_enough_untimed_steps() -> None:
     # Short steps need several untimed steps to fill the time their threads take to
     # reach speed again after another process ran; a long step is one (never zero).
-    config = TimingConfig()
+    config = RunTiming()
     assert _warm_steps(_step_estimate(_prepared(0.0076)), config.min_switch_warm_s) == 4
     assert _warm_steps(_step_estimate(_prepared(0.2)), config.min_switch_warm_s) == 1
     assert _warm_steps(_step_estimate(_prepared(0.0076)), 0.0) == 1  # the design until 2026-11-25
@@ -237,18 +244,18 @@ class _Tracker:
 
 def test_untimed_steps_after_a_switch_follow_the_measured_step() -> None:
     from fwbench.case import Case
-    from fwbench.launch.protocol import CaseRequest
+    from fwbench.launch.protocol import GroupRequest
     from fwbench.launch.rounds import CaseRuns, _Runner
 
     case = Case.build(framework="torch", model="resnet18", task="infer", batch_size=1)
-    state = CaseRuns(CaseRequest(case=case, timing=TimingConfig()))
+    state = CaseRuns(GroupRequest.for_case(case, TimingConfig()))
     tracker = _Tracker()
     state.tracking = {"energy": tracker}  # type: ignore[dict-item]
     worker = _SwitchingWorker(step_s=0.005)
     # Warmup's estimate was 10 ms a step (its early steps were slow): 3 untimed steps
     # fill the default 30 ms, and blocks of 5 steps its 50 ms.
     runner = _Runner(state, worker, _prepared(0.01), 0.0)  # type: ignore[arg-type]
-    runner.alternate(TimingConfig())
+    runner.alternate(RunTiming())
     assert (runner.warm, runner.prepared.steps_per_block) == (3, 5)
     runner.block()
     runner.block()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,10 +29,11 @@ from fwbench import user_models
 from fwbench.case import Case
 from fwbench.cli import choices
 from fwbench.errors import FwbenchError, SpecError
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import PARTS, TimingConfig
+from fwbench.measure.verdicts import DEFAULT_BAND, percent
 from fwbench.report import scaling
 from fwbench.report.summary import (
-    cell,
+    estimator_of,
     summarise,
     verdict_notes,
     workload_cells,
@@ -39,7 +41,7 @@ from fwbench.report.summary import (
 )
 from fwbench.result import Result
 from fwbench.store.db import DEFAULT_DB
-from fwbench.tasks import find_task
+from fwbench.tasks import STEP_TIME, find_task
 
 
 def _console(stderr: bool) -> Console:
@@ -158,36 +160,46 @@ TargetCiOption = Annotated[
     float | None,
     typer.Option(
         help="Stop adding runs when the case's 95% CI is within +-this share. "
-        f"[default: {_TIMING_DEFAULTS.target_ci:g}]"
+        f"[default: {_TIMING_DEFAULTS.plan.target_ci:g}]"
     ),
 ]
 MaxTimeOption = Annotated[
     float | None,
     typer.Option(
         help="Seconds of timed blocks per case, over all its runs, at most. "
-        f"[default: {_TIMING_DEFAULTS.max_time_s:g}]"
+        f"[default: {_TIMING_DEFAULTS.plan.max_time_s:g}]"
     ),
 ]
 MinRunsOption = Annotated[
     int | None,
     typer.Option(
         help="Worker processes per case at least; 1 gives an interval that excludes the "
-        f"variation between processes. [default: {_TIMING_DEFAULTS.min_runs}]"
+        f"variation between processes. [default: {_TIMING_DEFAULTS.plan.min_runs}]"
     ),
 ]
 MaxRunsOption = Annotated[
     int | None,
     typer.Option(
         help="Worker processes per case at most. "
-        f"[default: {_TIMING_DEFAULTS.max_runs}, or --min-runs if higher]"
+        f"[default: {_TIMING_DEFAULTS.plan.max_runs}, or --min-runs if higher]"
     ),
 ]
 EstimatorOption = Annotated[
     str | None,
     typer.Option(
         help="Each run's value that verdicts read: median, p25, p10 or min of its timed "
-        f"blocks (docs/methodology.md); times shown stay medians. "
-        f"[default: {_TIMING_DEFAULTS.estimator}]"
+        "blocks (docs/methodology.md); the tables show the times it reads. "
+        f"[default: {_TIMING_DEFAULTS.reading.estimator}]"
+    ),
+]
+# The equivalence band, declared once for every command that makes verdicts: `run` and
+# `sweep` record it with each result; `compare`, `report` and `tune` read verdicts
+# under it instead of the band the results were recorded with.
+BandOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Equivalence band: variants within +-this of each other are 'the same', e.g. "
+        f"5% or 0.05. [default: {percent(DEFAULT_BAND)}, or what the results recorded]"
     ),
 ]
 RequireIdleOption = Annotated[
@@ -258,7 +270,8 @@ NumClassesOption = Annotated[
 
 
 def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingConfig:
-    """A TimingConfig from flags, or a one-line error naming the flag and its range.
+    """A TimingConfig from flat settings given by flags, or a one-line error naming the
+    flag and its range.
 
     `flags` names the flag of a field where it is not the field's name as a flag
     (max_time_s is --max-time)."""
@@ -271,12 +284,13 @@ def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingC
     except ValidationError as exc:
         err = exc.errors()[0]
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if not err["loc"]:
+        loc = [str(part) for part in err["loc"] if str(part) not in PARTS]
+        if not loc:
             # A rule between fields ("max_runs (2) is below min_runs (5)"): name the flags.
             for field in sorted(fields, key=len, reverse=True):
                 msg = re.sub(rf"\b{field}\b", flag(field), msg)
             raise SpecError(msg) from None
-        raise SpecError(f"{flag(str(err['loc'][0]))}: {msg} (got {err.get('input')!r})") from None
+        raise SpecError(f"{flag(loc[-1])}: {msg} (got {err.get('input')!r})") from None
 
 
 def timing_flags(
@@ -287,6 +301,7 @@ def timing_flags(
     min_runs: int | None = None,
     max_runs: int | None = None,
     estimator: str | None = None,
+    band: str | None = None,
     require_idle: bool = False,
     compile_cache: bool = True,
 ) -> TimingConfig:
@@ -298,18 +313,27 @@ def timing_flags(
         "min_runs": min_runs,
         "max_runs": max_runs,
         "estimator": estimator,
+        "band": band,
         "require_idle": require_idle or None,
         "compile_cache": None if compile_cache else False,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if min_runs is not None and max_runs is None:
-        given["max_runs"] = max(base.max_runs, min_runs)
+        given["max_runs"] = max(base.plan.max_runs, min_runs)
     if not given:
         return base
     # Only the given fields are named in an error, so a rule broken by the base alone
     # (a sweep file's own timing) is not blamed on a flag.
-    fields = base.model_dump(exclude=set(given)) | given
+    fields = {k: v for k, v in base.flat().items() if k not in given} | given
     return timing_config(None, **fields)
+
+
+def band_flag(band: str | None) -> float | None:
+    """--band of a command that reads stored results (None: as they were recorded), or
+    a one-line error."""
+    if band is None:
+        return None
+    return timing_config(None, band=band).reading.band
 
 
 def cases_per_framework(
@@ -364,8 +388,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def summary_table(results: list[Result], title: str = "Summary") -> Table:
-    variants, rows = summarise(results)
+def summary_table(
+    results: list[Result], title: str = "Summary", band: float | None = None
+) -> Table:
+    """The verdict table: a row per workload, each variant's figure as its verdict reads
+    it (`band`: the band verdicts read instead of the recorded one)."""
+    variants, rows = summarise(results, band)
     notes = verdict_notes(rows)
     table = Table(
         title=title,
@@ -377,14 +405,18 @@ def summary_table(results: list[Result], title: str = "Summary") -> Table:
     head = workload_head(rows)
     for col in head:
         table.add_column(col)
+    # The value every cell reads (each run's p25...), where the rows agree; else the note
+    # under the table says which.
+    estimator = estimator_of(rows)
+    unit = f"{estimator} ms" if estimator else "ms"
     for v in variants:
-        table.add_column(f"{v}\nms ±95%CI rel", justify="right")
+        table.add_column(f"{v}\n{unit} ±95%CI x", justify="right")
     table.add_column("verdict")
     for row in rows:
         style = "yellow" if row.different_work else None
         table.add_row(
             *workload_cells(row, head),
-            *(cell(row.results.get(v), row.relative(v), short=True) for v in variants),
+            *(row.cell(v, short=True) for v in variants),
             escape(row.verdict(short=True)),
             style=style,
         )
@@ -410,9 +442,10 @@ def describe_result(r: Result) -> str:
         st = m.step_time_s
         runs = " ".join(f"{x * 1e3:.3f}" for x in m.per_run())
         lines += [
-            f"  step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
+            f"  median step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
             f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",
             f"  runs (medians, ms): {runs}; {len(m.samples)} blocks in all",
+            *read_lines(r),
             *figure_lines(r),
             f"  throughput: {r.throughput:.1f} {unit_of(r)}/s",
             f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
@@ -466,6 +499,18 @@ def describe_result(r: Result) -> str:
         lines.append(f"  {r.parity.describe()}")
     lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
     return "\n".join(lines)
+
+
+def read_lines(r: Result) -> list[str]:
+    """What its verdicts read of each run, where it is not the median: the value per run
+    and, as the tables show it, their geometric mean."""
+    m, estimator = r.measurement, r.reading.estimator
+    if m is None or estimator == "median" or r.verdict_figure != STEP_TIME.name:
+        return []
+    values = m.per_run(estimator)
+    runs = " ".join(f"{x * 1e3:.3f}" for x in values)
+    mean = statistics.geometric_mean(values)
+    return [f"  runs ({estimator}, ms; what its verdicts read): {runs}; {mean * 1e3:.3f} over runs"]
 
 
 def unit_of(r: Result) -> str:

@@ -10,7 +10,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fwbench.cli.common import JsonOption, console, out, print_json, warn
+from fwbench.cli.common import (
+    BandOption,
+    JsonOption,
+    band_flag,
+    console,
+    out,
+    print_json,
+    warn,
+)
 from fwbench.errors import SpecError
 from fwbench.report.regression import changes
 from fwbench.result import Result
@@ -23,6 +31,7 @@ def command(
     threshold: Annotated[
         float, typer.Option(help="Smallest slowdown that counts (0.05 = 5%).")
     ] = 0.05,
+    band: BandOption = None,
     json: JsonOption = False,
 ) -> None:
     """Match cases, report each change with its CI and significance, regressions first.
@@ -36,11 +45,12 @@ def command(
             f"--threshold: must be a finite share of 0 or more, e.g. 0.05 for a 5% "
             f"slowdown (got {threshold})"
         )
+    equivalence = band_flag(band)
     with ResultStore(base, read_only=True, on_skip=warn) as store:
         base_results = store.results()
     with ResultStore(new, read_only=True, on_skip=warn) as store:
         new_results = store.results()
-    found = changes(base_results, new_results, threshold)
+    found = changes(base_results, new_results, threshold, equivalence)
     regressions = [c for c in found if c.kind == "regression"]
     if json:
         print_json(
@@ -52,6 +62,8 @@ def command(
                     "ci_low": c.ci_low,
                     "ci_high": c.ci_high,
                     "runs": list(c.runs) if c.runs else None,
+                    "equivalent": c.equivalent,
+                    "equivalence_band": c.band,
                     "base_status": c.base.status if c.base else None,
                     "new_status": c.new.status if c.new else None,
                 }

@@ -25,7 +25,8 @@ from fwbench.environment import host_environment, host_key
 from fwbench.errors import SpecError
 from fwbench.launch import outcome, process
 from fwbench.launch.protocol import PeakRequest
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.runs import RunPlan
+from fwbench.measure.timing import RunTiming
 from fwbench.store.db import ResultStore
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -55,7 +56,10 @@ def command(
         raise SpecError(f"size: {size} is too small to measure a peak; use 512 or more")
     threads = threads or default_threads()
     host = host_environment()
-    timing = TimingConfig(max_time_s=3.0, min_samples=10)
+    # One run in the worker's own process: its blocks stop on the default precision
+    # target, or after 3 s.
+    timing = RunTiming(min_samples=10, run_time_s=3.0)
+    stop = RunPlan(max_time_s=3.0).run_stop(timing)
     rows: list[dict[str, Any]] = []
     with ResultStore(db) as store:
         for name, info in FRAMEWORKS.items():
@@ -69,6 +73,7 @@ def command(
                     dtypes=dtypes,
                     n=size,
                     timing=timing,
+                    stop=stop,
                 )
                 report = process.run_peak(request, timeout_s=600)
             if isinstance(report, outcome.WorkerFailure):

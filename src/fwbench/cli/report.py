@@ -11,8 +11,10 @@ import typer
 from fwbench import sweep as sweeps
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    BandOption,
     InvocationOption,
     RunAliasOption,
+    band_flag,
     console,
     invocation_of,
     warn,
@@ -44,10 +46,12 @@ def command(
             + " (its claims against these results).",
         ),
     ] = None,
+    band: BandOption = None,
     run: RunAliasOption = None,
 ) -> None:
     """Write a report: verdicts, the studies' charts, failures, warnings, environment."""
     invocation = invocation_of(invocation, run)
+    equivalence = band_flag(band)
     fmt = report_format(output, format, "-o", format_flag=True)
     if study is not None:
         load_study(study)  # an unknown study is refused before anything is read
@@ -77,7 +81,7 @@ def command(
             console.print(
                 f"adding study {study}'s reproduction table: its preset made these results"
             )
-    write_report(stored, output, fmt, title, study, serving=served)
+    write_report(stored, output, fmt, title, study, serving=served, band=equivalence)
     points = f" and {len(served)} serving points" if served else ""
     console.print(f"report of {len(stored)} results{points} written to {output} ({fmt})")
 

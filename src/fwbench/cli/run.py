@@ -11,6 +11,7 @@ from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
     AutotuneOption,
+    BandOption,
     BatchSizeOption,
     BudgetOption,
     CompileCacheOption,
@@ -48,7 +49,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import duration_seconds
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 from fwbench.tasks.train import TRAIN
 
 
@@ -102,6 +103,7 @@ def command(
     min_runs: MinRunsOption = None,
     max_runs: MaxRunsOption = None,
     estimator: EstimatorOption = None,
+    band: BandOption = None,
     budget: BudgetOption = None,
     require_idle: RequireIdleOption = False,
     compile_cache: CompileCacheOption = True,
@@ -153,6 +155,7 @@ def command(
         min_runs=min_runs,
         max_runs=max_runs,
         estimator=estimator,
+        band=band,
         require_idle=require_idle,
         compile_cache=compile_cache,
     )

@@ -42,7 +42,7 @@ from fwbench.cli.execute import warn_rescued
 from fwbench.environment import host_environment
 from fwbench.errors import SpecError, StoreError, positive_seconds
 from fwbench.launch.serving import Point
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.settings import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
@@ -123,8 +123,9 @@ def execute_serving(
     return [latest[k] for k in keys if k in latest]
 
 
-def print_tables(results: Sequence[ServingResult]) -> None:
-    for t in tables(results):
+def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
+    """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
+    for t in tables(results, band):
         # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
         table = Table(
             title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
@@ -280,7 +281,7 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)
     points = [Point(c, s) for s in specs for c in cases]
-    options = RunOptions(timing=TimingConfig(require_idle=require_idle), timeout_s=timeout_s)
+    options = RunOptions(timing=TimingConfig.of(require_idle=require_idle), timeout_s=timeout_s)
     results = execute_serving(points, db, runs, options)
     if json:
         print_json([r.to_record() for r in results])

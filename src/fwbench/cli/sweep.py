@@ -13,6 +13,7 @@ from fwbench import user_models
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    BandOption,
     BudgetOption,
     CompileCacheOption,
     DbOption,
@@ -74,6 +75,7 @@ def command(
     min_runs: MinRunsOption = None,
     max_runs: MaxRunsOption = None,
     estimator: EstimatorOption = None,
+    band: BandOption = None,
     spread: Annotated[
         int | None,
         typer.Option(
@@ -140,6 +142,7 @@ def command(
         min_runs=min_runs,
         max_runs=max_runs,
         estimator=estimator,
+        band=band,
         require_idle=require_idle,
         compile_cache=compile_cache,
     )
@@ -220,12 +223,15 @@ def _serve(
     """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
     points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
-    results = execute_serving(points, db, options.timing.min_runs, options)
+    results = execute_serving(points, db, options.timing.plan.min_runs, options)
     if json:
         print_json([r.to_record() for r in results])
     else:
-        print_tables(results)
+        # A serving record does not keep the band: the sweep's is read here.
+        print_tables(results, options.timing.reading.band)
         console.print(f"LoadGen's logs: {log_root(db)}")
     for path, fmt in zip(reports, formats, strict=True):
-        write_report([], path, fmt, title=f"fwbench sweep {sweep.name}", serving=results)
+        title = f"fwbench sweep {sweep.name}"
+        band = options.timing.reading.band
+        write_report([], path, fmt, title=title, serving=results, band=band)
         console.print(f"report written to {path}")

@@ -15,6 +15,7 @@ from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
+    BandOption,
     DbOption,
     DeviceOption,
     FreqBinsOption,
@@ -32,7 +33,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.measure.compare import Verdict
+from fwbench.measure.verdicts import Verdict
 from fwbench.report import summary
 from fwbench.result import Result
 from fwbench.tasks.train import TRAIN
@@ -86,6 +87,7 @@ def command(
         float, typer.Option(help="Seconds per candidate before its worker is stopped.")
     ] = DEFAULT_TIMEOUT_S,
     dry_run: Annotated[bool, typer.Option(help="List the candidates and stop.")] = False,
+    band: BandOption = None,
     db: DbOption = DEFAULT_DB_PATH,
     json: JsonOption = False,
 ) -> None:
@@ -113,8 +115,12 @@ def command(
     # (the winner's curse), so the pick is then confirmed, below, in fresh runs. Both are
     # checked before anything is listed or run; --max-time sets each run's time too.
     flags = {"max_time_s": "--max-time", "run_time_s": "--max-time"}
-    screen = timing_config(flags, max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1)
-    confirm_timing = timing_config(flags, max_time_s=3 * max_time)
+    # The band is recorded with every result, and the verdicts below read it.
+    read = {"band": band} if band is not None else {}
+    screen = timing_config(
+        flags, max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1, **read
+    )
+    confirm_timing = timing_config(flags, max_time_s=3 * max_time, **read)
     defaults = {fw: tune.default_case(fw, workload) for fw in frameworks}
     candidates = tune.search_space(
         frameworks, workload, mode or (), precision or (), threads or (), framework_options or ()
@@ -159,9 +165,11 @@ def command(
 
 
 def _ms(r: Result | None) -> str:
-    if r is not None and r.measurement is None:
+    if r is None:
+        return "-"
+    if r.measurement is None:
         return r.status
-    return summary.cell(r, None, short=True)
+    return summary.alone(r, short=True)
 
 
 def _table(outcome: tune.TuneOutcome) -> Table:

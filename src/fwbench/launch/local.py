@@ -7,7 +7,7 @@ than hidden. Runs are made in rounds: in each round every case of the group gets
 run; the workers build and warm up in turn under the rules this driver sends them
 (`calibrate`: first step, warmup, block size), then it asks them for one timed block
 each, in alternation (each block after a switch begins with untimed steps,
-`TimingConfig.min_switch_warm_s` of them, so cold caches and waking threads are not
+`RunTiming.min_switch_warm_s` of them, so cold caches and waking threads are not
 timed: rule 17), so a noisy machine's drift hits all variants alike. The
 order of the cases alternates from round to round (ABBA). Rounds go on until every
 case's interval over its runs is precise enough or its budget ends, for all the cases
@@ -46,7 +46,7 @@ from fwbench.launch.outcome import Outcome, WorkerFailure
 from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
 from fwbench.launch.rounds import CaseRuns, end_case, run_round
 from fwbench.launch.serving import PointRuns, serve_round, serve_stop
-from fwbench.measure import comparison, load
+from fwbench.measure import load, verdicts
 from fwbench.measure import runs as case_runs
 from fwbench.tasks import STEP_TIME, verdict_figure
 
@@ -89,7 +89,7 @@ class RoundKind:
 def _case_stop(live: list[CaseRuns]) -> Sequence[str | None]:
     return case_runs.group_stop(
         [state.figures() for state in live],
-        [state.request.timing for state in live],
+        [state.request.plan for state in live],
         _decided(live),
     )
 
@@ -100,9 +100,9 @@ SERVING = RoundKind(PointRuns, serve_round, serve_stop, PointRuns.end)
 
 def kind_of(requests: Sequence[GroupRequest]) -> RoundKind:
     """The kind of round a group's requests make; a group holds one kind."""
-    if all(isinstance(r, CaseRequest) for r in requests):
+    if all(isinstance(r.sent, CaseRequest) for r in requests):
         return CASES
-    if all(isinstance(r, ServeRequest) for r in requests):
+    if all(isinstance(r.sent, ServeRequest) for r in requests):
         return SERVING
     raise ValueError("a group holds cases or serving points, not both")
 
@@ -118,7 +118,7 @@ class _Group:
         # verdicts pair them by round (Measurement.group_id).
         self.group_id = uuid.uuid4().hex if len(requests) > 1 else None
         self.rounds = 0
-        self.max_rounds = max(r.timing.max_runs for r in requests)
+        self.max_rounds = max(r.plan.max_runs for r in requests)
         # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
         self.deadline = deadline
 
@@ -132,9 +132,9 @@ class _Group:
         active = [s for s in self.states if s.active]
         order = active if self.rounds % 2 == 0 else active[::-1]  # ABBA
         try:
-            timing = order[0].request.timing
-            if timing.require_idle:
-                load.wait_until_idle(timing.busy_cores, on_phase)
+            plan = order[0].request.plan
+            if plan.require_idle:
+                load.wait_until_idle(plan.busy_cores, on_phase)
         except load.MachineBusy as exc:
             for state in active:
                 self.kind.end(state, WorkerFailure("error", str(exc), ""))
@@ -144,7 +144,7 @@ class _Group:
         live = [state for state in active if state.active]
         reasons = self.kind.stop(live)
         spent = self.deadline is not None and time.monotonic() >= self.deadline
-        if spent and all(len(s.runs) >= s.request.timing.min_runs for s in live):
+        if spent and all(len(s.runs) >= s.request.plan.min_runs for s in live):
             # Its share of the budget is spent and every variant has its minimum (a stop
             # that never looks at the data keeps the sequential plan's error rate).
             reasons = [reason or "time_share" for reason in reasons]
@@ -171,24 +171,24 @@ def _decided(live: list[CaseRuns]) -> bool | None:
     """Whether the comparison of a group's variants is decided after this round, read
     under its sequential plan (from min_runs to max_runs runs a side); None where the
     verdict does not stop it (a case alone, or `stop_on: precision` or `runs`)."""
-    configs = [state.request.timing for state in live]
-    if len(live) < 2 or any(c.stop_on != "verdict" for c in configs):
+    plans = [state.request.plan for state in live]
+    if len(live) < 2 or any(p.stop_on != "verdict" for p in plans):
         return None
-    if min(len(state.runs) for state in live) < max(c.min_runs for c in configs):
+    if min(len(state.runs) for state in live) < max(p.min_runs for p in plans):
         return False
-    looks = comparison.Looks(min(c.min_runs for c in configs), max(c.max_runs for c in configs))
-    estimator = comparison.common_estimator(c.estimator for c in configs)
+    looks = verdicts.widest(p.looks for p in plans)
+    assert looks is not None  # every plan stops on its verdict
+    readings = [state.request.reading for state in live]
+    reading = verdicts.Reading(
+        estimator=verdicts.common_estimator(r.estimator for r in readings),
+        band=verdicts.common_band(r.band for r in readings),
+    )
     # The figure the group's verdict reads (a generation's time per output token): the
     # variants of one workload are of one task; the step time where a run lacks it.
     runs = [state.figure_runs(verdict_figure(live[0].request.case.task)) for state in live]
     if any(r is None for r in runs):
         runs = [state.figure_runs(STEP_TIME.name) for state in live]
-    # By place, not key: an A/A group holds one case twice.
-    values = {f"{i}": comparison.per_run(r or [], estimator) for i, r in enumerate(runs)}
-    # Live variants have a run in every round so far (one whose run failed is not live):
-    # run i of each is round i, and the verdict pairs them so, as every view will.
-    rounds = {key: range(len(found)) for key, found in values.items()}
-    return comparison.Comparison.of(values, looks=looks, rounds=rounds).decided
+    return verdicts.as_they_come([r or [] for r in runs], reading, looks).decided
 
 
 def run_group(

@@ -18,12 +18,16 @@ same protocol over a socket, but `calibrate`, which their RankGroup
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from fwbench.case import Case
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.runs import RunPlan
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.timing import RunStop, RunTiming
+from fwbench.measure.verdicts import Reading
 from fwbench.result import Status
 from fwbench.serve.spec import ServeSpec
 
@@ -33,7 +37,7 @@ class CaseRequest(BaseModel):
 
     kind: Literal["case"] = "case"
     case: Case
-    timing: TimingConfig
+    timing: RunTiming  # how each run is timed (the driver sends it again with `calibrate`)
     count_flops: bool = True
     # `fwbench explain`: profile this many steps after the measurement.
     profile_steps: int = 0
@@ -71,26 +75,52 @@ class PeakRequest(BaseModel):
     threads: int
     dtypes: tuple[str, ...]
     n: int
-    timing: TimingConfig
+    timing: RunTiming
+    stop: RunStop
 
 
 class ServeRequest(BaseModel):
     """A serving point: each of its runs builds, warms up and runs LoadGen
-    (fwbench.serve.loadgen) in a fresh worker, `timing.max_runs` runs in all."""
+    (fwbench.serve.loadgen) in a fresh worker."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["serve"] = "serve"
     case: Case
     spec: ServeSpec
-    timing: TimingConfig  # its warmup settings and its number of runs
+    timing: RunTiming  # its warmup settings
     # LoadGen's logs go here: the driver sends each run its own `run<k>/` below it.
     log_dir: str
 
 
 Request = CaseRequest | CountRequest | PeakRequest | ServeRequest
-# What an executor measures in groups of rounds: a case's timed blocks, or a serving point.
-GroupRequest = CaseRequest | ServeRequest
+
+
+@dataclass(frozen=True)
+class GroupRequest:
+    """One variant of a group as an executor is given it: a case's timed blocks or a
+    serving point. `sent` is what each of its workers is sent; how many runs it gets and
+    when they stop (`plan`), and how the group's verdict reads them (`reading`), stay
+    with the driver."""
+
+    sent: CaseRequest | ServeRequest
+    plan: RunPlan
+    reading: Reading
+
+    @classmethod
+    def for_case(cls, case: Case, settings: TimingConfig, **sent: Any) -> GroupRequest:
+        """A case measured under `settings`: each run timed by its `run` part (sent with
+        `sent`'s other fields of CaseRequest), planned and read by the others."""
+        request = CaseRequest(case=case, timing=settings.run, **sent)
+        return cls(request, settings.plan, settings.reading)
+
+    @property
+    def case(self) -> Case:
+        return self.sent.case
+
+    @property
+    def timing(self) -> RunTiming:
+        return self.sent.timing
 
 
 class CaseReport(BaseModel):

@@ -41,7 +41,7 @@ from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerReported, case_env, classify_exit
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import load
-from fwbench.measure.timing import TimingConfig, calibrate
+from fwbench.measure.timing import RunTiming, calibrate
 
 LAUNCHER_ENV = "FWBENCH_LAUNCHER"  # host:port the ranks connect back to
 _LOG_TAIL_LINES = 40
@@ -125,7 +125,7 @@ class RankGroup:
         self.ranks: list[_Rank] = []
         self.selector = selectors.DefaultSelector()
         self.expect: str | None = None
-        self.calibrating: TimingConfig | None = None  # a calibrate command to answer
+        self.calibrating: RunTiming | None = None  # a calibrate command to answer
         self.finished = False  # every rank sent its final report: let them exit cleanly
 
     # the driver's side -------------------------------------------------------
@@ -140,7 +140,7 @@ class RankGroup:
             if kind == "calibrate":
                 # Ranks cannot calibrate on their own (their step counts must agree): the
                 # rules run here, over blocks sent to all of them, when the answer is read.
-                self.calibrating = TimingConfig.model_validate(message["timing"])
+                self.calibrating = RunTiming.model_validate(message["timing"])
                 return
         self.expect = _ANSWERS.get(kind, "report")
         for rank in self.ranks:
@@ -169,7 +169,7 @@ class RankGroup:
             return {"event": event, "seconds": max(float(m["seconds"]) for m in replies)}
         return replies[0]
 
-    def _calibrate(self, config: TimingConfig) -> dict[str, Any]:
+    def _calibrate(self, config: RunTiming) -> dict[str, Any]:
         """`timing.calibrate` over the ranks in lockstep: the answer a single process
         gives to `calibrate`, or a rank's out-of-turn report."""
 

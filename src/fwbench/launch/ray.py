@@ -41,7 +41,7 @@ from fwbench.environment import host_environment
 from fwbench.errors import ExecutorError
 from fwbench.launch import local, outcome
 from fwbench.launch.executor import GroupDone, OnStart, OnStatus
-from fwbench.launch.protocol import CaseRequest, GroupRequest, ServeRequest
+from fwbench.launch.protocol import GroupRequest, ServeRequest
 
 HOST_RESOURCE = "fwbench_host"
 # A CUDA case's share of its node's host: small enough that every GPU of a node can have
@@ -169,7 +169,7 @@ SERVING_REFUSED = (
 )
 
 
-def run_on_node(requests: list[CaseRequest], timeout_s: float) -> NodeDone:
+def run_on_node(requests: list[GroupRequest], timeout_s: float) -> NodeDone:
     """The body of a Ray task. Module-level, so Ray sends it by name, not by value: each
     node runs the fwbench installed there, which must be the driver's version."""
     return NodeDone(local.run_group(requests, timeout_s), host_environment())
@@ -218,7 +218,7 @@ class RayExecutor:
     def check(self, groups: Sequence[Sequence[GroupRequest]]) -> None:
         """Before any work (parameter counting included): every group fits some node,
         and none is a serving point."""
-        if any(isinstance(r, ServeRequest) for group in groups for r in group):
+        if any(isinstance(r.sent, ServeRequest) for group in groups for r in group):
             raise ExecutorError(SERVING_REFUSED)
         ray = import_ray()
         nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]

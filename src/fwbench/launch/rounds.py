@@ -5,7 +5,7 @@ The worker protocol of a run (build, calibrate, steady, blocks, finish) and what
 driver keeps of a case across its runs (`CaseRuns`) live here; which groups run, how
 many rounds and in what order is fwbench.launch.local's job. Each block after a switch
 between processes begins with untimed steps (one, or as many as fill
-`TimingConfig.min_switch_warm_s`), so a cold cache and sleeping threads are not timed
+`RunTiming.min_switch_warm_s`), so a cold cache and sleeping threads are not timed
 (rule 17), and a noisy machine's drift hits all variants alike.
 """
 
@@ -28,11 +28,11 @@ from fwbench.launch.process import (
     WorkerReported,
     case_env,
 )
-from fwbench.launch.protocol import CaseReport, CaseRequest
+from fwbench.launch.protocol import CaseReport, CaseRequest, GroupRequest
 from fwbench.launch.rank_group import RankGroup
-from fwbench.measure import comparison, load, trackers
+from fwbench.measure import load, trackers, verdicts
 from fwbench.measure import runs as case_runs
-from fwbench.measure.timing import Prepared, Steady, TimingConfig, finish, steady
+from fwbench.measure.timing import Prepared, RunTiming, Steady, finish, steady
 from fwbench.tasks import STEP_TIME
 
 
@@ -40,7 +40,7 @@ from fwbench.tasks import STEP_TIME
 class CaseRuns:
     """The launcher's state of one case of a group, across its runs."""
 
-    request: CaseRequest
+    request: GroupRequest
     tracking: dict[str, trackers.Guarded] = field(default_factory=dict)  # driver trackers
     runs: list[MeasuredRun] = field(default_factory=list)
     report: CaseReport | None = None
@@ -51,7 +51,7 @@ class CaseRuns:
     final: CaseOutcome | None = None
 
     @classmethod
-    def of(cls, request: CaseRequest) -> CaseRuns:
+    def of(cls, request: GroupRequest) -> CaseRuns:
         state = cls(request)
         state.tracking = trackers.driver_trackers(request.case, state.warnings.append)
         return state
@@ -73,14 +73,14 @@ class CaseRuns:
             for r in self.runs
         ]
 
-    def figure_runs(self, figure: str) -> list[comparison.RunLike] | None:
+    def figure_runs(self, figure: str) -> list[verdicts.RunLike] | None:
         """Its runs as estimators read them, for `figure` (the step time, or one of its
         task's own figures); None when a run lacks it."""
         if figure == STEP_TIME.name:
             return [r.timing for r in self.runs]
         if not all(r.figures.get(figure) for r in self.runs):
             return None
-        return [comparison.Series(r.figures[figure]) for r in self.runs]
+        return [verdicts.Series(r.figures[figure]) for r in self.runs]
 
     def outcome(self) -> CaseOutcome:
         """Everything its runs found, once no more runs will be made."""
@@ -88,7 +88,7 @@ class CaseRuns:
             return self.ended
         assert self.report is not None
         if self.final is None:
-            config = self.request.timing
+            plan = self.request.plan
             stop = self.stop or "failed"
             self.final = CaseOutcome(
                 self.report,
@@ -96,7 +96,7 @@ class CaseRuns:
                 tuple(self.runs),
                 {name: tracker("result") for name, tracker in self.tracking.items()},
                 stop,
-                (*self.warnings, *case_runs.warnings(self.figures(), stop, config)),
+                (*self.warnings, *case_runs.warnings(self.figures(), stop, plan)),
             )
         return self.final
 
@@ -118,7 +118,7 @@ class CaseRuns:
             stop,
             (
                 *self.warnings,
-                *case_runs.warnings(self.figures(), stop, self.request.timing),
+                *case_runs.warnings(self.figures(), stop, self.request.plan),
                 f"unfinished: the command ended after {len(self.runs)} of this case's runs, "
                 "before its stopping rule was met; --resume measures it again",
             ),
@@ -141,7 +141,7 @@ class _Runner:
         # The task's figures beyond the step time, a value per timed block (Workload.figures).
         self.figures: dict[str, list[float]] = {}
 
-    def alternate(self, config: TimingConfig) -> None:
+    def alternate(self, config: RunTiming) -> None:
         """Its blocks alternate with other processes': each starts after untimed steps
         filling min_switch_warm_s and lasts at least min_switch_block_s, by warmup's
         estimate of a step until the blocks' own steps correct it (`block`)."""
@@ -208,7 +208,8 @@ def run_round(
             case = state.request.case
             if on_phase:
                 on_phase(f"run {round_index + 1}: building and warming up {case.label()}")
-            request = state.request
+            request = state.request.sent
+            assert isinstance(request, CaseRequest)
             if round_index > 0:  # FLOPs, profiles and traces are taken once, in the first run
                 request = request.model_copy(
                     update={"count_flops": False, "profile_steps": 0, "trace_path": None}
@@ -219,7 +220,8 @@ def run_round(
                 )
             started = time.perf_counter()
             try:
-                worker = _start(request, round_index, deadline, timeout_s, servers)
+                runs = state.request.plan.max_runs
+                worker = _start(request, round_index, runs, deadline, timeout_s, servers)
             except Exception as exc:
                 end_case(
                     state, WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", "")
@@ -254,6 +256,7 @@ def run_round(
 def _start(
     request: CaseRequest,
     round_index: int,
+    runs: int,
     deadline: float,
     timeout_s: float,
     servers: ForkServers,
@@ -265,11 +268,11 @@ def _start(
     if case.strategy:
         return RankGroup(request, deadline, timeout_s)
     env = case_env(case)
-    server = servers.for_case(case, env, round_index, request.timing.max_runs)
+    server = servers.for_case(case, env, round_index, runs)
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 
-def _prepare(worker: Worker, config: TimingConfig, started: float) -> tuple[Prepared, float]:
+def _prepare(worker: Worker, config: RunTiming, started: float) -> tuple[Prepared, float]:
     """First step, warmup and block size (`timing.calibrate` under the case's rules),
     then the steady state. A single process calibrates itself, its warmup steps back to
     back; a RankGroup drives its ranks through the same rules in lockstep. Also the
@@ -291,22 +294,22 @@ def _prepare(worker: Worker, config: TimingConfig, started: float) -> tuple[Prep
 
 
 def _measure(runners: list[_Runner]) -> None:
-    config = max((r.state.request.timing for r in runners), key=lambda c: c.run_time_s)
-    run_config = config.for_run()
+    longest = max((r.state.request for r in runners), key=lambda r: r.timing.run_time_s)
+    stop = longest.plan.run_stop(longest.timing)
     tracking = [t for r in runners for t in r.state.tracking.values()]
     # Some trackers need a long enough window (energy counters, to be read reliably).
     window = max((t.min_window_s for t in tracking), default=0.0)
-    if window > run_config.min_time_s:
-        run_config = run_config.model_copy(update={"min_time_s": window})
+    if window > stop.min_time_s:
+        stop = stop.model_copy(update={"min_time_s": window})
     if len(runners) > 1:
         for runner in runners:
-            runner.alternate(config)
+            runner.alternate(longest.timing)
     other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
     for tracker in tracking:
         tracker("start")
     try:
         found = steady(
-            [r.block for r in runners], [r.prepared.steps_per_block for r in runners], run_config
+            [r.block for r in runners], [r.prepared.steps_per_block for r in runners], stop
         )
     finally:
         for tracker in tracking:

@@ -26,9 +26,10 @@ from fwbench.case import Case
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import PointOutcome, WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerProcess, case_env
-from fwbench.launch.protocol import ServeReport, ServeRequest
+from fwbench.launch.protocol import GroupRequest, ServeReport, ServeRequest
 from fwbench.measure import load, stats
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.runs import RunPlan, over_runs
+from fwbench.measure.settings import TimingConfig
 from fwbench.serve.result import Figure, ServingResult, ServingRun
 from fwbench.serve.spec import ServeSpec, point_key, point_label
 
@@ -46,13 +47,11 @@ def figure(values: Sequence[float]) -> Figure | None:
     values = [v for v in values if v and v > 0]
     if not values:
         return None
-    found = stats.log_t_interval(values)
+    found = over_runs(values)
     if found is None:
         return Figure(value=values[0], ci_low=values[0], ci_high=values[0], runs=1)
     centre, low, high = found
-    return Figure(
-        value=centre, ci_low=min(low, centre), ci_high=max(high, centre), runs=len(values)
-    )
+    return Figure(value=centre, ci_low=low, ci_high=high, runs=len(values))
 
 
 def build_result(
@@ -62,7 +61,7 @@ def build_result(
     invocation_id: str,
     result_id: str,
     log_dir: Path | None,
-    busy_cores: float = TimingConfig().busy_cores,
+    busy_cores: float = RunPlan().busy_cores,
     runs_due: int | None = None,
     group_id: str | None = None,
 ) -> ServingResult:
@@ -157,17 +156,18 @@ def _reasons(run: ServingRun) -> list[str]:
     return list(main.invalid_reasons) if main and main.validity != "VALID" else []
 
 
-def request_of(point: Point, timing: TimingConfig, runs: int, log_dir: Path) -> ServeRequest:
+def request_of(point: Point, timing: TimingConfig, runs: int, log_dir: Path) -> GroupRequest:
     """What the driver is given for a point: `runs` runs, their logs under `log_dir`."""
-    timing = timing.model_copy(update={"min_runs": runs, "max_runs": runs})
-    return ServeRequest(case=point.case, spec=point.spec, timing=timing, log_dir=str(log_dir))
+    sent = ServeRequest(case=point.case, spec=point.spec, timing=timing.run, log_dir=str(log_dir))
+    plan = timing.plan.model_copy(update={"min_runs": runs, "max_runs": runs})
+    return GroupRequest(sent, plan, timing.reading)
 
 
 @dataclass
 class PointRuns:
     """The launcher's state of one serving point of a group, across its runs."""
 
-    request: ServeRequest
+    request: GroupRequest
     runs: list[ServingRun] = field(default_factory=list)
     reports: list[ServeReport | None] = field(default_factory=list)
     stop: str | None = None
@@ -202,14 +202,19 @@ def serve_round(
 ) -> None:
     """One run of each point, in `order`, one after another."""
     for state in order:
-        request = state.request
-        runs = request.timing.max_runs
+        request = state.request.sent
+        assert isinstance(request, ServeRequest)
+        runs = state.request.plan.max_runs
         if on_phase:
             label = point_label(request.case, request.spec)
             on_phase(f"{label}: run {round_index + 1} of {runs}")
         log_dir = Path(request.log_dir) / f"run{round_index}"
         run, report = _one_run(
-            request.model_copy(update={"log_dir": str(log_dir)}), round_index, timeout_s, servers
+            request.model_copy(update={"log_dir": str(log_dir)}),
+            round_index,
+            runs,
+            timeout_s,
+            servers,
         )
         state.runs.append(run)
         state.reports.append(report)
@@ -221,11 +226,11 @@ def serve_stop(live: Sequence[PointRuns]) -> list[str | None]:
 
 
 def _one_run(
-    request: ServeRequest, index: int, timeout_s: float, servers: ForkServers
+    request: ServeRequest, index: int, runs: int, timeout_s: float, servers: ForkServers
 ) -> tuple[ServingRun, ServeReport | None]:
     case = request.case
     env = case_env(case)
-    server = servers.for_case(case, env, index, request.timing.max_runs)
+    server = servers.for_case(case, env, index, runs)
     label = f"serve: {point_label(case, request.spec)}"
     worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s, server)
     try:

@@ -40,7 +40,7 @@ from fwbench.launch.protocol import (
     ServeRequest,
 )
 from fwbench.measure import load, trackers
-from fwbench.measure.timing import TimingConfig, measure, prepare, run_block, sync_overhead
+from fwbench.measure.timing import RunTiming, measure, prepare, run_block, sync_overhead
 from fwbench.tasks.infer import INFER
 
 Send = Callable[[dict[str, Any]], None]
@@ -172,7 +172,7 @@ def serve_case(
                 # Warmup steps back to back, as a user's loop runs them: no round trip to
                 # the driver between them (with spinning thread pools on every core, one
                 # costs milliseconds of scheduling).
-                config = TimingConfig.model_validate(message["timing"])
+                config = RunTiming.model_validate(message["timing"])
                 prepared = prepare(workload.step, workload.sync, config)
                 send({"event": "calibrated", "prepared": dataclasses.asdict(prepared)})
             elif op == "overhead":
@@ -276,7 +276,7 @@ def run_peak(request: PeakRequest) -> PeakReport:
     for dtype in request.dtypes:
         try:
             workload = adapter.matmul(request.device, dtype, request.n)
-            timing = measure(workload.step, workload.sync, request.timing)
+            timing = measure(workload.step, workload.sync, request.timing, request.stop)
         except Exception as exc:
             results[dtype] = {"error": one_line(exc)}
             continue

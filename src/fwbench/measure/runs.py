@@ -13,8 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
 from fwbench.measure import load, stats
-from fwbench.measure.timing import TimingConfig
+from fwbench.measure.timing import RunStop, RunTiming
+from fwbench.measure.verdicts import Looks
 
 # "budget": the case's max_time_s of timed blocks; "time_share": its group's share of a
 # sweep's wall-clock budget (fwbench.launch.local.LocalExecutor's budget_s) was spent;
@@ -24,6 +27,57 @@ CaseStop = Literal[
     "precision", "verdict", "budget", "time_share", "max_runs", "failed", "unfinished"
 ]
 ONE_RUN = "within one process (1 run): excludes between-process variation"
+
+
+class RunPlan(BaseModel):
+    """How many runs (worker processes) a case gets and when they stop: read by the
+    driver, never sent to a worker, and recorded with every result (its verdicts are
+    read under the plan its runs could have stopped at: `looks`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Between-process variation is the noise that matters (METHODOLOGY rule 16), so a
+    # case is several runs; 1 is allowed, with a warning that its interval then excludes
+    # that variation.
+    min_runs: int = Field(3, ge=1, le=1000)
+    max_runs: int = Field(10, ge=1, le=1000)
+    # Stop adding runs when the 95% CI of the case (from its runs) is within +-target;
+    # each run's blocks stop on the same target for their own interval (RunTiming.stop).
+    target_ci: float = Field(0.02, gt=0, le=1)
+    # Stop adding runs when the runs' steady states have taken this long in all.
+    max_time_s: float = Field(10.0, gt=0, allow_inf_nan=False)
+    # What stops the variants of one workload measured together: "verdict", once their
+    # comparison is decided (a sequential interval keeps its error rate over the rounds:
+    # fwbench.measure.verdicts.Looks), or "precision", once each case's interval is
+    # within target_ci. A case measured alone stops on its precision under either.
+    # "runs": nothing read from the data stops anything: max_runs runs, fewer only
+    # where max_time_s or a sweep's budget ends them (never below min_runs), and
+    # verdicts read as a fixed plan of the runs made.
+    stop_on: Literal["precision", "verdict", "runs"] = "verdict"
+    # Cores' worth of CPU that other processes may use during a run before it is flagged;
+    # require_idle waits for a machine below it before each round (or refuses).
+    busy_cores: float = Field(0.25, gt=0)
+    require_idle: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RunPlan:
+        if self.max_runs < self.min_runs:
+            raise ValueError(f"max_runs ({self.max_runs}) is below min_runs ({self.min_runs})")
+        return self
+
+    @property
+    def looks(self) -> Looks | None:
+        """The sequential plan its verdicts are read under: when its runs could stop on
+        a verdict, every look from min_runs to max_runs counts; else (runs stopped on
+        precision or their number) a verdict is read once (None: a fixed interval)."""
+        if self.stop_on != "verdict":
+            return None
+        return Looks(self.min_runs, self.max_runs)
+
+    def run_stop(self, timing: RunTiming) -> RunStop:
+        """When each run's blocks stop: its own precision on this plan's target, or its
+        run_time_s (never more than the case's whole budget)."""
+        return timing.stop(self.target_ci, self.max_time_s)
 
 
 @dataclass(frozen=True)
@@ -50,20 +104,31 @@ class Estimate:
         return stats.relative_half_width(self.ci_low_s, self.ci_high_s, self.median_s)
 
 
+def over_runs(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """A figure over its runs, from one value per run: their geometric mean and its 95%
+    t interval on the logs (which contains it), or None with one value (no variation
+    between processes to build an interval on). The case's step time and task figures,
+    and a serving point's figures, are all made here."""
+    found = stats.log_t_interval(values)
+    if found is None:
+        return None
+    centre, low, high = found
+    return centre, min(low, centre), max(high, centre)
+
+
 def estimate(runs: Sequence[RunFigures]) -> Estimate:
     if not runs:
         raise ValueError("a case estimate needs at least one run")
-    found = stats.log_t_interval([r.median_s for r in runs])
+    found = over_runs([r.median_s for r in runs])
     if found is None:
         (run,) = runs
         return Estimate(run.median_s, run.ci_low_s, run.ci_high_s, ONE_RUN)
-    centre, low, high = found
     method = f"t interval on the log medians of {len(runs)} runs (geometric mean)"
-    return Estimate(centre, min(low, centre), max(high, centre), method)
+    return Estimate(*found, method)
 
 
 def stop_reason(
-    runs: Sequence[RunFigures], config: TimingConfig, precision: bool = True
+    runs: Sequence[RunFigures], config: RunPlan, precision: bool = True
 ) -> CaseStop | None:
     """Why the case may stop adding runs now, or None while it needs more. Without
     `precision`, its own interval does not stop it (its comparison decides)."""
@@ -86,7 +151,7 @@ def stop_reason(
 
 def group_stop(
     runs: Sequence[Sequence[RunFigures]],
-    configs: Sequence[TimingConfig],
+    configs: Sequence[RunPlan],
     decided: bool | None = None,
 ) -> list[CaseStop | None]:
     """Why each case of a group (the variants of one workload, measured in rounds) stops
@@ -104,7 +169,7 @@ def group_stop(
     return [reason if reason == "max_runs" else None for reason in reasons]
 
 
-def warnings(runs: Sequence[RunFigures], stop: str, config: TimingConfig) -> list[str]:
+def warnings(runs: Sequence[RunFigures], stop: str, config: RunPlan) -> list[str]:
     out: list[str] = []
     if not runs:
         return out

@@ -21,15 +21,20 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fwbench.measure import stats
-from fwbench.measure.comparison import DEFAULT_ESTIMATOR, Estimator
 
 Clock = Callable[[], float]
 StopReason = Literal["precision", "budget", "max_samples", "failed"]
 WarmupStop = Literal["stable", "settled", "max_steps", "budget"]
 
 
-class TimingConfig(BaseModel):
-    """How long and how precisely to measure. Not part of a case's identity."""
+class RunTiming(BaseModel):
+    """How each run (worker process) of a case is timed: its warmup and block size (the
+    worker's `calibrate`), its blocks and when they stop (`RunStop`, with the case's
+    precision target), blocks alternating with other runs', and what a run warns of.
+    The worker is sent these and nothing else of the settings: how many runs a case
+    gets is the driver's (fwbench.measure.runs.RunPlan), how verdicts read the runs the
+    views' and the stopping rule's (fwbench.measure.verdicts.Reading). Not part of a
+    case's identity."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -48,29 +53,9 @@ class TimingConfig(BaseModel):
     # median), at most max_samples.
     min_samples: int = Field(6, ge=1)
     max_samples: int = Field(1000, ge=1)
-    # Runs (worker processes) per case: between-process variation is the noise that
-    # matters (METHODOLOGY rule 16), so a case is several runs; 1 is allowed, with a
-    # warning that its interval then excludes that variation.
-    min_runs: int = Field(3, ge=1, le=1000)
-    max_runs: int = Field(10, ge=1, le=1000)
-    # Stop adding runs when the 95% CI of the case (from its runs) is within +-target;
-    # a run stops when its own CI is, or after run_time_s of blocks.
-    target_ci: float = Field(0.02, gt=0, le=1)
+    # A run stops when its own CI is within the case's target, or after run_time_s of
+    # blocks (never more than the case's whole budget: RunPlan.max_time_s).
     run_time_s: float = Field(2.0, gt=0, allow_inf_nan=False)
-    # Stop adding runs when the runs' steady states have taken this long in all.
-    max_time_s: float = Field(10.0, gt=0, allow_inf_nan=False)
-    # What stops the variants of one workload measured together: "verdict", once their
-    # comparison is decided (a sequential interval keeps its error rate over the rounds:
-    # fwbench.measure.comparison.Looks), or "precision", once each case's interval is
-    # within target_ci. A case measured alone stops on its precision under either.
-    # "runs": nothing read from the data stops anything: max_runs runs, fewer only
-    # where max_time_s or a sweep's budget ends them (never below min_runs), and
-    # verdicts read as a fixed plan of the runs made.
-    stop_on: Literal["precision", "verdict", "runs"] = "verdict"
-    # The value of each run that verdicts and ratios read (fwbench.measure.comparison
-    # ESTIMATORS), recorded with every result; the case's reported time stays the median
-    # of its runs' medians: its typical step.
-    estimator: Estimator = DEFAULT_ESTIMATOR
     # Never stop before this much steady-state time (energy counters need a window).
     min_time_s: float = Field(0.0, ge=0)
     # Shortest block, whatever the sync overhead; blocks are also >= 1000x the overhead.
@@ -88,29 +73,43 @@ class TimingConfig(BaseModel):
     # A run whose second half of blocks is this much faster or slower than its first
     # (and more than its own noise) was still warming up, or the machine changed.
     drift_warning: float = Field(0.02, gt=0)
-    # Cores' worth of CPU that other processes may use during a run before it is flagged;
-    # require_idle waits for a machine below it before each round (or refuses).
-    busy_cores: float = Field(0.25, gt=0)
-    require_idle: bool = False
     # Runs after a case's first load what it compiled (JIT programs, generated kernels)
     # from a cache that lives as long as the command, instead of compiling it again: the
     # first run's first step still shows the cold compile (docs/methodology.md).
     compile_cache: bool = True
 
     @model_validator(mode="after")
-    def _ordered(self) -> TimingConfig:
-        if self.max_runs < self.min_runs:
-            raise ValueError(f"max_runs ({self.max_runs}) is below min_runs ({self.min_runs})")
+    def _ordered(self) -> RunTiming:
         if self.max_samples < self.min_samples:
             raise ValueError(
                 f"max_samples ({self.max_samples}) is below min_samples ({self.min_samples})"
             )
         return self
 
-    def for_run(self) -> TimingConfig:
-        """The stop rule of one run: its own precision, or run_time_s of blocks (never
-        more than the whole case's budget)."""
-        return self.model_copy(update={"max_time_s": min(self.run_time_s, self.max_time_s)})
+    def stop(self, target_ci: float, max_time_s: float) -> RunStop:
+        """When one run's blocks stop, with the case's precision target and what is left
+        of its budget (at most run_time_s)."""
+        return RunStop(
+            min_samples=self.min_samples,
+            max_samples=self.max_samples,
+            min_time_s=self.min_time_s,
+            target_ci=target_ci,
+            max_time_s=min(self.run_time_s, max_time_s),
+        )
+
+
+class RunStop(BaseModel):
+    """When one run's blocks stop: never before min_samples blocks and min_time_s of
+    them; then once the 95% interval of their median is within +-target_ci, or
+    max_time_s of blocks have passed; at max_samples whatever they show."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_samples: int = Field(ge=1)
+    max_samples: int = Field(ge=1)
+    min_time_s: float = Field(ge=0)
+    target_ci: float = Field(gt=0)
+    max_time_s: float = Field(gt=0, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)
@@ -182,7 +181,7 @@ def sync_overhead(sync: Callable[[], None], clock: Clock, repeats: int = 21) -> 
 def prepare(
     step: Callable[[], object],
     sync: Callable[[], None],
-    config: TimingConfig,
+    config: RunTiming,
     clock: Clock = time.perf_counter,
 ) -> Prepared:
     """First step, warmup until stable, then the block size for the steady state."""
@@ -192,7 +191,7 @@ def prepare(
 
 
 def calibrate(
-    blocks: Callable[[int], float], sync_overhead: Callable[[], float], config: TimingConfig
+    blocks: Callable[[int], float], sync_overhead: Callable[[], float], config: RunTiming
 ) -> Prepared:
     """`prepare` over any runner of n synced steps: a local workload, or the ranks of a
     distributed case driven in lockstep by their launcher (every rank must take the same
@@ -235,7 +234,7 @@ class Steady:
     stop_reason: StopReason = "max_samples"
     error: BaseException | None = None
 
-    def state(self, config: TimingConfig) -> StopReason | None:
+    def state(self, config: RunStop) -> StopReason | None:
         """The reason this runner could stop now, or None if it needs more samples."""
         if self.error is not None:
             return "failed"
@@ -254,7 +253,7 @@ class Steady:
 def steady(
     blocks: Sequence[Callable[[], float | tuple[float, int]]],
     steps_per_block: Sequence[int],
-    config: TimingConfig,
+    config: RunStop,
 ) -> list[Steady]:
     """Run one block of each runner in turn until every runner may stop.
 
@@ -283,7 +282,7 @@ def steady(
             return runs
 
 
-def finish(prepared: Prepared, run: Steady, config: TimingConfig) -> Timing:
+def finish(prepared: Prepared, run: Steady, config: RunTiming) -> Timing:
     """The timing record of one runner: median, its 95% CI, and warnings."""
     if not run.samples:
         raise ValueError("no steady-state samples to summarise")
@@ -303,13 +302,15 @@ def finish(prepared: Prepared, run: Steady, config: TimingConfig) -> Timing:
 def measure(
     step: Callable[[], object],
     sync: Callable[[], None],
-    config: TimingConfig,
+    config: RunTiming,
+    stop: RunStop,
     clock: Clock = time.perf_counter,
 ) -> Timing:
-    """Time `step` (which must leave work for `sync` to wait on) under `config`."""
+    """Time `step` (which must leave work for `sync` to wait on) under `config`, its
+    blocks until `stop`."""
     prepared = prepare(step, sync, config, clock)
     k = prepared.steps_per_block
-    (run,) = steady([lambda: run_block(step, sync, k, clock)], [k], config)
+    (run,) = steady([lambda: run_block(step, sync, k, clock)], [k], stop)
     if run.error is not None:
         raise run.error
     return finish(prepared, run, config)
@@ -321,7 +322,7 @@ def _warnings(
     low: float,
     high: float,
     stop_reason: StopReason,
-    config: TimingConfig,
+    config: RunTiming,
 ) -> list[str]:
     """What one run's blocks say about themselves: spread, and a trend left in them.
     (Whether the case is precise enough is decided over its runs: fwbench.measure.runs.)"""

@@ -59,16 +59,12 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
             if r is None:
                 continue
             point = Point(x, rel, r.status, r.error)
-            if rel is not None and r.measurement is not None:
-                best = row.best
-                assert best is not None
-                base = row.results[best].measurement
-                assert base is not None
-                st = r.measurement.step_time_s
-                point.ci = (
-                    st.ci_low / base.step_time_s.median,
-                    st.ci_high / base.step_time_s.median,
-                )
+            # The interval of the figure its verdict reads, against the fastest's figure.
+            mine, best = row.shown(v), row.best
+            base = row.shown(best) if best is not None else None
+            if rel is not None and mine is not None and mine.interval and base is not None:
+                low, high = mine.interval
+                point.ci = (low / base.value, high / base.value)
             panel.series.setdefault(v, []).append(point)
         if row.different_work:
             panel.note = f"different work at some sizes: {row.different_work_reason}"

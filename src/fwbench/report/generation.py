@@ -9,37 +9,45 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.verdicts import ESTIMATOR_TEXT, Comparison, comparison_of
 from fwbench.report.figures import Curve, CurvePanel
 from fwbench.report.serving import Table
-from fwbench.report.summary import SummaryRow, summarise
-from fwbench.result import Result, StepTime, comparison_of
+from fwbench.report.summary import Shown, SummaryRow, shown, summarise
+from fwbench.result import Result
 from fwbench.tasks import find_task
 from fwbench.tasks.generate import GENERATE
 
 TASK = GENERATE.name
 
 
-def _ms(f: StepTime | None) -> str:
-    if f is None:
+# The figures of the table, each shown as its verdict reads it.
+_FIGURES = ("ttft_s", "tpot_s", "tpot_p90_s")
+
+
+def _ms(figure: Shown | None) -> str:
+    if figure is None:
         return "-"
-    return f"{f.median * 1e3:.3g} ({f.ci_low * 1e3:.3g}-{f.ci_high * 1e3:.3g})"
+    if figure.interval is None:
+        return f"{figure.value * 1e3:.3g} ({figure.runs} run)"
+    low, high = figure.interval
+    return f"{figure.value * 1e3:.3g} ({low * 1e3:.3g}-{high * 1e3:.3g})"
 
 
-def _verdict(row: SummaryRow, figure: str) -> str:
-    found: Comparison = comparison_of(row.ok, figure=figure)
-    verdict = found.verdict()
-    return verdict.short() if verdict is not None else "-"
+def _compared(row: SummaryRow, figure: str, band: float | None) -> Comparison:
+    """The row's variants that have `figure`, compared on it."""
+    have = {v: r for v, r in row.ok.items() if r.measurement and figure in r.measurement.figures}
+    return comparison_of(have, band=band, figure=figure)
 
 
-def tables(results: Sequence[Result]) -> list[Table]:
-    """The generation table, or none when no result generated."""
+def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
+    """The generation table, or none when no result generated; `band`: the band its
+    verdicts read instead of the recorded one."""
     generated = [r for r in results if r.case.task == TASK]
     task = find_task(TASK)
     if not generated or task is None:
         return []
-    _, rows = summarise(generated)
-    ttft, tpot, p90 = (task.figure(name).short for name in ("ttft_s", "tpot_s", "tpot_p90_s"))
+    _, rows = summarise(generated, band)
+    ttft, tpot, p90 = (task.figure(name).short for name in _FIGURES)
     head = [
         "model",
         "batch",
@@ -51,33 +59,41 @@ def tables(results: Sequence[Result]) -> list[Table]:
         f"{p90} ms",
     ]
     body: list[list[str]] = []
+    estimators: set[str] = set()
     for row in rows:
         model, _, batch, shape = row.workload[:4]
-        tpot, ttft = _verdict(row, "tpot_s"), _verdict(row, "ttft_s")
+        compared = {name: _compared(row, name, band) for name in _FIGURES}
+        estimators |= {c.estimator for c in compared.values() if c.variants}
+        verdicts = {
+            name: v.short() if (v := compared[name].verdict()) is not None else "-"
+            for name in ("ttft_s", "tpot_s")
+        }
         for variant, r in row.results.items():
-            m = r.measurement
-            if m is None:
+            if r.measurement is None:
                 body.append([str(model), str(batch), shape, variant, r.status.upper(), "", "", ""])
                 continue
+            cells = {name: _ms(shown(r, compared[name], variant)) for name in _FIGURES}
             body.append(
                 [
                     str(model),
                     str(batch),
                     shape,
                     variant,
-                    _ms(m.figures.get("ttft_s")),
-                    _ms(m.figures.get("tpot_s")),
+                    cells["ttft_s"],
+                    cells["tpot_s"],
                     f"{r.throughput:.4g}" if r.throughput else "-",
-                    _ms(m.figures.get("tpot_p90_s")),
+                    cells["tpot_p90_s"],
                 ]
             )
-        body.append(["", "", "", "verdict", ttft, tpot, "", ""])
+        body.append(["", "", "", "verdict", verdicts["ttft_s"], verdicts["tpot_s"], "", ""])
+    read = " / ".join(ESTIMATOR_TEXT[e] for e in sorted(estimators)) or ESTIMATOR_TEXT["median"]
     note = (
         "Time to first token (TTFT: the prompt's prefill and the first token) and time per "
         "output token (TPOT: the mean decoding step after it; p90: its 90th percentile "
         "within a generation), each token read back as it is made, as a streaming server "
-        "does. Medians over runs with 95% intervals; tokens/s is the batch's new tokens "
-        "over the whole generation. Verdicts compare each time between the fastest variant "
+        f"does. Each time as its verdict reads it: {read}, its geometric mean over runs "
+        "with a 95% interval; tokens/s is the batch's new tokens over the whole generation "
+        "at the median step. Verdicts compare each time between the fastest variant "
         "and the runner-up."
     )
     return [Table("Generation", note, head, body)]

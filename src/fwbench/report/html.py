@@ -15,7 +15,6 @@ from fwbench.report import serving as serving_report
 from fwbench.report.side_by_side import side_by_side
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
-    cell,
     summarise,
     verdict_notes,
     workload_cells,
@@ -269,8 +268,8 @@ def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]
     return out
 
 
-def _verdicts(results: Sequence[Result]) -> str:
-    variants, rows = summarise(results)
+def _verdicts(results: Sequence[Result], band: float | None) -> str:
+    variants, rows = summarise(results, band)
     names = workload_head(rows, always=("device",))
     head = [*names, *variants, "verdict"]
     body = []
@@ -278,7 +277,7 @@ def _verdicts(results: Sequence[Result]) -> str:
         body.append(
             [
                 *workload_cells(row, names),
-                *(cell(row.results.get(v), row.relative(v)) for v in variants),
+                *(row.cell(v) for v in variants),
                 row.verdict(),
             ]
         )
@@ -365,12 +364,14 @@ def render(
     title: str = "fwbench report",
     study: str | None = None,
     serving: Sequence[ServingResult] = (),
+    band: float | None = None,
 ) -> str:
     """The self-contained HTML report; `study` adds that study's reproduction table,
-    `serving` the serving scenarios' tables and latency-throughput curve."""
+    `serving` the serving scenarios' tables and latency-throughput curve; `band`: the
+    band verdicts read instead of the one the results recorded."""
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
-    for table in [*serving_report.tables(serving), *generation.tables(results)]:
+    for table in [*serving_report.tables(serving, band), *generation.tables(results, band)]:
         figs.append(
             (
                 table.heading,
@@ -471,13 +472,15 @@ def render(
     body = [
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}. '
-        "Each case is several worker processes (runs); its time is the geometric mean of "
-        "their medians, with a 95% interval over runs. A verdict says “faster” when the "
-        "interval of the ratio lies beyond ±2%, “equivalent” when it lies within, "
-        "“inconclusive” otherwise.</p>",
+        "Each case is several worker processes (runs); its time is the geometric mean over "
+        "its runs of the value its verdict reads (each run's 25th-percentile block by "
+        "default; a note under the table says which), with a 95% interval over runs, and "
+        "x its ratio to the fastest. A verdict says “faster” when the interval of the "
+        "ratio lies beyond the equivalence band (±2% unless a note says otherwise), "
+        "“equivalent” when it lies within, “inconclusive” otherwise.</p>",
     ]
     if results:
-        body += ["<h2>Verdicts</h2>", _verdicts(results)]
+        body += ["<h2>Verdicts</h2>", _verdicts(results, band)]
     if study:
         found = load_study(study)
         body += [

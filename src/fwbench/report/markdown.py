@@ -6,10 +6,11 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 
+from fwbench.measure.verdicts import ESTIMATOR_TEXT
 from fwbench.report import generation, scaling, warnings
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
-    cell,
+    estimator_of,
     summarise,
     verdict_notes,
     workload_cells,
@@ -39,10 +40,12 @@ def render(
     charts: Sequence[tuple[str, str]] = (),
     study: str | None = None,
     serving: Sequence[ServingResult] = (),
+    band: float | None = None,
 ) -> str:
     """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed; `study`
-    adds that study's reproduction table, `serving` the serving scenarios' tables."""
-    variants, rows = summarise(results)
+    adds that study's reproduction table, `serving` the serving scenarios' tables;
+    `band`: the band verdicts read instead of the one the results recorded."""
+    variants, rows = summarise(results, band)
     counted = f"{len(results)} results" + (f", {len(serving)} serving points" if serving else "")
     out = [
         f"# {md(title)}",
@@ -50,7 +53,7 @@ def render(
         f"Generated {datetime.now():%Y-%m-%d %H:%M} from {counted}.",
         "",
     ]
-    for table in [*serving_tables(serving), *generation.tables(results)]:
+    for table in [*serving_tables(serving, band), *generation.tables(results, band)]:
         out += [f"## {table.heading}", "", table.note, ""]  # our own words
         out += ["| " + " | ".join(table.head) + " |", "|" + "---|" * len(table.head)]
         out += ["| " + " | ".join(md(c) for c in row) + " |" for row in table.rows]
@@ -58,9 +61,13 @@ def render(
     if results:
         if serving:
             out += ["## Step times", ""]
+        estimator = estimator_of(rows)
+        value = ESTIMATOR_TEXT[estimator] if estimator else "the value named under the table"
         out += [
-            "Median step time in milliseconds with its 95% confidence interval, and the time",
-            "relative to the fastest framework for the same work (x1.00 = fastest).",
+            "Each case's step time as its verdict reads it, in milliseconds: the geometric",
+            f"mean over runs of {value}, with its 95% interval, and relative to the fastest",
+            "framework for the same work (x1.00 = fastest; for the runner-up, the verdict's",
+            "own ratio). Each case's median step time is in its record (`fwbench export`).",
             "",
         ]
         names = workload_head(rows)
@@ -69,7 +76,7 @@ def render(
         out.append("|" + "---|" * len(head))
         for row in rows:
             cells = [md(c) for c in workload_cells(row, names)]
-            cells += [md(cell(row.results.get(v), row.relative(v))) for v in variants]
+            cells += [md(row.cell(v)) for v in variants]
             out.append("| " + " | ".join(cells) + f" | {md(row.verdict())} |")
     for note in verdict_notes(rows):
         out += ["", note]  # our own words: no escaping

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import comparison_of, outcome_of, percent
+from fwbench.result import Result
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05
@@ -21,6 +22,10 @@ class Change:
     ci_low: float | None = None
     ci_high: float | None = None
     runs: tuple[int, int] | None = None  # runs of the base and of the new result
+    # The equivalence band it was read against, and whether the whole interval lies
+    # inside it (the same within the band: more than "no significant change").
+    band: float | None = None
+    equivalent: bool | None = None
 
     def describe(self) -> str:
         if self.kind in ("only-in-base", "only-in-new"):
@@ -37,6 +42,9 @@ class Change:
             else "no interval: one run each"
         )
         change = f"{self.ratio - 1:+.1%} ({interval}; {self.runs[0]}+{self.runs[1]} runs)"
+        if self.kind == "unchanged" and self.band is not None:
+            within = "the same" if self.equivalent else "not shown the same"
+            change += f"; {within} within ±{percent(self.band)}"
         return f"{self.kind}: step time {change}"
 
 
@@ -57,14 +65,21 @@ def _latest(results: Sequence[Result]) -> dict[str, Result]:
     return out
 
 
-def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.05) -> list[Change]:
+def changes(
+    base: Sequence[Result],
+    new: Sequence[Result],
+    threshold: float = 0.05,
+    band: float | None = None,
+) -> list[Change]:
     """Every case of either set, regressions first (largest first).
 
-    new / base is compared over the two results' runs (compare.ratio). A regression is a
-    slowdown larger than `threshold` whose interval lies above 1; an improvement likewise
-    below. The intervals are Bonferroni-widened to 1 - ALPHA / (cases compared), so an
-    unchanged set of N cases raises a false alarm in at most ALPHA of comparisons, not in
-    N x ALPHA.
+    new / base is compared over the two results' runs, by the values their verdicts
+    read (verdicts.comparison_of). A regression is a slowdown larger than `threshold`
+    whose interval lies above 1; an improvement likewise below. The intervals are
+    Bonferroni-widened to 1 - ALPHA / (cases compared), so an unchanged set of N cases
+    raises a false alarm in at most ALPHA of comparisons, not in N x ALPHA. An unchanged
+    case says whether its interval lies within the equivalence band (`band`, else the
+    one the results recorded).
     """
     a, b = _latest(base), _latest(new)
     both = [
@@ -84,7 +99,10 @@ def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.
             continue
         sides = {"new": cur, "base": old}
         pair = [("new", "base")]
-        (r,) = comparison_of(sides, "given", pair, confidence=confidence, sequential=False).ratios()
+        compared = comparison_of(
+            sides, "given", pair, band=band, confidence=confidence, sequential=False
+        )
+        (r,) = compared.ratios()
         if r.ci_low > 1.0 and r.value - 1 > threshold:
             kind = "regression"
         elif r.ci_high < 1.0 and 1 - r.value > threshold:
@@ -92,5 +110,8 @@ def changes(base: Sequence[Result], new: Sequence[Result], threshold: float = 0.
         else:
             kind = "unchanged"
         runs = (r.runs_b, r.runs_a)
-        out.append(Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, runs))
+        same = outcome_of(r.ci_low, r.ci_high, compared.band) == "equivalent"
+        out.append(
+            Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, runs, compared.band, same)
+        )
     return sorted(out, key=lambda c: (_ORDER[c.kind], -(c.ratio or 0)))

@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.measure.comparison import Comparison
+from fwbench.measure.verdicts import DEFAULT_BAND, Comparison
 from fwbench.report import warnings
 from fwbench.serve.result import Figure, ServingResult
 from fwbench.serve.spec import point_label, streams
@@ -63,7 +62,12 @@ def _groups(
     return list(found.values())
 
 
-def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool) -> str:
+def _verdict(
+    group: Sequence[ServingResult],
+    values: str,
+    higher_is_better: bool,
+    band: float | None = None,
+) -> str:
     """The best variant against the runner-up, on per-run values (compare's three
     outcomes; lower is better there, so rates are inverted). A rate search does not tell
     apart rates closer than its resolution: the equivalence band is at least that.
@@ -74,7 +78,7 @@ def _verdict(group: Sequence[ServingResult], values: str, higher_is_better: bool
         per_run = [v for _, v in found]
         runs[r.case.variant] = [1 / v for v in per_run] if higher_is_better else per_run
         rounds[r.case.variant] = [index for index, _ in found]
-    band = DEFAULT_BAND
+    band = DEFAULT_BAND if band is None else band
     if values == "max_qps":
         band = max([band, *(r.search_resolution or 0.0 for r in group)])
     groups = {r.case.variant: r.group_id for r in group}
@@ -108,10 +112,10 @@ def _per_run(r: ServingResult, values: str) -> list[tuple[int, float]]:
     return out
 
 
-def tables(results: Sequence[ServingResult]) -> list[Table]:
+def tables(results: Sequence[ServingResult], band: float | None = None) -> list[Table]:
     """One table per scenario that was measured, with a verdict per workload; a
     generation's (a streaming task's) in tables of its token latencies."""
-    out = [*_query_tables(results), *_token_tables(results)]
+    out = [*_query_tables(results, band), *_token_tables(results, band)]
     notes = []
     if any(
         n > 1
@@ -139,7 +143,7 @@ def tables(results: Sequence[ServingResult]) -> list[Table]:
     return out
 
 
-def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
+def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[Table]:
     """Tables of the points whose queries are answered whole (their latency)."""
     out = []
     single = [g for g in _groups(results, False) if g[0].spec.scenario == "single_stream"]
@@ -154,7 +158,7 @@ def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
                 _ms(r.latency("99.00")),
                 _rate(r.samples_per_s),
                 _validity(r),
-                _verdict(g, "90.00", False) if i == 0 else "",
+                _verdict(g, "90.00", False, band) if i == 0 else "",
             ]
             for g in single
             for i, r in enumerate(g)
@@ -190,7 +194,7 @@ def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
                 _rate(r.max_qps),
                 _ms(r.latency(f"{r.spec.bound_percentile * 100:.2f}")),
                 _validity(r),
-                _verdict(g, "max_qps", True) if i == 0 else "",
+                _verdict(g, "max_qps", True, band) if i == 0 else "",
             ]
             for g in searched
             for i, r in enumerate(g)
@@ -231,7 +235,7 @@ def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
                 _ms(r.latency("90.00")),
                 _ms(r.latency("99.00")),
                 _validity(r),
-                _verdict(g, f"{r.spec.bound_percentile * 100:.2f}", False) if i == 0 else "",
+                _verdict(g, f"{r.spec.bound_percentile * 100:.2f}", False, band) if i == 0 else "",
             ]
             for g in fixed
             for i, r in enumerate(g)
@@ -265,7 +269,7 @@ def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
                 r.case.variant,
                 _rate(r.samples_per_s),
                 _validity(r),
-                _verdict(g, "samples_per_s", True) if i == 0 else "",
+                _verdict(g, "samples_per_s", True, band) if i == 0 else "",
             ]
             for g in offline
             for i, r in enumerate(g)
@@ -282,7 +286,7 @@ def _query_tables(results: Sequence[ServingResult]) -> list[Table]:
     return out
 
 
-def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
+def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[Table]:
     """Tables of generations served as streams: LoadGen's time to first token (TTFT),
     time per output token after it (TPOT) and tokens per second, per scenario."""
     out = []
@@ -302,7 +306,7 @@ def _token_tables(results: Sequence[ServingResult]) -> list[Table]:
                 _validity(r),
                 # "{key}": the group's bound percentile, as LoadGen's log names it.
                 *(
-                    _verdict(g, v.format(key=_key(g[0])), higher) if i == 0 else ""
+                    _verdict(g, v.format(key=_key(g[0])), higher, band) if i == 0 else ""
                     for v, higher in verdicts
                 ),
             ]

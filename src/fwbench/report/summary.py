@@ -5,41 +5,93 @@ Pure functions over Results; rendering to the terminal or Markdown lives with th
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fwbench.case import execution_note
-from fwbench.measure.compare import RUNS_NEEDED_CAP, Verdict
-from fwbench.measure.comparison import ESTIMATOR_TEXT, Comparison
-from fwbench.result import Result, comparison_of
+from fwbench.measure import stats
+from fwbench.measure.verdicts import (
+    DEFAULT_BAND,
+    ESTIMATOR_TEXT,
+    RUNS_NEEDED_CAP,
+    Comparison,
+    Series,
+    Verdict,
+    comparison_of,
+    per_run,
+    percent,
+)
+from fwbench.result import Result
 from fwbench.tasks import STEP_TIME, find_task
 
 # FLOP counters of different frameworks may differ a little in what they count.
 FLOPS_TOLERANCE = 0.05
 
 
+@dataclass(frozen=True)
+class Shown:
+    """What a table shows of one variant: the figure its verdict reads (the geometric
+    mean over runs of each run's value by the estimator) and its 95% interval over runs,
+    or, for one run read by its median, that run's own interval (None: no interval)."""
+
+    value: float
+    interval: tuple[float, float] | None
+    runs: int
+
+
+def shown(result: Result, comparison: Comparison, name: str) -> Shown | None:
+    """`result`, the variant `name` of `comparison`, as a table shows it."""
+    m, variant = result.measurement, comparison.variant(name)
+    if m is None or variant is None:
+        return None
+    interval = variant.interval()
+    if interval is None and comparison.estimator == "median":
+        # One run (or a result from before runs): its median's interval within the
+        # process, as its record has it.
+        recorded = m.figure(comparison.figure)
+        interval = (recorded.ci_low, recorded.ci_high)
+    return Shown(variant.centre, interval, len(variant.values))
+
+
 @dataclass
 class SummaryRow:
     workload: tuple[Any, ...]
     results: dict[str, Result] = field(default_factory=dict)  # variant -> result
+    # The band its verdict reads instead of the one its results recorded (--band).
+    band: float | None = None
 
     @property
     def ok(self) -> dict[str, Result]:
         return {v: r for v, r in self.results.items() if r.measurement is not None}
 
+    @functools.cached_property
+    def compared(self) -> Comparison:
+        """Its measured variants as its verdict reads them (built once the row is full):
+        every figure the row shows comes from here, so its times, its `x` column and its
+        verdict say the same numbers."""
+        return comparison_of(self.ok, band=self.band)
+
     @property
     def best(self) -> str | None:
-        ok = self.ok
-        return min(ok, key=lambda v: _median(ok[v])) if ok else None
+        ranked = self.compared.ranked()
+        return ranked[0].name if ranked else None
 
     def relative(self, variant: str) -> float | None:
-        """Time relative to the fastest variant (fastest = 1.0), as the studies plot it: the
-        step time, or the figure its task's verdicts read (Result.verdict_figure)."""
-        ok, best = self.ok, self.best
-        if variant not in ok or best is None:
-            return None
-        return _median(ok[variant]) / _median(ok[best])
+        """Its figure relative to the fastest variant's (fastest = 1.0), as the studies
+        plot it; for the runner-up, the verdict's own ratio (Comparison.relative)."""
+        return self.compared.relative(variant)
+
+    def shown(self, variant: str) -> Shown | None:
+        result = self.ok.get(variant)
+        return shown(result, self.compared, variant) if result is not None else None
+
+    def cell(self, variant: str, short: bool = False) -> str:
+        """The table's cell of `variant`: its figure, interval and `x`."""
+        result = self.results.get(variant)
+        return cell(result, self.shown(variant), self.relative(variant), short)
 
     @property
     def different_work(self) -> bool:
@@ -52,7 +104,7 @@ class SummaryRow:
 
     def comparison(self) -> Verdict | None:
         """The fastest variant against the runner-up, on their runs."""
-        return comparison_of(self.ok).verdict()
+        return self.compared.verdict()
 
     def flops_mismatch(self) -> float | None:
         """Largest relative difference of FLOPs per step between variants, if over 5%."""
@@ -123,8 +175,11 @@ def workload_cells(row: SummaryRow, head: list[str]) -> list[str]:
     return [batch_text(w) if col == "batch" else str(w[col]) for col in head]
 
 
-def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
-    """Variants in first-seen order, and rows in first-seen workload order.
+def summarise(
+    results: Iterable[Result], band: float | None = None
+) -> tuple[list[str], list[SummaryRow]]:
+    """Variants in first-seen order, and rows in first-seen workload order; `band`: the
+    band their verdicts read instead of the one their results recorded.
 
     A later result of the same case replaces an earlier one.
     """
@@ -132,7 +187,7 @@ def summarise(results: Iterable[Result]) -> tuple[list[str], list[SummaryRow]]:
     rows: dict[tuple[Any, ...], SummaryRow] = {}
     for r in results:
         key = r.case.workload_key()
-        row = rows.setdefault(key, SummaryRow(workload=key))
+        row = rows.setdefault(key, SummaryRow(workload=key, band=band))
         row.results[r.case.variant] = r
         if r.case.variant not in variants:
             variants.append(r.case.variant)
@@ -148,6 +203,8 @@ def verdict_notes(rows: Sequence[SummaryRow]) -> list[str]:
         mode_advice(rows),
         plan_note(rows),
         estimator_note(rows),
+        band_note(rows),
+        bimodal_note(rows),
         figure_note(rows),
     )
     return [n for n in notes if n]
@@ -205,21 +262,24 @@ def unfinished_note(rows: Iterable[SummaryRow]) -> str | None:
 
 
 def _comparisons(rows: Iterable[SummaryRow]) -> list[Comparison]:
-    return [comparison_of(row.ok) for row in rows if len(row.ok) >= 2]
+    return [row.compared for row in rows if len(row.ok) >= 2]
 
 
 def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
-    """Which per-run value the verdicts read, where it is not the median that the times
-    in the table are, and how runs are paired where they were made in the same rounds."""
+    """Which per-run value the times, `x` and verdicts read, where it is not each run's
+    median, and how runs are paired where they were made in the same rounds."""
     found = _comparisons(rows)
-    used = {c.estimator for c in found if c.estimator != "median"}
+    shown = [row.compared for row in rows if row.ok]
+    used = {c.estimator for c in shown if c.estimator != "median"}
     paired = sum(c.paired for c in found)
     notes = []
     if used:
         notes.append(
-            f"Verdicts and their ratios read {' / '.join(ESTIMATOR_TEXT[e] for e in sorted(used))} "
-            "(interference only adds time, so it moves less from run to run); the times shown "
-            "are medians, each run's typical step."
+            f"Times, x and verdicts read {' / '.join(ESTIMATOR_TEXT[e] for e in sorted(used))} "
+            "(its geometric mean over runs, with a 95% interval): interference only adds "
+            "time, so it moves less from run to run than the median. Each case's median "
+            "step, its typical one, is in its record (`fwbench results`, `--json`: "
+            "step_time_s.median)."
         )
     if paired:
         which = "Verdicts" if paired == len(found) else f"{paired} of {len(found)} verdicts"
@@ -235,6 +295,69 @@ def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
             f"rounds' ratios{level}."
         )
     return " ".join(notes) or None
+
+
+def band_note(rows: Iterable[SummaryRow]) -> str | None:
+    """The equivalence band the verdicts read, where it is not the default."""
+    bands = sorted({c.band for c in _comparisons(rows)} - {DEFAULT_BAND})
+    if not bands:
+        return None
+    said = " / ".join(f"±{percent(b)}" for b in bands)
+    return (
+        f"Equivalence band: {said} (--band; the default is ±{percent(DEFAULT_BAND)}): "
+        "variants whose ratio's whole interval lies inside it are the same, and a "
+        "difference is a finding only beyond it."
+    )
+
+
+# A note names this many bimodal runs, then counts the others.
+_NAMED = 3
+
+
+def bimodal_note(rows: Iterable[SummaryRow]) -> str | None:
+    """Runs whose blocks fell in two clusters (stats.two_clusters): which, and which
+    cluster the value their verdict reads and their median fall in."""
+    found: list[str] = []
+    for row in rows:
+        estimator = row.compared.estimator
+        for r in row.ok.values():
+            assert r.measurement is not None
+            for run in r.measurement.runs:
+                clusters = stats.two_clusters(run.samples)
+                if clusters is not None:
+                    found.append(
+                        f"{r.case.label()} run {run.index + 1} ({clusters.low * 1e3:.3g} ms "
+                        f"x{clusters.n_low}, {clusters.high * 1e3:.3g} ms x{clusters.n_high}: "
+                        f"{_cluster_read(run.samples, clusters, estimator)})"
+                    )
+    if not found:
+        return None
+    named = "; ".join(found[:_NAMED])
+    if len(found) > _NAMED:
+        named += f"; and {len(found) - _NAMED} more"
+    return (
+        f"Two clusters of blocks in {len(found)} run(s): {named}. Such a run's value reads "
+        "one cluster and leaves the other out, and which one depends on how its blocks "
+        "fell between them: its case's figure, the ratio and the verdict move with it from "
+        "rerun to rerun. Where its verdict's value and its median read different clusters, "
+        "they differ by the clusters' ratio."
+    )
+
+
+def _cluster_read(samples: Sequence[float], clusters: stats.Clusters, estimator: str) -> str:
+    """Which cluster a run's verdict value and its median fall in, in words."""
+    edge = math.sqrt(clusters.low * clusters.high)
+    (value,) = per_run([Series(tuple(samples))], estimator)
+    median = stats.median(samples)
+
+    def side(x: float) -> str:
+        return "faster" if x < edge else "slower"
+
+    if estimator == "median":
+        return f"its median reads the {side(median)}"
+    if side(value) == side(median):
+        return f"its {estimator} and its median read the {side(median)}"
+    return f"its {estimator} reads the {side(value)}, its median the {side(median)}"
 
 
 def plan_note(rows: Iterable[SummaryRow]) -> str | None:
@@ -322,29 +445,43 @@ def inconclusive_advice(rows: Iterable[SummaryRow]) -> str | None:
 WIDE = 0.25
 
 
-def cell(result: Result | None, relative: float | None, short: bool = False) -> str:
+def cell(
+    result: Result | None, figure: Shown | None, relative: float | None, short: bool = False
+) -> str:
     """`12.34 ms (12.10-12.60) x1.08`; short: `12.34 ±1.2% x1.08` (or, for an interval
-    wider than ±25%, `12.34 (8.1-19) x1.08`)."""
+    wider than ±25%, `12.34 (8.1-19) x1.08`); `12.34 (1 run)` without an interval.
+    `figure` is what the table shows of `result` (`shown`)."""
     if result is None:
         return "-"
-    if result.measurement is None:
+    if result.measurement is None or figure is None:
         return result.status.upper()
-    # The figure its verdict reads: the step time, or a task's own (time per output token).
-    st = result.measurement.figure(result.verdict_figure)
-    half = (st.ci_high - st.ci_low) / 2 / st.median
-    if short and half <= WIDE:
-        text = f"{st.median * 1e3:.2f} ±{half:.1%}"
-    elif short:
-        # An interval over few runs is multiplicative and lopsided when wide: "±250%"
-        # would say the time could be negative. Its ends say what it is.
-        text = f"{st.median * 1e3:.2f} ({st.ci_low * 1e3:.3g}-{st.ci_high * 1e3:.3g})"
+    value = figure.value
+    if figure.interval is None:
+        text = f"{value * 1e3:.2f}{'' if short else ' ms'} ({figure.runs} run)"
     else:
-        text = f"{st.median * 1e3:.2f} ms ({st.ci_low * 1e3:.2f}-{st.ci_high * 1e3:.2f})"
+        low, high = figure.interval
+        half = (high - low) / 2 / value
+        if short and half <= WIDE:
+            text = f"{value * 1e3:.2f} ±{half:.1%}"
+        elif short:
+            # An interval over few runs is multiplicative and lopsided when wide: "±250%"
+            # would say the time could be negative. Its ends say what it is.
+            text = f"{value * 1e3:.2f} ({low * 1e3:.3g}-{high * 1e3:.3g})"
+        else:
+            text = f"{value * 1e3:.2f} ms ({low * 1e3:.2f}-{high * 1e3:.2f})"
     if relative is not None:
         text += f" x{relative:.2f}"
     return text
 
 
-def _median(r: Result) -> float:
-    assert r.measurement is not None
-    return r.measurement.figure(r.verdict_figure).median
+def alone(result: Result, short: bool = False) -> str:
+    """One result's cell outside a row (tune's table): the figure its verdicts read."""
+    found = comparison_of({"it": result})
+    return cell(result, shown(result, found, "it"), None, short)
+
+
+def estimator_of(rows: Iterable[SummaryRow]) -> str | None:
+    """The estimator every row's figures read, where they agree (a table's header says
+    it), else None."""
+    found = {row.compared.estimator for row in rows if row.ok}
+    return found.pop() if len(found) == 1 else None

@@ -57,14 +57,16 @@ def write_report(
     title: str,
     study: str | None = None,
     serving: Sequence[ServingResult] = (),
+    band: float | None = None,
 ) -> None:
     """A failure leaves no half-written report: everything is built aside, then moved.
 
     With `study`, the report adds that study's reproduction table (fwbench.studies);
-    with `serving`, the serving scenarios' tables and curve (fwbench.report.serving)."""
+    with `serving`, the serving scenarios' tables and curve (fwbench.report.serving);
+    with `band`, verdicts read that band instead of the one the results recorded."""
     check_report_path(output, fmt)
     if fmt == "html":
-        page = html.render(results, title=title, study=study, serving=serving)
+        page = html.render(results, title=title, study=study, serving=serving, band=band)
         write_atomically(output, lambda tmp: _write(tmp, page), "report")
         return
     target = Path(os.path.realpath(output))
@@ -75,7 +77,9 @@ def write_report(
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         charts = png.write_charts(results, Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
-        text = markdown.render(results, title=title, charts=rel, study=study, serving=serving)
+        text = markdown.render(
+            results, title=title, charts=rel, study=study, serving=serving, band=band
+        )
         write_atomically(output, lambda scratch: _write(scratch, text), "report")
         final_charts = target.parent / chart_dir
         if final_charts.exists():

@@ -29,7 +29,7 @@ from typing import Any
 from fwbench.case import Case
 from fwbench.frameworks.base import Workload
 from fwbench.measure import stats
-from fwbench.measure.timing import TimingConfig, prepare, run_block
+from fwbench.measure.timing import RunTiming, prepare, run_block
 from fwbench.serve.result import PERCENTILES, LoadGenTest
 from fwbench.serve.spec import ServeSpec, min_queries
 from fwbench.tasks import find_task
@@ -178,7 +178,7 @@ class Served:
         """The settings as applied (precision, layout, ...), as the workloads record them."""
         return self.workloads[self.sizes[-1]].settings()
 
-    def warm_up(self, timing: TimingConfig) -> float:
+    def warm_up(self, timing: RunTiming) -> float:
         """Warm every batch size up until stable; time each unloaded (a batch alone)."""
         start = time.perf_counter()
         for b, w in self.workloads.items():

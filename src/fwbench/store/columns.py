@@ -23,6 +23,9 @@ from pydantic import BaseModel
 from fwbench.case import Case
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure.energy import Energy
+from fwbench.measure.runs import RunPlan
+from fwbench.measure.timing import RunTiming
+from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
 from fwbench.result import Distributed, Memory, Result, Work
 
@@ -122,7 +125,6 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     Column("warnings", "VARCHAR[]", lambda r: list(r.warnings)),
     _json("environment"),
     _json("settings"),
-    _json("timing_config"),
     # version 2
     _model("memory", Memory),
     _model("energy", Energy),
@@ -205,6 +207,10 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _case("model_path", "VARCHAR"),
     _case("inputs", "VARCHAR"),
     _case("objective", "VARCHAR"),
+    # version 17 (in place of version 1's timing_config)
+    _model("run_timing", RunTiming),
+    _model("run_plan", RunPlan),
+    _model("reading", Reading),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -36,17 +36,26 @@ are in one place: fwbench.result. The tables of each version:
      case measured alone, and before this version (read unpaired).
  15  serving gains group_id: the same, for the serving points of one workload measured
      in rounds (NULL before this version: read unpaired).
+ 16  results gain a user's model: model_path, inputs, objective (NULL for the zoo's
+     models, and before this version).
+ 17  results' timing_config (one JSON dict of every setting) becomes three typed JSON
+     columns, by who reads them: run_timing, run_plan and reading (the estimator and the
+     equivalence band). Each row's are made from its timing_config as
+     fwbench.result.settings_of_old reads an exported record of its version.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 import duckdb
+
+from fwbench.result import settings_of_old
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -225,21 +234,25 @@ def _to_v10(con: Any) -> None:
     con.execute("ALTER TABLE results ADD COLUMN options VARCHAR")
 
 
-def _to_v11(con: Any) -> None:
-    con.execute("ALTER TABLE runs RENAME TO invocations")
-    con.execute("ALTER TABLE invocations RENAME COLUMN run_id TO invocation_id")
-    # DuckDB refuses to alter a column of a table with an index ("entries that depend on
-    # it"): the results table's indexes (ours, and any of the user's) are dropped for the
-    # rename and made again from their own statements.
+def _altering_results(con: Any, statement: str) -> None:
+    """Alter a column of the results table. DuckDB refuses to alter a column of a table
+    with an index ("entries that depend on it"): the table's indexes (ours, and any of
+    the user's) are dropped for it and made again from their own statements."""
     indexes = con.execute(
         "SELECT index_name, sql FROM duckdb_indexes() "
         "WHERE schema_name = 'main' AND table_name = 'results'"
     ).fetchall()
     for name, _ in indexes:
         con.execute(f'DROP INDEX "{name}"')
-    con.execute("ALTER TABLE results RENAME COLUMN run_id TO invocation_id")
+    con.execute(statement)
     for _, sql in indexes:
         con.execute(sql)
+
+
+def _to_v11(con: Any) -> None:
+    con.execute("ALTER TABLE runs RENAME TO invocations")
+    con.execute("ALTER TABLE invocations RENAME COLUMN run_id TO invocation_id")
+    _altering_results(con, "ALTER TABLE results RENAME COLUMN run_id TO invocation_id")
     con.execute("ALTER TABLE serving RENAME COLUMN run_id TO invocation_id")
 
 
@@ -264,6 +277,23 @@ def _to_v16(con: Any) -> None:
         con.execute(f"ALTER TABLE results ADD COLUMN {column} VARCHAR")
 
 
+def _to_v17(con: Any) -> None:
+    for column in ("run_timing", "run_plan", "reading"):
+        con.execute(f"ALTER TABLE results ADD COLUMN {column} VARCHAR")
+    rows = con.execute("SELECT result_id, timing_config FROM results").fetchall()
+    typed = []
+    for result_id, text in rows:
+        settings = settings_of_old(json.loads(text) if text else {})
+        parts = (settings.run, settings.plan, settings.reading)
+        typed.append([*(part.model_dump_json() for part in parts), result_id])
+    if typed:
+        con.executemany(
+            "UPDATE results SET run_timing = ?, run_plan = ?, reading = ? WHERE result_id = ?",
+            typed,
+        )
+    _altering_results(con, "ALTER TABLE results DROP COLUMN timing_config")
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -281,6 +311,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     13: _to_v14,
     14: _to_v15,
     15: _to_v16,
+    16: _to_v17,
 }
 
 

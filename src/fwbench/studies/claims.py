@@ -31,8 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError
-from fwbench.measure.compare import DEFAULT_BAND
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import DEFAULT_BAND, comparison_of
+from fwbench.result import Result
 from fwbench.studies.trends import downward_trend, efficiency
 
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
-from fwbench.result import Result, comparison_of
+from fwbench.measure.verdicts import comparison_of
+from fwbench.result import Result
 
 
 @dataclass
