@@ -110,7 +110,7 @@ def test_markdown_report_embeds_png_charts(sweep_db: Path, tmp_path: Path) -> No
     proc = fwbench("report", str(sweep_db), "--format", "md", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
-    charts = re.findall(r"!\[[^\]]*\]\(([^)]+\.png)\)", text)
+    charts = re.findall(r"!\[[^\]]*\]\(<?([^)>]+\.png)>?\)", text)
     assert charts and all((tmp_path / c).stat().st_size > 1000 for c in charts)
     assert "| resnet18 | infer | 2 | 32px c10 |" in text
     assert "**oom**" in text

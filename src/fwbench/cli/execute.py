@@ -28,9 +28,10 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     try:
         return _execute(cases, db, options)
     except BaseException:
-        if created and not _holds_results(db):
+        if created and db.is_file() and not _holds_results(db):
             for made in (db, db.with_name(db.name + ".wal")):
-                made.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    made.unlink(missing_ok=True)
         raise
 
 
