@@ -60,7 +60,7 @@ def test_latest_result_of_each_case_wins(tmp_path: Path) -> None:
 def test_unreadable_file_is_a_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "results.duckdb"
     bad.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(StoreError, match=r"results.duckdb is not a DuckDB database, not an fwbench"):
+    with pytest.raises(StoreError, match=r"results.duckdb is not a DuckDB database, not an fwb"):
         ResultStore(bad)
     with pytest.raises(StoreError, match="no results file at"):
         ResultStore(tmp_path / "missing.duckdb", read_only=True)
