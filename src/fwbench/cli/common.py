@@ -61,6 +61,11 @@ def warn(text: str) -> None:
     console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
 
 
+def note(text: str) -> None:
+    """A line on stderr about what the output is read from (a snapshot of a busy file)."""
+    console.print(f"note: {escape(text)}", highlight=False)
+
+
 # Errors a command met while it ran that must not cost its output: raised once the
 # command has printed what it has (cli/app.py's result callback), as one line, exit 2.
 _deferred: list[FwbenchError] = []

@@ -14,6 +14,7 @@ from fwbench.cli.common import (
     JsonOption,
     RunAliasOption,
     invocation_of,
+    note,
     out,
     print_json,
     summary_table,
@@ -32,7 +33,7 @@ def command(
 ) -> None:
     """List stored results (every invocation's, oldest first)."""
     invocation = invocation_of(invocation, run)
-    with ResultStore(db, read_only=True, on_skip=warn) as store:
+    with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         results = store.results(invocation_id=invocation)
     if json:
         print_json([r.to_record() for r in results])
