@@ -8,10 +8,14 @@ from __future__ import annotations
 import base64
 import gzip
 import re
+from pathlib import Path
 
 import plotly.offline
+import pytest
 
-from fwbench.report import html
+from fwbench.case import Case
+from fwbench.report import figures, html, png
+from fwbench.result import Result
 
 from .test_generation_chart import two_by_two
 from .test_parity_and_summary import result
@@ -38,3 +42,59 @@ def test_a_report_holds_plotly_once_compressed_and_loads_nothing() -> None:
 def test_a_report_without_charts_holds_no_library() -> None:
     page = html.render([])
     assert "fwbench-plotly" not in page and "Plotly" not in page
+
+
+def _nineteen_times() -> list[Result]:
+    """torch 19.33x faster at batch 1 (one row of the issue), 1.30x at batch 8."""
+    out = []
+    for batch, torch_s, tf_s in ((1, 0.05462 / 19.33, 0.05462), (8, 0.010, 0.013)):
+        for framework, mode, median in (("torch", "eager", torch_s), ("tensorflow", "graph", tf_s)):
+            r = result(framework, mode, median, median * 0.05, task="infer")
+            case = Case.build(**{**r.case.model_dump(), "batch_size": batch})
+            out.append(r.model_copy(update={"case": case, "result_id": f"{framework}{batch}"}))
+    return out
+
+
+def test_a_bar_past_five_times_is_cut_with_its_value_written_and_the_rest_stay_readable(
+    tmp_path: Path,
+) -> None:
+    (panel,) = figures.relative_time(_nineteen_times(), "infer", "cpu")
+    assert panel.cap == figures.RELATIVE_CAP == 5.0
+    tf = {p.x: p for p in panel.series["tensorflow/graph"]}
+    slow, close = tf["b1 224px c1000"], tf["b8 224px c1000"]
+    assert slow.value == pytest.approx(19.33) and panel.cut(slow) and panel.shown(slow) == 5.0
+    assert not panel.cut(close) and panel.shown(close) == pytest.approx(1.3)
+
+    fig = html._relative_figure([panel], "t")
+    (cut,) = [t for t in fig.data if t.name == "tensorflow/graph (cut)"]
+    assert list(cut.y) == [5.0] and list(cut.text) == ["19.3x, cut"] and cut.error_y.array is None
+    assert list(cut.customdata) == pytest.approx([19.33])  # the hover says the value
+    assert cut.offsetgroup == "tensorflow/graph"  # in its variant's slot
+    assert fig.layout.yaxis.range == pytest.approx((0, 5.2))
+    page = html.render(_nineteen_times())
+    assert "The axis stops at 5x: a bar past it is cut at the top" in page
+
+    charts = dict(png.write_charts(_nineteen_times(), tmp_path))
+    assert "Relative inference time, cpu (axis cut at 5x, values written)" in charts
+
+    # Under the cap, nothing is cut and the axis is plotly's own.
+    quiet = [r for r in _nineteen_times() if r.case.batch_size == 8]
+    (panel,) = figures.relative_time(quiet, "infer", "cpu")
+    assert panel.cap is None
+    assert html._relative_figure([panel], "t").layout.yaxis.range is None
+    assert "The axis stops at" not in html.render(quiet)
+
+
+def test_the_relative_generation_chart_is_named_for_the_time_per_output_token_it_plots(
+    tmp_path: Path,
+) -> None:
+    results = two_by_two()
+    page = html.render(results)
+    assert "<h2>Time per output token, relative (cpu)</h2>" in page
+    assert "Relative time per output token on cpu" in page
+    assert "Generation time, relative" not in page and "Relative generation time" not in page
+    charts = [caption for caption, _ in png.write_charts(results, tmp_path)]
+    assert "Relative time per output token, cpu" in charts
+    (panel,) = figures.relative_time(results, "generate", "cpu")
+    tf = {p.x: p for p in panel.series["tensorflow/graph"]}["b1 seq8 v512 new6"]
+    assert tf.value == pytest.approx(0.025 / 0.020)  # the time per output token's ratio

@@ -90,28 +90,58 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
     for row, panel in enumerate(panels, start=1):
         for variant, points in panel.series.items():
             ok = [p for p in points if p.value is not None]
+            whole = [p for p in ok if not panel.cut(p)]
+            cut = [p for p in ok if panel.cut(p)]
+            style = {
+                "legendgroup": variant,
+                # Both traces of a variant in one slot of each group, as one would be.
+                "offsetgroup": variant,
+                "marker": {"color": colour(variant), "pattern": {"shape": pattern(variant)}},
+                "hovertemplate": (
+                    f"{variant}<br>%{{x}}<br>relative time %{{customdata:.3f}}<extra></extra>"
+                ),
+            }
             fig.add_trace(
                 go.Bar(
                     name=variant,
-                    legendgroup=variant,
                     showlegend=variant not in shown,
-                    x=[p.x for p in ok],
-                    y=[p.value for p in ok],
+                    x=[p.x for p in whole],
+                    y=[p.value for p in whole],
+                    customdata=[p.value for p in whole],
                     error_y={
                         "type": "data",
                         "symmetric": False,
-                        "array": [(p.ci[1] - p.value) if p.ci and p.value else 0 for p in ok],
-                        "arrayminus": [(p.value - p.ci[0]) if p.ci and p.value else 0 for p in ok],
+                        "array": [(p.ci[1] - p.value) if p.ci and p.value else 0 for p in whole],
+                        "arrayminus": [
+                            (p.value - p.ci[0]) if p.ci and p.value else 0 for p in whole
+                        ],
                     },
-                    marker={
-                        "color": colour(variant),
-                        "pattern": {"shape": pattern(variant)},
-                    },
-                    hovertemplate=f"{variant}<br>%{{x}}<br>relative time %{{y:.3f}}<extra></extra>",
+                    **style,
                 ),
                 row=row,
                 col=1,
             )
+            if cut:
+                # A bar cut at the axis' top (Panel.cap) says its value, and draws no
+                # interval (it would lie above the axis).
+                fig.add_trace(
+                    go.Bar(
+                        name=f"{variant} (cut)",
+                        showlegend=False,
+                        x=[p.x for p in cut],
+                        y=[panel.shown(p) for p in cut],
+                        customdata=[p.value for p in cut],
+                        text=[f"{p.value:.3g}x, cut" for p in cut],
+                        textposition="inside",
+                        insidetextanchor="end",
+                        textangle=0,
+                        # Dark with a white halo: legible on any variant's colour and pattern.
+                        insidetextfont={"color": "#111", "shadow": "0 0 3px white"},
+                        **style,
+                    ),
+                    row=row,
+                    col=1,
+                )
             shown.add(variant)
             gaps = [p for p in points if p.value is None]
             if gaps:
@@ -136,8 +166,19 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
         fig.update_yaxes(
             title_text="relative time (fastest = 1)", row=row, col=1, rangemode="tozero"
         )
+        if panel.cap is not None:
+            fig.update_yaxes(range=[0, panel.cap * 1.04], row=row, col=1)
     fig.update_layout(title=title, barmode="group", height=max(320, 280 * len(panels)))
     return fig
+
+
+def _relative_caption(panels: list[figures.Panel]) -> str:
+    if not any(p.cap is not None for p in panels):
+        return ""
+    return (
+        f"<p>The axis stops at {figures.RELATIVE_CAP:g}x: a bar past it is cut at the top, "
+        "its value written on it (“19.3x, cut”), so that the others stay readable.</p>"
+    )
 
 
 def _curve_figure(
@@ -434,13 +475,15 @@ def render(
     if curve:
         figs.append(("Serving: latency against load", _serving_figure(curve), ""))
     devices = sorted({r.case.device for r in results})
-    for task, word in ((t.name, t.label) for t in all_tasks().values()):
+    for kind in all_tasks().values():
+        # What the chart plots: a generation's is its time per output token.
+        subject = figures.relative_subject(kind)
         for device in devices:
-            panels = figures.relative_time(results, task, device)
+            panels = figures.relative_time(results, kind.name, device)
             if panels:
-                chart = f"Relative {word} time on {device} (faster framework = 1.0)"
-                heading = f"{word.capitalize()} time, relative ({device})"
-                figs.append((heading, _relative_figure(panels, chart), ""))
+                chart = f"Relative {subject} on {device} (faster framework = 1.0)"
+                heading = f"{subject[0].upper()}{subject[1:]}, relative ({device})"
+                figs.append((heading, _relative_figure(panels, chart), _relative_caption(panels)))
     scaled = scaling.scaling(results)
     if scaled:
         figs.append(
