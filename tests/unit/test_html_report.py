@@ -8,17 +8,21 @@ from __future__ import annotations
 import base64
 import gzip
 import re
+from html import escape as html_escape
 from pathlib import Path
 
 import plotly.offline
 import pytest
 
 from fwbench.case import Case
-from fwbench.report import figures, html, png
-from fwbench.result import Result
+from fwbench.cli.common import describe_result
+from fwbench.report import figures, generation, html, png
+from fwbench.result import Result, RunFigure, StepTime
+from fwbench.store.db import ResultStore
 
-from .test_generation_chart import two_by_two
+from .test_generation_chart import generated, two_by_two
 from .test_parity_and_summary import result
+from .test_robustness import cli
 
 
 def test_a_report_holds_plotly_once_compressed_and_loads_nothing() -> None:
@@ -98,3 +102,76 @@ def test_the_relative_generation_chart_is_named_for_the_time_per_output_token_it
     (panel,) = figures.relative_time(results, "generate", "cpu")
     tf = {p.x: p for p in panel.series["tensorflow/graph"]}["b1 seq8 v512 new6"]
     assert tf.value == pytest.approx(0.025 / 0.020)  # the time per output token's ratio
+
+
+def _skewed() -> list[Result]:
+    """The issue's torch row: TPOT 3.67 ms beside a median step of 0.88 ms and a p90 of
+    9.08 ms, in each of its three runs; TensorFlow's steps alike (TPOT at its p50)."""
+    torch = generated("torch", "eager", 1, 3.67e-3)
+    tf = generated("tensorflow", "graph", 1, 3.0e-3)
+    assert torch.measurement is not None
+    scale = {"tpot_p50_s": 0.88 / 3.67, "tpot_p90_s": 9.08 / 3.67}
+    runs = tuple(
+        run.model_copy(
+            update={
+                "figures": {
+                    **run.figures,
+                    **{
+                        name: RunFigure(
+                            samples=(run.figures["tpot_s"].median_s * k,),
+                            median_s=run.figures["tpot_s"].median_s * k,
+                        )
+                        for name, k in scale.items()
+                    },
+                }
+            }
+        )
+        for run in torch.measurement.runs
+    )
+    figures_ = dict(torch.measurement.figures)
+    for name, k in scale.items():
+        t = figures_["tpot_s"]
+        figures_[name] = StepTime(median=t.median * k, ci_low=t.ci_low * k, ci_high=t.ci_high * k)
+    m = torch.measurement.model_copy(update={"runs": runs, "figures": figures_})
+    return [torch.model_copy(update={"measurement": m}), tf]
+
+
+def test_the_generation_table_says_which_time_per_token_is_the_one_and_why_they_differ(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (table,) = generation.tables(_skewed())
+    assert table.head[4:] == [
+        "TTFT ms", "TPOT ms (mean step)", "tokens/s", "TPOT p50 ms", "TPOT p90 ms",
+    ]  # fmt: skip
+    torch = next(row for row in table.rows if row[3] == "torch/eager")
+    tpot, p50, p90 = (torch[i].split(" (")[0] for i in (5, 7, 8))
+    assert (tpot, p50, p90) == ("3.67", "0.879", "9.07")  # each run's, over the runs
+    assert generation.WHICH_IS_WHICH in table.note
+    assert "TPOT, the time per output token, is the mean of a generation's decoding steps" in (
+        table.note
+    )
+    said = (
+        "torch/eager b1 seq8 v512 new6: time per output token 3.67 ms = 4.2x the median "
+        "step 0.879 ms: a tenth of the steps took 9.07 ms or more (p90), and the mean counts "
+        "them."
+    )
+    assert said in table.note
+    assert "tensorflow/graph b1 seq8 v512 new6: time per output token" not in table.note
+
+    # The HTML report's table and the terminal's say it alike.
+    assert html_escape(said) in html.render(_skewed())
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        for r in _skewed():
+            store.add(r)
+    code, out, err = cli(["results", "--db", str(db), "--summary"], capsys)
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "TPOT ms (mean step)" in flat and " ".join(said.split()) in flat
+    assert " ".join(generation.WHICH_IS_WHICH.split()) in flat
+    # A run's own lines name the mean, and say why it is above the median step.
+    lines = describe_result(_skewed()[0])
+    assert "time per output token (the mean of a generation's decoding steps): 3.670 ms" in lines
+    assert "median decoding step within a generation: 0.880 ms" in lines
+    assert "time per output token 3.67 ms = 4.2x the median step 0.88 ms" in lines
+    assert "the median step" not in describe_result(_skewed()[1])  # TPOT at its p50

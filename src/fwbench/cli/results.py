@@ -17,6 +17,7 @@ from fwbench.cli.common import (
     note,
     out,
     print_json,
+    report_tables,
     summary_table,
     unit_of,
     warn,
@@ -40,6 +41,8 @@ def command(
         return
     if summary:
         out.print(summary_table(results, title=f"Results in {db}"))
+        for table in report_tables(results):
+            out.print(table)
         return
     table = Table(title=f"{len(results)} results in {db}", title_justify="left")
     for col in (

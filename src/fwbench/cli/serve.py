@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, done_points, serve_points
 from fwbench.case import Case
@@ -36,6 +34,7 @@ from fwbench.cli.common import (
     console,
     defer,
     print_json,
+    rich_table,
     storing,
 )
 from fwbench.cli.execute import warn_rescued
@@ -131,15 +130,7 @@ def execute_serving(
 def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
     """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
     for t in tables(results, band):
-        # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
-        table = Table(
-            title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
-        )
-        for name in t.head:
-            table.add_column(name)
-        for row in t.rows:
-            table.add_row(*(escape(c) for c in row))
-        console.print(table)
+        console.print(rich_table(t))
 
 
 def command(
