@@ -31,7 +31,8 @@ from fwbench.cli import choices
 from fwbench.errors import FwbenchError, SpecError
 from fwbench.measure.settings import PARTS, TimingConfig
 from fwbench.measure.verdicts import DEFAULT_BAND, percent
-from fwbench.report import scaling
+from fwbench.report import generation, scaling
+from fwbench.report.serving import Table as ReportTable
 from fwbench.report.summary import (
     estimator_of,
     summarise,
@@ -59,6 +60,11 @@ def warn(text: str) -> None:
     """A warning on stderr, one line (a damaged row left out, a model no plugin registers)."""
     # One line, however long: a log reader greps it whole.
     console.print(f"[yellow]warning:[/yellow] {escape(text)}", highlight=False, soft_wrap=True)
+
+
+def note(text: str) -> None:
+    """A line on stderr about what the output is read from (a snapshot of a busy file)."""
+    console.print(f"note: {escape(text)}", highlight=False)
 
 
 # Errors a command met while it ran that must not cost its output: raised once the
@@ -529,11 +535,34 @@ def figure_lines(r: Result) -> list[str]:
         if figure.name in m.figures:
             f = m.figures[figure.name]
             mark = "  (its verdicts read it)" if figure.name == r.verdict_figure else ""
+            what = f" ({figure.what})" if figure.what else ""
             lines.append(
-                f"  {figure.label}: {f.median * 1e3:.3f} ms "
+                f"  {figure.label}{what}: {f.median * 1e3:.3f} ms "
                 f"(95% CI {f.ci_low * 1e3:.3f}-{f.ci_high * 1e3:.3f}){mark}"
             )
+    # Which of a generation's times per token is the time per token, where they differ.
+    if (why := generation.skew(r)) is not None:
+        lines.append(f"  {why}")
     return lines
+
+
+def report_tables(results: Sequence[Result]) -> list[Table]:
+    """The report's tables that the summary does not hold (a generation's TTFT and TPOT
+    with their verdicts), for a terminal."""
+    return [rich_table(t) for t in generation.tables(results)]
+
+
+def rich_table(t: ReportTable) -> Table:
+    """A report's table (report.serving.Table) as a terminal table, its note below."""
+    # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
+    table = Table(
+        title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
+    )
+    for name in t.head:
+        table.add_column(name)
+    for row in t.rows:
+        table.add_row(*(escape(c) for c in row))
+    return table
 
 
 def progress_bar(eta: bool = True) -> Progress:

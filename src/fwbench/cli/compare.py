@@ -15,6 +15,7 @@ from fwbench.cli.common import (
     JsonOption,
     band_flag,
     console,
+    note,
     out,
     print_json,
     warn,
@@ -46,9 +47,9 @@ def command(
             f"slowdown (got {threshold})"
         )
     equivalence = band_flag(band)
-    with ResultStore(base, read_only=True, on_skip=warn) as store:
+    with ResultStore(base, read_only=True, on_skip=warn, on_snapshot=note) as store:
         base_results = store.results()
-    with ResultStore(new, read_only=True, on_skip=warn) as store:
+    with ResultStore(new, read_only=True, on_skip=warn, on_snapshot=note) as store:
         new_results = store.results()
     found = changes(base_results, new_results, threshold, equivalence)
     regressions = [c for c in found if c.kind == "regression"]

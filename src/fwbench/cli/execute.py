@@ -12,7 +12,8 @@ from rich.markup import escape
 
 from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.case import Case
-from fwbench.cli.common import console, defer, progress_bar, storing
+from fwbench.cli.common import console, defer, storing
+from fwbench.cli.progress import case_progress, outcome_of
 from fwbench.environment import host_environment
 from fwbench.errors import StoreError
 from fwbench.result import Result
@@ -54,30 +55,23 @@ def _execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
         skipped = len({c.key() for c in cases} & done_keys(store, options))
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
-        progress = progress_bar()
         # Only --json output may go to stdout; Ray's driver prints its errors ("a worker
         # died ...") there from a thread of its own.
-        with progress, contextlib.redirect_stdout(sys.stderr):
-            task = progress.add_task("preparing", total=len(cases) - skipped)
-
-            def on_status(text: str) -> None:
-                progress.update(task, description=text)
+        with (
+            case_progress(len(cases) - skipped) as progress,
+            contextlib.redirect_stdout(sys.stderr),
+        ):
 
             def on_start(case: Case) -> None:
-                progress.update(task, description=case.label())
+                progress.started(case.label())
 
             made: dict[str, Result] = {}
             for result in run_cases(
-                cases, store, invocation_id, options, on_start, on_status, host
+                cases, store, invocation_id, options, on_start, progress.status, host
             ):
                 made[result.case_key] = result
-                progress.advance(task)
-                if result.status != "ok":
-                    progress.console.print(
-                        f"[red]{result.status}[/red] {result.case.label()}: {result.error}"
-                    )
+                progress.finished(result.case.label(), *outcome_of(result))
                 warn_rescued(store, progress.console)
-            progress.update(task, description="done")
         keys = [c.key() for c in cases]
         if not store.rescue:
             return store.latest(keys)

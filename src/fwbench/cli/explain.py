@@ -31,6 +31,7 @@ from fwbench.cli.common import (
     VocabSizeOption,
     cases_per_framework,
     console,
+    note,
     out,
     print_json,
     timing_config,
@@ -183,7 +184,7 @@ def command(
 
 
 def _stored_case(db: Path, key: str) -> Case:
-    with ResultStore(db, read_only=True, on_skip=warn) as store:
+    with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         matches = [r.case for r in store.results() if r.case_key.startswith(key)]
     if not matches:
         raise SpecError(f"no stored case with key {key!r} in {db}; see `fwbench results --json`")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, warn
+from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, note, warn
 from fwbench.outputs import FileArg, database, refuse_overwrite
 from fwbench.store.db import ResultStore
 from fwbench.store.export import FORMATS, export
@@ -23,6 +23,6 @@ def command(
     """Export every stored result, one row per case result with all its samples."""
     fmt = format or output.suffix.lstrip(".").lower()
     refuse_overwrite([FileArg("-o", output, "the export")], [database("--db", db)])
-    with ResultStore(db, read_only=True, on_skip=warn) as store:
+    with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         n = export(store, fmt, output)
     console.print(f"{n} results written to {output} ({fmt})")

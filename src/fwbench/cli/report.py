@@ -17,6 +17,7 @@ from fwbench.cli.common import (
     band_flag,
     console,
     invocation_of,
+    note,
     warn,
 )
 from fwbench.errors import SpecError
@@ -63,7 +64,7 @@ def command(
         [report_output(flag, output, fmt)],
         [database("RESULTS" if results is not None else "--db", source)],
     )
-    with ResultStore(source, read_only=True, on_skip=warn) as store:
+    with ResultStore(source, read_only=True, on_skip=warn, on_snapshot=note) as store:
         stored = store.results(invocation_id=invocation)
         served = store.serving(invocation_id=invocation)
         commands = [

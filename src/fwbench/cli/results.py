@@ -14,8 +14,10 @@ from fwbench.cli.common import (
     JsonOption,
     RunAliasOption,
     invocation_of,
+    note,
     out,
     print_json,
+    report_tables,
     summary_table,
     unit_of,
     warn,
@@ -32,13 +34,15 @@ def command(
 ) -> None:
     """List stored results (every invocation's, oldest first)."""
     invocation = invocation_of(invocation, run)
-    with ResultStore(db, read_only=True, on_skip=warn) as store:
+    with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         results = store.results(invocation_id=invocation)
     if json:
         print_json([r.to_record() for r in results])
         return
     if summary:
         out.print(summary_table(results, title=f"Results in {db}"))
+        for table in report_tables(results):
+            out.print(table)
         return
     table = Table(title=f"{len(results)} results in {db}", title_justify="left")
     for col in (

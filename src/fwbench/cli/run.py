@@ -43,6 +43,7 @@ from fwbench.cli.common import (
     console,
     describe_result,
     print_json,
+    report_tables,
     scaling_table,
     summary_table,
     timing_flags,
@@ -176,5 +177,7 @@ def command(
         console.print(describe_result(result))
     if len(results) > 1:
         console.print(summary_table(results, title="Comparison"))
+    for table in report_tables(results):
+        console.print(table)
     if any(r.case.strategy for r in results):
         console.print(scaling_table(results))

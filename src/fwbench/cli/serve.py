@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, done_points, serve_points
+from fwbench.case import Case
 from fwbench.cli import choices
 from fwbench.cli.common import (
     DEFAULT_DB_PATH,
@@ -35,10 +34,11 @@ from fwbench.cli.common import (
     console,
     defer,
     print_json,
-    progress_bar,
+    rich_table,
     storing,
 )
 from fwbench.cli.execute import warn_rescued
+from fwbench.cli.progress import case_progress, serving_outcome_of
 from fwbench.environment import host_environment
 from fwbench.errors import SpecError, StoreError, positive_seconds
 from fwbench.launch.serving import Point
@@ -95,27 +95,31 @@ def execute_serving(
         invocation_id = store.start_invocation(
             shlex.join(["fwbench", *sys.argv[1:]]), host_environment()
         )
-        progress = progress_bar(eta=False)
-        with progress, contextlib.redirect_stdout(sys.stderr):
-            task = progress.add_task("preparing", total=len(todo))
+        # No estimate of the time left: a rate search takes far longer than a fixed rate.
+        with (
+            case_progress(len(todo), eta=False) as progress,
+            contextlib.redirect_stdout(sys.stderr),
+        ):
 
-            def on_status(text: str) -> None:
-                progress.update(task, description=text)
+            def on_start(case: Case) -> None:
+                progress.started(case.label())
 
             served = serve_points(
-                todo, store, invocation_id, runs, log_root(db), options, on_status=on_status
+                todo,
+                store,
+                invocation_id,
+                runs,
+                log_root(db),
+                options,
+                on_start=on_start,
+                on_status=progress.status,
             )
             made: dict[str, ServingResult] = {}
             for result in served:
                 made[result.point_key] = result
-                progress.advance(task)
-                if result.status != "ok":
-                    progress.console.print(
-                        f"[red]{result.status}[/red] "
-                        f"{point_label(result.case, result.spec)}: {result.error}"
-                    )
+                label = point_label(result.case, result.spec)
+                progress.finished(label, *serving_outcome_of(result))
                 warn_rescued(store, progress.console)
-            progress.update(task, description="done")
         latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
         if store.rescue:
             defer(StoreError(store.rescue.message()))
@@ -126,15 +130,7 @@ def execute_serving(
 def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
     """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
     for t in tables(results, band):
-        # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
-        table = Table(
-            title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
-        )
-        for name in t.head:
-            table.add_column(name)
-        for row in t.rows:
-            table.add_row(*(escape(c) for c in row))
-        console.print(table)
+        console.print(rich_table(t))
 
 
 def command(

@@ -26,6 +26,7 @@ from fwbench.cli.common import (
     TargetCiOption,
     console,
     print_json,
+    report_tables,
     summary_table,
     timing_flags,
 )
@@ -183,6 +184,8 @@ def command(
         print_json([r.to_record() for r in results])
     else:
         console.print(summary_table(results, title=f"Sweep {sweep.name}"))
+        for table in report_tables(results):
+            console.print(table)
     for path, fmt in zip(reports, formats, strict=True):
         write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}", study=sweep.study)
         console.print(f"report written to {path}")

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from fwbench.report.summary import summarise
 from fwbench.result import Result
 from fwbench.studies.trends import Trend, downward_trend
+from fwbench.tasks import STEP_TIME, Task
 from fwbench.tasks.infer import INFER
+
+# The relative-time axis reaches this at most. Past it, one slow variant (a 19x bar)
+# shrank every other bar to a sliver, the fastest's 1.0 among them, and a 1.1x against
+# 1.3x could not be told apart. A bar past it is cut at the top of the axis with its value
+# written on it. Not a log axis: a bar's length then no longer says how long it took.
+RELATIVE_CAP = 5.0
 
 
 @dataclass
@@ -34,14 +41,36 @@ class Panel:
     x: list[str]
     series: dict[str, list[Point]] = field(default_factory=dict)
     note: str = ""
+    # The axis' top where a bar goes past RELATIVE_CAP (that bar is cut there); None: none.
+    cap: float | None = None
+
+    def shown(self, point: Point) -> float | None:
+        """The height a point's bar is drawn to (cut at the cap)."""
+        if point.value is None or self.cap is None:
+            return point.value
+        return min(point.value, self.cap)
+
+    def cut(self, point: Point) -> bool:
+        """Whether the point's bar is cut at the top of the axis."""
+        return self.cap is not None and point.value is not None and point.value > self.cap
 
 
 def _x(r: Result) -> str:
     return f"b{r.case.batch_size} {r.case.shape}"
 
 
+def relative_subject(task: Task) -> str:
+    """What a task's relative chart compares: its step time ("inference time"), or the
+    figure its verdicts read, which the chart plots ("time per output token")."""
+    if task.verdict_figure == STEP_TIME.name:
+        return f"{task.label} time"
+    return task.figure(task.verdict_figure).label
+
+
 def relative_time(results: Sequence[Result], task: str, device: str) -> list[Panel]:
-    """Fig 1-3: step time relative to the fastest variant of the same work."""
+    """Fig 1-3: the time its verdicts read (step time; a generation's time per output
+    token) relative to the fastest variant of the same work, with the axis cut at
+    RELATIVE_CAP where a bar goes past it."""
     variants, rows = summarise(
         r for r in results if r.case.task == task and r.case.device == device
     )
@@ -68,6 +97,10 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
             panel.series.setdefault(v, []).append(point)
         if row.different_work:
             panel.note = f"different work at some sizes: {row.different_work_reason}"
+    for panel in panels.values():
+        values = [p.value for ps in panel.series.values() for p in ps if p.value is not None]
+        if values and max(values) > RELATIVE_CAP:
+            panel.cap = RELATIVE_CAP
     return list(panels.values())
 
 

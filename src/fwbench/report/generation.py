@@ -21,7 +21,22 @@ TASK = GENERATE.name
 
 
 # The figures of the table, each shown as its verdict reads it.
-_FIGURES = ("ttft_s", "tpot_s", "tpot_p90_s")
+_FIGURES = ("ttft_s", "tpot_s", "tpot_p50_s", "tpot_p90_s")
+
+# Where time per output token (the mean step) is this far above the median step, some of
+# a generation's steps are much slower than its typical one: said with the numbers.
+SKEWED = 1.25
+
+# Which of a generation's times per token is "the" one, and why the others differ: said
+# under the table and beside a run's figures (cli), in the same words.
+WHICH_IS_WHICH = (
+    "TPOT, the time per output token, is the mean of a generation's decoding steps: "
+    "the new tokens times TPOT is how long its answer streams after the first token, so it "
+    "is the time per token that tokens/s and the verdicts follow. The p50 and p90 are the "
+    "median and the 90th-percentile step within a generation (the typical step and the "
+    "slow tenth). TPOT above p50 means a few steps are much slower than the typical one "
+    "(p90 says how slow): a reader waiting for the answer waits for them too."
+)
 
 
 def _ms(figure: Shown | None) -> str:
@@ -31,6 +46,39 @@ def _ms(figure: Shown | None) -> str:
         return f"{figure.value * 1e3:.3g} ({figure.runs} run)"
     low, high = figure.interval
     return f"{figure.value * 1e3:.3g} ({low * 1e3:.3g}-{high * 1e3:.3g})"
+
+
+def _rate(x: float | None) -> str:
+    # 14,080, not 1.408e+04: a batch's tokens per second run to tens of thousands.
+    if not x:
+        return "-"
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+
+def skewed(tpot: float, p50: float | None, p90: float | None) -> str | None:
+    """Why a time per output token `tpot` is well above its median step `p50`, with the
+    numbers (seconds), or None where they are close (or the median is unknown)."""
+    if p50 is None or p50 <= 0 or tpot < SKEWED * p50:
+        return None
+    slow = f"a tenth of the steps took {p90 * 1e3:.3g} ms or more (p90)" if p90 else ""
+    return (
+        f"time per output token {tpot * 1e3:.3g} ms = {tpot / p50:.1f}x the median step "
+        f"{p50 * 1e3:.3g} ms: {slow or 'some steps are slow'}, and the mean counts them"
+    )
+
+
+def skew(r: Result) -> str | None:
+    """`skewed` for a generation's own figures (its medians over runs, as a run's lines
+    print them), or None."""
+    m = r.measurement
+    if m is None or r.case.task != TASK or "tpot_s" not in m.figures:
+        return None
+    p50, p90 = (m.figures.get(n) for n in ("tpot_p50_s", "tpot_p90_s"))
+    return skewed(
+        m.figures["tpot_s"].median,
+        p50.median if p50 else None,
+        p90.median if p90 else None,
+    )
 
 
 def _compared(row: SummaryRow, figure: str, band: float | None) -> Comparison:
@@ -47,19 +95,21 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
     if not generated or task is None:
         return []
     _, rows = summarise(generated, band)
-    ttft, tpot, p90 = (task.figure(name).short for name in _FIGURES)
+    ttft, tpot, p50, p90 = (task.figure(name).short for name in _FIGURES)
     head = [
         "model",
         "batch",
         "shape",
         "variant",
         f"{ttft} ms",
-        f"{tpot} ms",
+        f"{tpot} ms (mean step)",
         "tokens/s",
+        f"{p50} ms",
         f"{p90} ms",
     ]
     body: list[list[str]] = []
     estimators: set[str] = set()
+    skews: list[str] = []
     for row in rows:
         model, _, batch, shape = row.workload[:4]
         compared = {name: _compared(row, name, band) for name in _FIGURES}
@@ -70,9 +120,10 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
         }
         for variant, r in row.results.items():
             if r.measurement is None:
-                body.append([str(model), str(batch), shape, variant, r.status.upper(), "", "", ""])
+                body.append([str(model), str(batch), shape, variant, r.status.upper(), *[""] * 4])
                 continue
-            cells = {name: _ms(shown(r, compared[name], variant)) for name in _FIGURES}
+            seen = {name: shown(r, compared[name], variant) for name in _FIGURES}
+            cells = {name: _ms(found) for name, found in seen.items()}
             body.append(
                 [
                     str(model),
@@ -81,20 +132,30 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
                     variant,
                     cells["ttft_s"],
                     cells["tpot_s"],
-                    f"{r.throughput:.4g}" if r.throughput else "-",
+                    _rate(r.throughput),
+                    cells["tpot_p50_s"],
                     cells["tpot_p90_s"],
                 ]
             )
-        body.append(["", "", "", "verdict", verdicts["ttft_s"], verdicts["tpot_s"], "", ""])
+            # Said with the numbers the row shows.
+            value = {n: found.value if found else None for n, found in seen.items()}
+            mean = value["tpot_s"]
+            why = skewed(mean, value["tpot_p50_s"], value["tpot_p90_s"]) if mean else None
+            if why is not None:
+                skews.append(f"{variant} b{batch} {shape}: {why}.")
+        body.append(["", "", "", "verdict", verdicts["ttft_s"], verdicts["tpot_s"], "", "", ""])
     read = " / ".join(ESTIMATOR_TEXT[e] for e in sorted(estimators)) or ESTIMATOR_TEXT["median"]
-    note = (
-        "Time to first token (TTFT: the prompt's prefill and the first token) and time per "
-        "output token (TPOT: the mean decoding step after it; p90: its 90th percentile "
-        "within a generation), each token read back as it is made, as a streaming server "
-        f"does. Each time as its verdict reads it: {read}, its geometric mean over runs "
-        "with a 95% interval; tokens/s is the batch's new tokens over the whole generation "
-        "at the median step. Verdicts compare each time between the fastest variant "
-        "and the runner-up."
+    note = " ".join(
+        [
+            "Time to first token (TTFT: the prompt's prefill and the first token), then "
+            "each later token's decoding step, each token read back as it is made, as a "
+            "streaming server does. " + WHICH_IS_WHICH,
+            *skews,
+            f"Each time as its verdict reads it: {read}, its geometric mean over runs with a "
+            "95% interval; tokens/s is the batch's new tokens over the whole generation at "
+            "the median step. Verdicts compare TTFT and TPOT between the fastest variant "
+            "and the runner-up.",
+        ]
     )
     return [Table("Generation", note, head, body)]
 

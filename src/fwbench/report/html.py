@@ -1,13 +1,18 @@
-"""The self-contained HTML report: plotly charts (library inlined once, no CDN) and tables."""
+"""The self-contained HTML report: plotly charts (library inlined once, compressed, no CDN)
+and tables."""
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import html
 import json
 from collections.abc import Sequence
 from datetime import datetime
 
 import plotly.graph_objects as go
+import plotly.offline
 from plotly.subplots import make_subplots
 
 from fwbench.report import figures, generation, scaling, warnings
@@ -37,34 +42,106 @@ details pre { background: #f7f7f7; padding: .5em; overflow-x: auto; font-size: 1
 """
 
 
+# plotly.js is 4.8 MB, nine tenths of a report of a few results even inlined once. It goes
+# in gzip-compressed and base64-encoded (2.0 MB), and the browser unpacks it with its own
+# DecompressionStream (Chrome 80, Firefox 113, Safari 16.4 and later): one file, offline,
+# no other copy of the library to keep in step with the plotly that drew the figures. Each
+# chart's call (plotly's own to_html, include_plotlyjs=False) is queued until then.
+_QUEUE_CHARTS = (
+    "<script>window.Plotly={newPlot:function(){"
+    "(window.fwbenchCharts=window.fwbenchCharts||[]).push(arguments)}};</script>"
+)
+_DRAW_CHARTS = """<script>
+(async function () {
+  var queued = window.fwbenchCharts || [];
+  try {
+    if (typeof DecompressionStream === "undefined") {
+      throw new Error("this browser cannot unpack the charts' library (it lacks " +
+        "DecompressionStream: Chrome 80, Firefox 113, Safari 16.4 and later have it)");
+    }
+    var text = atob(document.getElementById("fwbench-plotly").textContent.trim());
+    var bytes = new Uint8Array(text.length);
+    for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    var script = document.createElement("script");
+    script.textContent = await new Response(stream).text();
+    document.head.appendChild(script);  // runs it: window.Plotly is the library now
+    queued.forEach(function (args) { Plotly.newPlot.apply(Plotly, args); });
+  } catch (err) {
+    queued.forEach(function (args) {
+      var div = document.getElementById(args[0]);
+      if (div) div.textContent = "Chart not drawn: " + err.message;
+    });
+  }
+})();
+</script>"""
+
+
+@functools.cache
+def _packed_plotly() -> str:
+    """plotly.js as gzip (mtime 0: the same bytes each time), base64-encoded."""
+    js = plotly.offline.get_plotlyjs().encode()
+    return base64.b64encode(gzip.compress(js, compresslevel=9, mtime=0)).decode("ascii")
+
+
 def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
     fig = make_subplots(rows=len(panels), cols=1, subplot_titles=[p.title for p in panels])
     shown: set[str] = set()
     for row, panel in enumerate(panels, start=1):
         for variant, points in panel.series.items():
             ok = [p for p in points if p.value is not None]
+            whole = [p for p in ok if not panel.cut(p)]
+            cut = [p for p in ok if panel.cut(p)]
+            style = {
+                "legendgroup": variant,
+                # Both traces of a variant in one slot of each group, as one would be.
+                "offsetgroup": variant,
+                "marker": {"color": colour(variant), "pattern": {"shape": pattern(variant)}},
+                "hovertemplate": (
+                    f"{variant}<br>%{{x}}<br>relative time %{{customdata:.3f}}<extra></extra>"
+                ),
+            }
             fig.add_trace(
                 go.Bar(
                     name=variant,
-                    legendgroup=variant,
                     showlegend=variant not in shown,
-                    x=[p.x for p in ok],
-                    y=[p.value for p in ok],
+                    x=[p.x for p in whole],
+                    y=[p.value for p in whole],
+                    customdata=[p.value for p in whole],
                     error_y={
                         "type": "data",
                         "symmetric": False,
-                        "array": [(p.ci[1] - p.value) if p.ci and p.value else 0 for p in ok],
-                        "arrayminus": [(p.value - p.ci[0]) if p.ci and p.value else 0 for p in ok],
+                        "array": [(p.ci[1] - p.value) if p.ci and p.value else 0 for p in whole],
+                        "arrayminus": [
+                            (p.value - p.ci[0]) if p.ci and p.value else 0 for p in whole
+                        ],
                     },
-                    marker={
-                        "color": colour(variant),
-                        "pattern": {"shape": pattern(variant)},
-                    },
-                    hovertemplate=f"{variant}<br>%{{x}}<br>relative time %{{y:.3f}}<extra></extra>",
+                    **style,
                 ),
                 row=row,
                 col=1,
             )
+            if cut:
+                # A bar cut at the axis' top (Panel.cap) says its value, and draws no
+                # interval (it would lie above the axis).
+                fig.add_trace(
+                    go.Bar(
+                        name=f"{variant} (cut)",
+                        showlegend=False,
+                        x=[p.x for p in cut],
+                        y=[panel.shown(p) for p in cut],
+                        customdata=[p.value for p in cut],
+                        text=[f"{p.value:.3g}x, cut" for p in cut],
+                        textposition="inside",
+                        insidetextanchor="end",
+                        textangle=0,
+                        # Dark with a white halo: legible on any variant's colour and pattern.
+                        insidetextfont={"color": "#111", "shadow": "0 0 3px white"},
+                        **style,
+                    ),
+                    row=row,
+                    col=1,
+                )
             shown.add(variant)
             gaps = [p for p in points if p.value is None]
             if gaps:
@@ -89,8 +166,19 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
         fig.update_yaxes(
             title_text="relative time (fastest = 1)", row=row, col=1, rangemode="tozero"
         )
+        if panel.cap is not None:
+            fig.update_yaxes(range=[0, panel.cap * 1.04], row=row, col=1)
     fig.update_layout(title=title, barmode="group", height=max(320, 280 * len(panels)))
     return fig
+
+
+def _relative_caption(panels: list[figures.Panel]) -> str:
+    if not any(p.cap is not None for p in panels):
+        return ""
+    return (
+        f"<p>The axis stops at {figures.RELATIVE_CAP:g}x: a bar past it is cut at the top, "
+        "its value written on it (“19.3x, cut”), so that the others stay readable.</p>"
+    )
 
 
 def _curve_figure(
@@ -387,13 +475,15 @@ def render(
     if curve:
         figs.append(("Serving: latency against load", _serving_figure(curve), ""))
     devices = sorted({r.case.device for r in results})
-    for task, word in ((t.name, t.label) for t in all_tasks().values()):
+    for kind in all_tasks().values():
+        # What the chart plots: a generation's is its time per output token.
+        subject = figures.relative_subject(kind)
         for device in devices:
-            panels = figures.relative_time(results, task, device)
+            panels = figures.relative_time(results, kind.name, device)
             if panels:
-                chart = f"Relative {word} time on {device} (faster framework = 1.0)"
-                heading = f"{word.capitalize()} time, relative ({device})"
-                figs.append((heading, _relative_figure(panels, chart), ""))
+                chart = f"Relative {subject} on {device} (faster framework = 1.0)"
+                heading = f"{subject[0].upper()}{subject[1:]}, relative ({device})"
+                figs.append((heading, _relative_figure(panels, chart), _relative_caption(panels)))
     scaled = scaling.scaling(results)
     if scaled:
         figs.append(
@@ -456,16 +546,23 @@ def render(
                     "",
                 )
             )
-    first = True
+    charts = 0
     for heading, fig, extra in figs:
         sections.append(f"<h2>{html.escape(heading)}</h2>")
         if fig is not None:
-            # plotly.js is inlined once, with the first chart: the file works offline.
+            if not charts:
+                sections.append(_QUEUE_CHARTS)
             sections.append(
-                fig.to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False})
+                fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
             )
-            first = False
+            charts += 1
         sections.append(extra)
+    if charts:
+        # The library once, after the charts that wait for it (see _QUEUE_CHARTS).
+        sections.append(
+            f'<script id="fwbench-plotly" type="text/plain">{_packed_plotly()}</script>'
+            + _DRAW_CHARTS
+        )
     failures = [r for r in results if r.status != "ok"]
     grouped = warnings.group((r.case.label(), w) for r in results for w in r.warnings)
     warn_rows = [[g.text(), g.where()] for g in grouped]

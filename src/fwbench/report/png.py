@@ -53,12 +53,26 @@ def _relative(panels: list[figures.Panel], title: str, path: Path) -> None:
                     continue
                 ax.bar(
                     pos,
-                    point.value,
+                    panel.shown(point),
                     width,
                     color=colour(variant),
                     hatch=pattern(variant) * 2,
                     label=variant if j == 0 else None,
                 )
+                if panel.cut(point) and panel.cap is not None:
+                    # Cut at the axis' top (figures.RELATIVE_CAP): its value, written on it.
+                    ax.text(
+                        pos,
+                        panel.cap * 0.97,
+                        f"{point.value:.3g}x, cut",
+                        rotation=90,
+                        ha="center",
+                        va="top",
+                        fontsize=8,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+                    )
+        if panel.cap is not None:
+            ax.set_ylim(0, panel.cap * 1.04)
         ax.set_xticks(range(len(panel.x)), panel.x)
         ax.axhline(1.0, color="#999", linewidth=0.8)
         ax.set_title(panel.title)
@@ -143,12 +157,16 @@ def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Pat
     folder.mkdir(parents=True, exist_ok=True)
     charts: list[tuple[str, Path]] = []
     for device in sorted({r.case.device for r in results}):
-        for task, word in ((t.name, t.label) for t in all_tasks().values()):
-            panels = figures.relative_time(results, task, device)
+        for task in all_tasks().values():
+            panels = figures.relative_time(results, task.name, device)
             if panels:
-                path = folder / f"relative-{task}-{device}.png"
-                _relative(panels, f"Relative {word} time on {device} (fastest = 1.0)", path)
-                charts.append((f"Relative {word} time, {device}", path))
+                # What the chart plots: a generation's is its time per output token.
+                subject = figures.relative_subject(task)
+                path = folder / f"relative-{task.name}-{device}.png"
+                _relative(panels, f"Relative {subject} on {device} (fastest = 1.0)", path)
+                cut = any(p.cap is not None for p in panels)
+                said = f" (axis cut at {figures.RELATIVE_CAP:g}x, values written)" if cut else ""
+                charts.append((f"Relative {subject}, {device}{said}", path))
     scaled = scaling.scaling(results)
     if scaled:
         path = folder / "scaling.png"

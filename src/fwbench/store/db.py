@@ -26,9 +26,10 @@ from fwbench.result import (
     StepTime,
 )
 from fwbench.serve.result import ServingResult
-from fwbench.store import columns, schema
+from fwbench.store import columns, schema, snapshot
 from fwbench.store.rescue import Rescue
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
+from fwbench.store.snapshot import Snapshot
 
 _Row = TypeVar("_Row")
 _Read = TypeVar("_Read")
@@ -85,8 +86,15 @@ class ResultStore:
         path: Path | str,
         read_only: bool = False,
         on_skip: Callable[[str], None] | None = None,
+        on_snapshot: Callable[[str], None] | None = None,
     ) -> None:
+        """`on_snapshot`, for a reader (read_only): a file another process is writing (a
+        sweep) is read through a copy taken now (store/snapshot.py), said through it in
+        one line; without it, such a file is refused as in use."""
         self.path = Path(path)
+        # The file DuckDB opens: the database, or the copy of it a snapshot made.
+        self._file = self.path
+        self.snapshot: Snapshot | None = None
         # Damaged rows left out of a read (_read_row), each said once through on_skip.
         self.skipped: list[str] = []
         self.on_skip = on_skip
@@ -112,19 +120,33 @@ class ResultStore:
             self._check_writable()
         # Records this store could not write (a full disk), kept in a file for import.
         self.rescue = Rescue(self.path)
-        self.con = self._connect(read_only)
+        try:
+            self.con = self._connect(read_only)
+        except Locked as exc:
+            if not read_only or on_snapshot is None:
+                raise
+            self.snapshot = snapshot.take(self.path, str(exc))
+            self._file = self.snapshot.path
+            try:
+                self.con = self._connect(read_only)
+            except BaseException:
+                self.snapshot.remove()
+                raise
+            on_snapshot(self.snapshot.note(exc.holder))
         try:
             if read_only and self._needs_migration():
-                # A file from an older fwbench is migrated on first read, as on write.
+                # A file from an older fwbench is migrated on first read, as on write (a
+                # snapshot's copy, not the file its writer holds).
                 self.con.close()
-                self._check_writable("it was written by an older fwbench and must be migrated")
+                if self.snapshot is None:
+                    self._check_writable("it was written by an older fwbench and must be migrated")
                 self.con = self._connect(read_only=False)
                 self._ensure_schema(read_only=False)
                 self.con.close()
                 self.con = self._connect(read_only=True)
             self._ensure_schema(read_only)
         except BaseException:
-            self.con.close()
+            self.close()
             raise
 
     def _check_writable(self, why: str = "") -> None:
@@ -140,8 +162,11 @@ class ResultStore:
             # Without replacement scans a missing table is an error, not whichever Python
             # variable of the caller happens to have its name.
             config: dict[str, Any] = {"python_enable_replacements": False}
-            return duckdb.connect(str(self.path), read_only=read_only, config=config)
+            return duckdb.connect(str(self._file), read_only=read_only, config=config)
         except duckdb.Error as exc:
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "lock" in text.lower():
+                raise Locked(self.path, text) from None
             raise StoreError(_open_error(self.path, exc)) from None
 
     def _needs_migration(self) -> bool:
@@ -160,7 +185,11 @@ class ResultStore:
         self.close()
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self.snapshot is not None:
+                self.snapshot.remove()
 
     # schema ---------------------------------------------------------------
 
@@ -572,10 +601,16 @@ def _refuse_foreign(path: Path) -> None:
     )
 
 
+class Locked(StoreError):
+    """The file is open for writing in another process (DuckDB's lock on it)."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.holder = snapshot.holder_of(text)
+        super().__init__(f"results file {path} is in use by {self.holder}")
+
+
 def _open_error(path: Path, exc: duckdb.Error) -> str:
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    if "lock" in text.lower():
-        return f"results file {path} is in use by another process (is a sweep still running?)"
     return f"cannot open results file {path}: {text}"
 
 

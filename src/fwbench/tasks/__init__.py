@@ -66,6 +66,9 @@ class Figure:
     name: str  # the key in a result's figures: lower_snake_case, ends in `_s`
     label: str  # how tables name it: "time per output token"
     short: str = ""  # a column heading: "TPOT"; the label if empty
+    # What it is, where the label leaves a choice open: "the mean of a generation's
+    # decoding steps" (not their median); said beside its value.
+    what: str = ""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or not self.name.endswith("_s"):

@@ -60,10 +60,15 @@ GENERATE = register_task(
         serves=True,
         streams=True,
         figures=(
-            Figure("tpot_s", "time per output token", "TPOT"),
+            Figure(
+                "tpot_s",
+                "time per output token",
+                "TPOT",
+                what="the mean of a generation's decoding steps",
+            ),
             Figure("ttft_s", "time to first token", "TTFT"),
-            Figure("tpot_p50_s", "time per output token, median step", "TPOT p50"),
-            Figure("tpot_p90_s", "time per output token, 90th-percentile step", "TPOT p90"),
+            Figure("tpot_p50_s", "median decoding step within a generation", "TPOT p50"),
+            Figure("tpot_p90_s", "90th-percentile decoding step within a generation", "TPOT p90"),
             STEP_TIME,
         ),
         dimensions=(NEW_TOKENS,),
