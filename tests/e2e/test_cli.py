@@ -25,6 +25,8 @@ def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
     args = ["run", "--framework", "torch", "--model", "resnet18", "--task", "infer", *TINY]
     proc = fwbench(*args, "--max-time", "0.3", "--min-runs", "1", "--db", str(db), "--json")
     assert proc.returncode == 0, proc.stderr
+    # The plan's cost is said before it is spent (issue 47, item 6).
+    assert proc.stderr.startswith("plan: 1 case; estimated "), proc.stderr[:300]
     record = json.loads(proc.stdout)
     assert record["framework"] == "torch" and record["model"] == "resnet18"
     assert record["task"] == "infer" and record["batch_size"] == 2

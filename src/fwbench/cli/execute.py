@@ -19,6 +19,7 @@ from fwbench.errors import StoreError
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 from fwbench.store.rescue import check_free_space
+from fwbench.sweep import estimate
 
 
 def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
@@ -55,6 +56,12 @@ def _execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
         skipped = len({c.key() for c in cases} & done_keys(store, options))
         if skipped:
             console.print(f"resuming: {skipped} of {len(cases)} cases already recorded in {db}")
+        # The plan's cost, said before it is spent (the bar then refines it as cases end).
+        budget_s = getattr(options.executor, "budget_s", None)
+        planned = estimate(len(cases) - skipped, options.timing, budget_s)
+        if planned.cases:
+            cases_text = f"{planned.cases} case{'s' if planned.cases != 1 else ''}"
+            console.print(f"plan: {cases_text}; {planned.describe()}", markup=False)
         # Only --json output may go to stdout; Ray's driver prints its errors ("a worker
         # died ...") there from a thread of its own.
         with (
