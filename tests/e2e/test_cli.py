@@ -90,7 +90,7 @@ def test_unreadable_results_file_is_a_clear_error(tmp_path: Path) -> None:
     db.write_text("garbage " * 1000)
     proc = fwbench("results", "--db", str(db))
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"error: cannot open results file {db}")
+    assert proc.stderr.startswith(f"error: {db} is not a DuckDB database, not an fwbench results")
 
 
 def test_crash_and_hang_are_recorded_and_the_sweep_goes_on(
