@@ -63,3 +63,34 @@ def test_keras_on_its_torch_backend_runs_the_same_models(tmp_path: Path) -> None
         assert r.status == "ok", (r.case.label(), r.error)
         assert r.settings["keras_backend"] == "torch"
         assert r.param_count == 11_181_642  # torchvision's ResNet-18 at 10 classes
+
+
+def test_a_compiled_program_is_kept_between_commands_and_each_result_says_if_it_hit(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """Start-up paid once (issue 47, item 7): the first command compiles and keeps its
+    programs in the user's cache, by host and version; a later one loads them, and each
+    result records its hits and misses. --no-compile-cache compiles in the run alone."""
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    case = Case.build(
+        framework="keras-jax", model="resnet18", input_size=32, num_classes=10, task="infer",
+        batch_size=2, threads=2,
+    )  # fmt: skip
+
+    def command(compile_cache: bool) -> dict[str, object]:
+        timing = FAST_TIMING.replace(compile_cache=compile_cache)
+        with ResultStore(tmp_path / "r.duckdb") as store:
+            (found,) = run_cases([case], store, "jax", RunOptions(timing=timing))
+        assert found.status == "ok", found.error
+        return found.settings
+
+    cold, warm, alone = command(True), command(True), command(False)
+    assert cold["compile_cache_scope"] == warm["compile_cache_scope"] == "between commands"
+    assert cold["compile_cache_misses"] >= 1 and cold["compile_cache_hits"] == 0
+    assert warm["compile_cache_hits"] >= 1 and warm["compile_cache_misses"] == 0
+    assert alone["compile_cache_scope"] == "this run only"
+    assert alone["compile_cache_misses"] >= 1 and alone["compile_cache_hits"] == 0
+    assert list((tmp_path / "cache" / "compile").glob("*/keras-jax-*-cpu"))

@@ -216,8 +216,10 @@ RequireIdleOption = Annotated[
 CompileCacheOption = Annotated[
     bool,
     typer.Option(
-        help="Let a case's later runs load what its first compiled (JAX, torch.compile) "
-        "from a cache kept for this command; --no-compile-cache compiles in every run."
+        help="Keep what JAX and torch.compile compile in the user's cache, by host and "
+        "framework version, so a program is compiled once, not in every run of every "
+        "command (each result says whether its compiles hit the cache); "
+        "--no-compile-cache compiles in every run (a cold start each time)."
     ),
 ]
 

@@ -259,6 +259,13 @@ class Adapter(ABC):
         nothing."""
         return {}
 
+    def compile_cache_state(self) -> dict[str, Any]:
+        """After the run: how its compilations met the cache set by compile_cache (its
+        hits and misses, where the framework counts them), recorded with the result: a
+        first step that loaded its programs is not a cold start. {} where nothing was
+        compiled, or the framework does not count."""
+        return {}
+
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         """An n x n by n x n matrix product, for measuring the machine's peak FLOP/s."""
         raise NotImplementedError(f"{self.name} measures no peak (see its registry entry)")

@@ -202,7 +202,24 @@ class KerasJaxAdapter(KerasBackendAdapter):
         jax.config.update("jax_compilation_cache_dir", os.path.join(directory, "jax"))  # type: ignore[no-untyped-call]
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # type: ignore[no-untyped-call]
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
-        return {"compile_cache": "XLA executables shared by this command's runs"}
+        # JAX says each lookup as a monitoring event: counted for the result.
+        self.cache_events: dict[str, int] = {}
+
+        def count(event: str, **_: Any) -> None:
+            if event.startswith("/jax/compilation_cache/cache_"):
+                self.cache_events[event] = self.cache_events.get(event, 0) + 1
+
+        jax.monitoring.register_event_listener(count)
+        return {"compile_cache": f"XLA executables, in {directory}"}
+
+    def compile_cache_state(self) -> dict[str, Any]:
+        events = getattr(self, "cache_events", None)
+        if events is None:
+            return {}
+        return {
+            "compile_cache_hits": events.get("/jax/compilation_cache/cache_hits", 0),
+            "compile_cache_misses": events.get("/jax/compilation_cache/cache_misses", 0),
+        }
 
     def unavailable_reason(self, device: str) -> str | None:
         import jax

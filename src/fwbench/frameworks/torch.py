@@ -444,7 +444,19 @@ class TorchAdapter(Adapter):
         os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
         if not case.mode.startswith("compile"):
             return {}  # eager and TorchScript modes use neither cache
-        return {"compile_cache": "inductor and Triton caches shared by this command's runs"}
+        self.compiling = True
+        return {
+            "compile_cache": f"inductor's FX graph and AOTAutograd caches, Triton's, in {directory}"
+        }
+
+    def compile_cache_state(self) -> dict[str, Any]:
+        if not getattr(self, "compiling", False):
+            return {}
+        from torch._dynamo.utils import counters
+
+        found = counters["inductor"]
+        hits, misses = int(found["fxgraph_cache_hit"]), int(found["fxgraph_cache_miss"])
+        return {"compile_cache_hits": hits, "compile_cache_misses": misses}
 
     def unavailable_reason(self, device: str) -> str | None:
         if device == "cuda" and not torch.cuda.is_available():

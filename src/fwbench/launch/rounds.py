@@ -12,12 +12,19 @@ between processes begins with untimed steps (one, or as many as fill
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from fwbench.cache import cache_dir
+from fwbench.case import Case
+from fwbench.catalog.frameworks import get_framework
+from fwbench.environment import host_environment, host_key
 from fwbench.errors import one_line
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
@@ -215,9 +222,7 @@ def run_round(
                     update={"count_flops": False, "profile_steps": 0, "trace_path": None}
                 )
             if request.timing.compile_cache and request.compile_cache is None:
-                request = request.model_copy(
-                    update={"compile_cache": str(servers.directory / "compile-cache")}
-                )
+                request = request.model_copy(update={"compile_cache": str(compile_dir(case))})
             started = time.perf_counter()
             try:
                 runs = state.request.plan.max_runs
@@ -251,6 +256,25 @@ def run_round(
     finally:
         for worker in workers:
             worker.close()
+
+
+@functools.cache
+def _host_fingerprint() -> str:
+    """This machine, for the compile cache's key: its name, CPU and cores (a program
+    compiled for another machine is never loaded here)."""
+    host = host_environment()
+    return hashlib.sha256(host_key(host).encode()).hexdigest()[:12]
+
+
+def compile_dir(case: Case) -> Path:
+    """Where a case's compiled programs are kept between commands (issue "first
+    contact": start-up paid once): the user's cache (fwbench.cache), keyed by this host,
+    the framework's version and the device, so that a program compiled by another
+    version or for another machine is never loaded. Every run of every command shares
+    it; each result records whether its compilations hit it (Adapter.compile_cache_state)."""
+    version = get_framework(case.framework).version() or "unknown"
+    folder = f"{case.framework}-{version}-{case.device}"
+    return cache_dir() / "compile" / _host_fingerprint() / folder
 
 
 def _start(

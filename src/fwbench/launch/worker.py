@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -117,8 +118,14 @@ def serve_case(
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     spec = case.model_spec
     settings |= {"loss": LOSSES[case.loss], "optimizer": spec.optimizer.describe()}
-    if request.compile_cache:
-        settings |= adapter.compile_cache(request.compile_cache, case)
+    # Compiled programs go to the cache every command shares (launch.rounds.compile_dir),
+    # or, with --no-compile-cache, to this run's own folder (removed when it ends): never
+    # to a framework's default, which every command on the machine shares unseen.
+    kept = request.compile_cache or os.path.join(tempfile.gettempdir(), "compile-cache")
+    cached = adapter.compile_cache(kept, case)
+    if cached:
+        scope = "between commands" if request.compile_cache else "this run only"
+        settings |= cached | {"compile_cache_scope": scope}
     environment = adapter.environment(case.device)
     role = role_of(request, adapter)
 
@@ -197,6 +204,7 @@ def serve_case(
         sample = workload.output_sample()
         if sample is not None:
             settings["output_sample"] = sample
+        settings |= adapter.compile_cache_state()
         found = role.after(workload)
     except Exception as exc:
         report(**failure(adapter, exc, case.device, settings), param_count=param_count)
