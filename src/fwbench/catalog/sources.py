@@ -75,6 +75,7 @@ _BUILT_IN = (
     "timm_arch",
     "hf",
     "twins",
+    "saved_model",  # any folder (after hf:DIR): one that is not a SavedModel is told so
 )
 
 
