@@ -74,6 +74,7 @@ _BUILT_IN = (
     "onnx_file",
     "timm_arch",
     "hf",
+    "keras_model",
     "twins",
     "saved_model",  # any folder (after hf:DIR): one that is not a SavedModel is told so
 )

@@ -23,6 +23,7 @@ Imported inside workers only (it imports torch and onnx).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import time
@@ -379,7 +380,13 @@ class ExportedAdapter(Adapter):
         workload = cls(compiled, proto, params)
         norms = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
         batchnorms = sum(isinstance(m, norms) for m in source.modules())
-        fusions = fusion_settings(compiled.graph(), batchnorms)
+        graph = compiled.graph()
+        # A model whose normalisation exports as other operations says so (a Keras
+        # model's): the check would pass without having looked at it.
+        why = getattr(source, "fusion_unchecked", None)
+        if why and isinstance(graph, RuntimeGraph) and graph.unchecked is None:
+            graph = dataclasses.replace(graph, unchecked=why)
+        fusions = fusion_settings(graph, batchnorms)
 
         def first_output() -> np.ndarray:
             compiled.run()
