@@ -407,6 +407,7 @@ def test_a_bad_model_is_one_line(
     [
         (["--model", "bad.keras"], "not a Keras model file (a .keras file is the zip archive"),
         (["--model", "folder"], "not a TensorFlow SavedModel (the folder has no saved_model.pb)"),
+        (["--model", "./gone/"], "gone/: no such file or folder"),
         (["--model", "keras:knets.py:torchy"], "torchy() returned a torch.nn.modules.linear."),
         (["--model", "served", "--task", "train"], "cannot train: a SavedModel's signature is"),
         (["--model", "served", "--mode", "eager"], "in mode eager: a SavedModel's signature"),

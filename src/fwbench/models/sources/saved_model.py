@@ -42,8 +42,12 @@ _DTYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 6: "int8", 9: "in
 
 
 def _claims(text: str) -> bool:
-    # Any folder: a transformers folder is `hf:DIR`; every other source is a file or a
-    # prefix. A folder that is not a SavedModel is then told so, not "unknown model".
+    # Any folder, or any path no source before it claimed (asked last: a transformers
+    # folder is `hf:DIR`, every other source a file's suffix or a prefix; a zoo name has
+    # no "/"). A folder that is not a SavedModel, or a path that does not exist, is then
+    # told so, not "unknown model".
+    if "/" in text or text.startswith(("~", ".")):
+        return True
     try:
         return Path(text).expanduser().is_dir()
     except OSError:
@@ -51,6 +55,9 @@ def _claims(text: str) -> bool:
 
 
 def _resolve(text: str) -> ModelSpec:
+    if not Path(text).expanduser().exists():
+        # Claimed as a path: it may have been meant as a file of another source.
+        raise SpecError(f"model: {text}: no such file or folder")
     folder = existing(text, "a TensorFlow SavedModel", folder=True)
     if not (folder / PROTO).is_file():
         raise SpecError(
