@@ -247,9 +247,10 @@ def test_a_keras_file_runs_on_the_three_keras_backends_alike(keras_files: Path) 
     db = keras_files / "r.duckdb"
     backends = ["--framework", "tensorflow", "--framework", "keras-jax",
                 "--framework", "keras-torch"]  # fmt: skip
+    # And on LiteRT, converted by TensorFlow's converter as the zoo's Keras models are.
     inferred = run(
-        *backends, "--model", "net.keras", "--task", "infer", "--batch-size", "3",
-        db=db, cwd=keras_files,
+        *backends, "--framework", "litert", "--model", "net.keras", "--task", "infer",
+        "--batch-size", "3", db=db, cwd=keras_files,
     )  # fmt: skip
     agreed(inferred)
     first = inferred[0]
@@ -257,6 +258,8 @@ def test_a_keras_file_runs_on_the_three_keras_backends_alike(keras_files: Path) 
     # Read from the model: its two inputs, by name, the batch left open.
     assert first["inputs"] == "image=Bx8x8x3:float32;extra=Bx4:float32"
     assert first["settings"]["keras_dtype_policy"] == "float32"
+    converted = next(r for r in inferred if r["framework"] == "litert")
+    assert converted["settings"]["output_check"] == "agrees"  # against TensorFlow's
     trained = run(
         *backends, "--model", "net.keras", "--task", "train", "--batch-size", "3",
         db=db, cwd=keras_files,
@@ -312,15 +315,21 @@ def test_a_keras_function_runs_on_its_backends_and_the_runtimes_alike(tmp_path: 
     assert trained["settings"]["loss"] == "cross-entropy on logits"
 
 
-def test_a_saved_model_runs_on_tensorflow_and_openvino_alike(keras_files: Path) -> None:
+def test_a_saved_model_runs_on_tensorflow_openvino_and_litert_alike(keras_files: Path) -> None:
     db = keras_files / "s.duckdb"
-    for mode in ("graph", "xla"):
-        records = run(
-            "--framework", "tensorflow", "--framework", "openvino", "--mode", mode,
-            "--mode", "latency", "--model", "served", "--task", "infer", "--batch-size", "3",
-            db=db, cwd=keras_files,
-        )  # fmt: skip
-        agreed(records)
+    records = run(
+        "--framework", "tensorflow", "--framework", "openvino", "--framework", "litert",
+        "--model", "served", "--task", "infer", "--batch-size", "3", db=db, cwd=keras_files,
+    )  # fmt: skip
+    agreed(records)
+    converted = next(r for r in records if r["framework"] == "litert")
+    assert converted["settings"]["converter"].startswith("tf.lite.TFLiteConverter.from_saved")
+    xla = run(
+        "--framework", "tensorflow", "--framework", "openvino", "--mode", "xla",
+        "--mode", "latency", "--model", "served", "--task", "infer", "--batch-size", "3",
+        db=db, cwd=keras_files,
+    )  # fmt: skip
+    agreed(xla)
     first = records[0]
     assert first["model"].startswith("served@") and first["param_count"] == KERAS_PARAMS
     # The serving signature's inputs, in the order of their names.

@@ -5,7 +5,8 @@ builder keyed "tensorflow", which the other two read through their `models_from`
 on the inference runtimes through ONNX: loaded on Keras' PyTorch backend, where a Keras
 model is a `torch.nn.Module`, and exported by torch.onnx as the zoo's models are (what
 Keras' own `model.export(format="onnx")` does on that backend; on TensorFlow's it needs
-tf2onnx, which fwbench does not use).
+tf2onnx, which fwbench does not use), and on LiteRT converted by TensorFlow's converter
+from its SavedModel export, as the zoo's Keras models are.
 
 Its inputs are the model's (`model.inputs`: names, shapes, dtypes; a `None` leading
 dimension is the batch); a subclassed model declares none, and takes `--input-shape`.
@@ -237,6 +238,11 @@ SOURCE = register_source(
             ("keras-torch", "natively: Keras 3 on PyTorch"),
             ("onnxruntime", _EXPORTED),
             ("openvino", _EXPORTED),
+            (
+                "litert",
+                "exported as a SavedModel and converted by TensorFlow's converter (builtin "
+                "ops), as LiteRT runs the zoo's Keras models",
+            ),
         ),
         cannot=(
             (

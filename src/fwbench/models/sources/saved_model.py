@@ -1,7 +1,8 @@
 """A TensorFlow SavedModel (a folder with `saved_model.pb`, as `tf.saved_model.save` or
 Keras' `model.export` write it): its serving signature, run by TensorFlow inside a
-tf.function (graph and xla modes) and read as it is by OpenVINO (`openvino.convert_model`
-takes the folder; OpenVINO does not import TensorFlow for it).
+tf.function (graph and xla modes), read as it is by OpenVINO (`openvino.convert_model`
+takes the folder; OpenVINO does not import TensorFlow for it), and converted as it is for
+LiteRT by TensorFlow's converter (`TFLiteConverter.from_saved_model`).
 
 Its inputs are the signature's (`structured_input_signature`: names, shapes, dtypes; a
 `None` leading dimension is the batch), in the order of their names: a signature's
@@ -145,35 +146,56 @@ def _children(node: bytes) -> dict[str, int]:
     return {ref.get(2, b"").decode(): int(ref.get(1, 0)) for ref in refs}
 
 
+class _Graph:
+    """The folder's object graph: its nodes, its concrete functions by name, and the
+    signature it serves (`serving_default`, else its first) as a node."""
+
+    def __init__(self, folder: str | Path) -> None:
+        try:
+            meta = _sub((Path(folder) / PROTO).read_bytes(), 2)[0]  # the one TensorFlow loads
+            graph = _sub(meta, 7)[0]
+            self.nodes = _sub(graph, 1)
+            entries = (dict(_fields(entry)) for entry in _sub(graph, 2))
+            self.functions = {entry[1].decode(): entry[2] for entry in entries}
+            signatures = _children(self.nodes[_children(self.nodes[0])["signatures"]])
+            self.key = SERVING if SERVING in signatures else next(iter(signatures))
+            self.serving = self.nodes[signatures[self.key]]
+        except _UNREADABLE as exc:
+            raise _unreadable(folder, exc) from None
+
+
+_UNREADABLE = (OSError, ValueError, IndexError, KeyError, StopIteration, UnicodeDecodeError)
+
+
+def _unreadable(folder: str | Path, exc: BaseException) -> SpecError:
+    return SpecError(f"model: {folder}: {PROTO} cannot be read ({type(exc).__name__}: {exc})")
+
+
+def signature_key(folder: str | Path) -> str:
+    """The name of the signature it serves."""
+    return _Graph(folder).key
+
+
 def trainable_params(folder: str | Path) -> int:
     """The elements of the trainable variables its serving signature reads (the nodes its
     concrete function captures that are trainable variables): what TensorFlow's
     `trainable_variables` of that signature counts. (Keras' export records every variable
     twice in the object graph: the graph's variables alone would count them twice.)"""
-    path = Path(folder) / PROTO
+    graph = _Graph(folder)
     try:
-        meta = _sub(path.read_bytes(), 2)[0]  # the meta graph tf.saved_model.load reads
-        graph = _sub(meta, 7)[0]
-        nodes = _sub(graph, 1)
-        functions = {
-            entry[1].decode(): entry[2] for entry in map(dict, map(_fields, _sub(graph, 2)))
-        }
-        signatures = _children(nodes[_children(nodes[0])["signatures"]])
-        chosen = SERVING if SERVING in signatures else next(iter(signatures))
-        node = nodes[signatures[chosen]]
+        node = graph.serving
         names = [_sub(bare, 1)[0].decode() for bare in _sub(node, 8)]
         names += [name.decode() for fn in _sub(node, 6) for name in _sub(fn, 1)]
+        captured = {i for name in names for i in _ints(_sub(graph.functions[name], 2))}
         total = 0
-        for index in {i for name in names for i in _ints(_sub(functions[name], 2))}:
-            for variable in _sub(nodes[index], 7):
+        for index in captured:
+            for variable in _sub(graph.nodes[index], 7):
                 fields = dict(_fields(variable))
                 if fields.get(3):
                     dims = [dict(_fields(dim)).get(1, 1) for dim in _sub(fields.get(2, b""), 2)]
                     total += math.prod(dims)
-    except (OSError, ValueError, IndexError, KeyError, StopIteration, UnicodeDecodeError) as exc:
-        raise SpecError(
-            f"model: {folder}: {PROTO} cannot be read ({type(exc).__name__}: {exc})"
-        ) from None
+    except _UNREADABLE as exc:
+        raise _unreadable(folder, exc) from None
     return total
 
 
@@ -277,6 +299,11 @@ SOURCE = register_source(
         runs=(
             ("tensorflow", "its serving signature, inside a tf.function (graph, xla)"),
             ("openvino", "the folder as it is (openvino.convert_model reads SavedModels)"),
+            (
+                "litert",
+                "converted as it is by TensorFlow's converter "
+                "(tf.lite.TFLiteConverter.from_saved_model, builtin ops)",
+            ),
         ),
         cannot=(
             ("torch", "a SavedModel is a TensorFlow graph; PyTorch cannot read it"),
