@@ -7,8 +7,9 @@ intervals. Prints each run's comparison table (fwbench's own) and one line per v
 
 The models: timm's ConvNeXt-Tiny with random weights (PyTorch eager and compiled, ONNX
 Runtime and OpenVINO from its ONNX export), an ONNX file exported here from a small
-PyTorch CNN (ONNX Runtime against OpenVINO), and a Keras 3 file on its three backends
-(TensorFlow, JAX, PyTorch) where the Keras source is installed. Nothing is downloaded.
+PyTorch CNN (ONNX Runtime against OpenVINO), a Keras 3 file on its three backends
+(TensorFlow, JAX, PyTorch), and that network exported as a TensorFlow SavedModel
+(TensorFlow graph and XLA, OpenVINO, LiteRT). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ outputs = keras.layers.Dense(10)(x)
 keras.Model(inputs, outputs).save("cnn.keras")
 """
 
+SAVED_MODEL_SCRIPT = KERAS_SCRIPT.replace(
+    'keras.Model(inputs, outputs).save("cnn.keras")',
+    'keras.Model(inputs, outputs).export("cnn_saved_model", verbose=False)',
+)
+
 CASES: dict[str, dict[str, Any]] = {
     "timm": {
         "model": "timm:convnext_tiny",
@@ -64,6 +70,13 @@ CASES: dict[str, dict[str, Any]] = {
         "model": "cnn.keras",
         "script": KERAS_SCRIPT,
         "variants": [("tensorflow", None), ("keras-jax", None), ("keras-torch", None)],
+        "args": [],
+    },
+    "saved_model": {
+        "model": "cnn_saved_model",
+        "script": SAVED_MODEL_SCRIPT,
+        "variants": [("tensorflow", "graph"), ("tensorflow", "xla"), ("openvino", None),
+                     ("litert", None)],
         "args": [],
     },
 }  # fmt: skip

@@ -349,19 +349,21 @@ def check_outputs(results: Sequence[Result]) -> list[Result]:
         for r in results
         if r.settings.get("generated_tokens")
     }
-    samples = {
-        r.case.variant: r.settings["output_sample"]
-        for r in results
-        if isinstance(r.settings.get("output_sample"), dict)
-    }
-    precision = next((r.case.precision or "fp32" for r in results), "fp32")
+    # Outputs are compared between variants that compute in the same numerics, within
+    # theirs' tolerance: a runtime's quantised mode (Case.numerics) is checked against its
+    # source framework in its own worker, with its mode's tolerance (output_check).
+    samples: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if isinstance(r.settings.get("output_sample"), dict):
+            samples.setdefault(r.case.numerics, {})[r.case.variant] = r.settings["output_sample"]
     checked: dict[str, tuple[str, str]] = {}
     found_tokens = token_check(tokens)
     if found_tokens is not None:
         checked |= {variant: ("token_check", found_tokens) for variant in tokens}
-    found_outputs = output_check(samples, precision)
-    if found_outputs is not None:
-        checked |= {variant: ("output_agreement", found_outputs) for variant in samples}
+    for numerics, group in samples.items():
+        found_outputs = output_check(group, numerics)
+        if found_outputs is not None:
+            checked |= {variant: ("output_agreement", found_outputs) for variant in group}
     out = []
     for r in results:
         if r.case.variant not in checked:

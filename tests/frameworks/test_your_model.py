@@ -218,6 +218,130 @@ def test_twins_run_like_the_zoo_and_a_different_twin_is_flagged(tmp_path: Path) 
     assert any("DIFFERENT WORK" in w or "differ" in w for r in different for w in r["warnings"])
 
 
+KERAS = """
+import keras
+
+keras.utils.set_random_seed(0)
+image = keras.Input((8, 8, 3), name="image")
+extra = keras.Input((4,), name="extra")
+h = keras.layers.Conv2D(6, 3, activation="relu")(image)
+h = keras.layers.BatchNormalization()(h)
+h = keras.layers.GlobalAveragePooling2D()(h)
+h = keras.layers.Concatenate()([h, keras.layers.Dense(6)(extra)])
+net = keras.Model([image, extra], keras.layers.Dense(5)(h))
+net.save("net.keras")
+net.export("served", format="tf_saved_model", verbose=False)
+"""
+# Conv 3x3x3x6 + 6, BatchNormalization's scale and shift 2 x 6, Dense 4x6 + 6, Dense 12x5 + 5.
+KERAS_PARAMS = 3 * 3 * 3 * 6 + 6 + 2 * 6 + 4 * 6 + 6 + 12 * 5 + 5
+
+
+@pytest.fixture(scope="module")
+def keras_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("keras")
+    make(KERAS, folder)
+    return folder
+
+
+def test_a_keras_file_runs_on_the_three_keras_backends_alike(keras_files: Path) -> None:
+    db = keras_files / "r.duckdb"
+    backends = ["--framework", "tensorflow", "--framework", "keras-jax",
+                "--framework", "keras-torch"]  # fmt: skip
+    # And on LiteRT, converted by TensorFlow's converter as the zoo's Keras models are.
+    inferred = run(
+        *backends, "--framework", "litert", "--model", "net.keras", "--task", "infer",
+        "--batch-size", "3", db=db, cwd=keras_files,
+    )  # fmt: skip
+    agreed(inferred)
+    first = inferred[0]
+    assert first["model"].startswith("net.keras@") and first["param_count"] == KERAS_PARAMS
+    # Read from the model: its two inputs, by name, the batch left open.
+    assert first["inputs"] == "image=Bx8x8x3:float32;extra=Bx4:float32"
+    assert first["settings"]["keras_dtype_policy"] == "float32"
+    converted = next(r for r in inferred if r["framework"] == "litert")
+    assert converted["settings"]["output_check"] == "agrees"  # against TensorFlow's
+    trained = run(
+        *backends, "--model", "net.keras", "--task", "train", "--batch-size", "3",
+        db=db, cwd=keras_files,
+    )  # fmt: skip
+    assert all(r["status"] == "ok" for r in trained), [r["error"] for r in trained]
+    assert {r["param_count"] for r in trained} == {KERAS_PARAMS}
+    assert all(r["settings"]["loss"].startswith("synthetic: the mean") for r in trained)
+    # A file keeps the dtype policy it was saved with: bf16 would be a label, not a run.
+    (mixed,) = run(
+        "--framework", "keras-jax", "--model", "net.keras", "--task", "infer",
+        "--precision", "bf16", db=db, cwd=keras_files,
+    )  # fmt: skip
+    assert mixed["status"] == "error" and "computes with dtype policy float32" in mixed["error"]
+
+
+KERAS_NETS = """
+def build():
+    import keras
+
+    inputs = keras.Input((12,), name="features")
+    hidden = keras.layers.Dense(24, activation="relu")(inputs)
+    return keras.Model(inputs, keras.layers.Dense(3)(hidden))
+
+
+def torchy():
+    import torch
+
+    return torch.nn.Linear(4, 2)
+"""
+
+
+def test_a_keras_function_runs_on_its_backends_and_the_runtimes_alike(tmp_path: Path) -> None:
+    (tmp_path / "knets.py").write_text(KERAS_NETS)
+    # Random weights from the function: the same on every backend, so the outputs agree;
+    # the runtimes take it exported from Keras' PyTorch backend.
+    records = run(
+        "--framework", "tensorflow", "--framework", "keras-torch", "--framework", "onnxruntime",
+        "--framework", "openvino", "--model", "keras:knets.py:build", "--task", "infer",
+        "--batch-size", "2", db=tmp_path / "r.duckdb", cwd=tmp_path,
+    )  # fmt: skip
+    agreed(records)
+    first = records[0]
+    assert first["model"].startswith("knets.build@") and first["param_count"] == 12 * 24 + 24 + 75
+    assert first["model_path"] == f"keras:{tmp_path / 'knets.py'}:build"
+    assert first["inputs"] == "features=Bx12:float32"
+    exported = next(r for r in records if r["framework"] == "onnxruntime")
+    assert exported["settings"]["output_check"] == "agrees"  # against Keras on PyTorch
+    (trained,) = run(
+        "--framework", "tensorflow", "--model", "keras:knets.py:build", "--task", "train",
+        "--objective", "classify", db=tmp_path / "t.duckdb", cwd=tmp_path,
+    )  # fmt: skip
+    assert trained["status"] == "ok", trained["error"]
+    assert trained["settings"]["loss"] == "cross-entropy on logits"
+
+
+def test_a_saved_model_runs_on_tensorflow_openvino_and_litert_alike(keras_files: Path) -> None:
+    db = keras_files / "s.duckdb"
+    records = run(
+        "--framework", "tensorflow", "--framework", "openvino", "--framework", "litert",
+        "--model", "served", "--task", "infer", "--batch-size", "3", db=db, cwd=keras_files,
+    )  # fmt: skip
+    agreed(records)
+    converted = next(r for r in records if r["framework"] == "litert")
+    assert converted["settings"]["converter"].startswith("tf.lite.TFLiteConverter.from_saved")
+    xla = run(
+        "--framework", "tensorflow", "--framework", "openvino", "--mode", "xla",
+        "--mode", "latency", "--model", "served", "--task", "infer", "--batch-size", "3",
+        db=db, cwd=keras_files,
+    )  # fmt: skip
+    agreed(xla)
+    first = records[0]
+    assert first["model"].startswith("served@") and first["param_count"] == KERAS_PARAMS
+    # The serving signature's inputs, in the order of their names.
+    assert first["inputs"] == "extra=Bx4:float32;image=Bx8x8x3:float32"
+    proc = fwbench("models", "--model", str(keras_files / "served"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["source"] == "saved_model" and row["params"] == KERAS_PARAMS
+    assert row["frameworks"]["openvino"]["runs"]
+    assert "tf2onnx" in row["frameworks"]["onnxruntime"]["how"]
+
+
 def test_two_files_of_one_name_are_two_models(tmp_path: Path) -> None:
     from fwbench.catalog.models import get_model
 
@@ -285,6 +409,30 @@ def test_a_bad_model_is_one_line(
     if model.endswith(".onnx"):
         argv[2] = "onnxruntime"
     refused(argv, says, tmp_path, capsys)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--model", "bad.keras"], "not a Keras model file (a .keras file is the zip archive"),
+        (["--model", "folder"], "not a TensorFlow SavedModel (the folder has no saved_model.pb)"),
+        (["--model", "./gone/"], "gone/: no such file or folder"),
+        (["--model", "keras:knets.py:torchy"], "torchy() returned a torch.nn.modules.linear."),
+        (["--model", "served", "--task", "train"], "cannot train: a SavedModel's signature is"),
+        (["--model", "served", "--mode", "eager"], "in mode eager: a SavedModel's signature"),
+        (["--model", "served", "--framework", "keras-jax"], "Keras' other backends cannot run"),
+        (["--model", "net.keras", "--framework", "torch"], "a Keras model runs on Keras 3's"),
+    ],
+)
+def test_a_bad_keras_or_tensorflow_model_is_one_line(
+    argv: list[str], says: str, keras_files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (keras_files / "bad.keras").write_text("not a zip\n")
+    (keras_files / "folder").mkdir(exist_ok=True)
+    (keras_files / "knets.py").write_text(KERAS_NETS)
+    framework = [] if "--framework" in argv else ["--framework", "tensorflow"]
+    task = [] if "--task" in argv else ["--task", "infer"]
+    refused(["run", *framework, *argv, *task], says, keras_files, capsys)
 
 
 def test_a_framework_that_cannot_run_the_source_is_refused_with_why(

@@ -74,7 +74,9 @@ _BUILT_IN = (
     "onnx_file",
     "timm_arch",
     "hf",
+    "keras_model",
     "twins",
+    "saved_model",  # any folder (after hf:DIR): one that is not a SavedModel is told so
 )
 
 
@@ -88,8 +90,19 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
+        # The built-ins in their order, whichever was imported first (an adapter may
+        # import a source's module for its constants): the first that claims a text has
+        # it, so the order is part of what a text means. Each module's entry is its
+        # SOURCE; what was registered otherwise (a plugin's) follows them.
+        early = dict(_SOURCES)
+        _SOURCES.clear()
         for module in _BUILT_IN:
-            importlib.import_module(f"fwbench.models.sources.{module}")
+            found = importlib.import_module(f"fwbench.models.sources.{module}")
+            source = getattr(found, "SOURCE", None)
+            if isinstance(source, Source):
+                _SOURCES[source.name] = source
+        for name, source in early.items():
+            _SOURCES.setdefault(name, source)
     plugins.load()
 
 

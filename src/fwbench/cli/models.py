@@ -19,6 +19,7 @@ from fwbench.errors import SpecError
 from fwbench.launch import counting
 from fwbench.launch.protocol import CountItem
 from fwbench.models.parity import check as check_parity
+from fwbench.tasks import get_task
 
 
 def command(
@@ -217,6 +218,7 @@ def _user_model(text: str) -> dict[str, Any]:
         "params": declared.get("params"),
         "outputs": declared.get("outputs") or None,
         "objective": spec.objective,
+        "refuses": dict(source.refuses),
         "generates": spec.context is not None,
         "frameworks": frameworks,
     }
@@ -232,7 +234,12 @@ def _print_user(row: dict[str, Any]) -> None:
         title_justify="left",
         caption=f"inputs: {inputs}\nparameters: {params}"
         + (f"\noutputs: {row['outputs']}" if row["outputs"] else "")
-        + f"\ntrains with: {row['objective']} (--objective to change)"
+        + (
+            f"\ntrains with: {row['objective']} (--objective to change)"
+            if not any(get_task(task).trains for task in row["refuses"])
+            else ""
+        )
+        + "".join(f"\n{task}: no: {why}" for task, why in row["refuses"].items())
         + ("\ngenerates: yes (task generate)" if row["generates"] else ""),
         caption_justify="left",
     )

@@ -1,6 +1,8 @@
 """What the adapters of Keras 3's non-TensorFlow backends share: synthetic data, losses
 and optimizers written with keras.ops, so they produce each backend's native tensors.
-The optimizer table (`make_optimizer`) is the TensorFlow adapter's too.
+The optimizer table (`make_optimizer`) and what a user's model needs (its inputs, its
+loss, its outputs as arrays, its dtype policy) are the TensorFlow adapter's too: one
+Keras model runs the same way on the three backends.
 
 Imported only inside a worker, after KERAS_BACKEND is set.
 """
@@ -12,8 +14,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.catalog.models import Optimizer, ctc_label_length, get_model
-from fwbench.frameworks.base import Adapter, Workload, workload_class
+from fwbench.catalog.inputs import arrays, parse_signature
+from fwbench.catalog.models import TENSORS, Optimizer, ctc_label_length, get_model
+from fwbench.frameworks.base import Adapter, OutputShapeError, Workload, tensors_in, workload_class
 
 
 def keras_module() -> Any:
@@ -22,8 +25,23 @@ def keras_module() -> Any:
     return keras
 
 
+def user_inputs(case: Case) -> Any:
+    """A user's model's inputs: the same values as in every other framework
+    (catalog.inputs.arrays), as this backend's tensors; one tensor, or a list in the
+    model's input order (how a Keras model with several inputs takes them)."""
+    ops = keras_module().ops
+    signature = parse_signature(case.inputs or "")
+    made = [
+        ops.cast(ops.convert_to_tensor(values), tensor.dtype)
+        for tensor, values in zip(signature, arrays(signature, case.batch_size), strict=True)
+    ]
+    return made[0] if len(made) == 1 else made
+
+
 def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
     ops = keras_module().ops
+    if kind == TENSORS:
+        return user_inputs(case)
     b = case.batch_size
     if kind == "image":
         side = int(case.input_size or 0)
@@ -43,15 +61,29 @@ def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
 Loss = Callable[[Any, Any], Any]
 
 
+def on_float32(loss: Loss) -> Loss:
+    """`loss` of logits taken in float32 (mixed precision may make them bf16 or fp16)."""
+    ops = keras_module().ops
+
+    def of_float32(y: Any, logits: Any) -> Any:
+        return loss(y, ops.cast(logits, "float32"))
+
+    return of_float32
+
+
 def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
+    """Synthetic targets and the loss of the objective, taking the model's output as it
+    comes (see ModelSpec.objective; a user's model: UserLoss)."""
     keras = keras_module()
     ops = keras.ops
+    if case.inputs is not None:
+        return ops.zeros(()), UserLoss(name, case.batch_size)
     b = case.batch_size
     if name in ("classify", "lm"):
         high = int((case.num_classes if name == "classify" else case.vocab_size) or 0)
         shape = (b,) if name == "classify" else (b, int(case.seq_len or 0))
         y = ops.convert_to_tensor(rng.integers(0, high, shape, dtype="int32"))
-        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     labels = ctc_label_length(int(case.seq_len or 0))
     y = ops.convert_to_tensor(
         rng.integers(1, int(case.num_classes or 0), (b, labels), dtype="int32")
@@ -63,7 +95,108 @@ def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
         per_sample = ops.ctc_loss(y, logits, label_lengths, frames, mask_index=0)
         return ops.mean(per_sample)
 
-    return y, ctc_loss
+    return y, on_float32(ctc_loss)
+
+
+class UserLoss:
+    """A user's model's loss (USER_OBJECTIVES), as PyTorch's adapter computes it: the
+    mean of its floating-point outputs, or cross-entropy of its first output (logits:
+    batch x classes, or batch x positions x vocabulary) against random labels, whose
+    range is read from those logits the first time (a fixed seed). Written with keras.ops:
+    inside a traced step (tf.function, jax.jit) the logits' shape is known when traced,
+    and the labels become a constant of the step."""
+
+    def __init__(self, name: str, batch: int) -> None:
+        self.name, self.batch = name, batch
+        self.labels: Any = None
+
+    def __call__(self, _: Any, out: Any) -> Any:
+        import numpy as np
+
+        keras = keras_module()
+        ops = keras.ops
+        found = tensors_in(out)
+        if self.name == "mean":
+            floats = [
+                t
+                for t in found
+                if keras.backend.is_float_dtype(keras.backend.standardize_dtype(t.dtype))
+            ]
+            if not floats:
+                raise OutputShapeError("the model returned no floating-point output to average")
+            return sum(ops.mean(ops.cast(t, "float32")) for t in floats)
+        logits = ops.cast(found[0], "float32")
+        rank = 2 if self.name == "classify" else 3
+        shape = tuple(logits.shape)
+        if len(shape) != rank or shape[0] != self.batch:
+            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
+            raise OutputShapeError(
+                f"objective {self.name} takes logits of {want}; the model's first output is {shape}"
+            )
+        if self.labels is None:
+            rng = np.random.default_rng(0)
+            self.labels = rng.integers(0, shape[-1], shape[:-1]).astype("int32")
+        per_label = keras.losses.sparse_categorical_crossentropy(
+            ops.convert_to_tensor(self.labels), logits, from_logits=True
+        )
+        return ops.mean(per_label)
+
+
+def as_array(tensor: Any) -> Any:
+    """A backend tensor as a float32 NumPy array (NumPy has no bfloat16): the output
+    sample a user's model keeps for the check across frameworks."""
+    ops = keras_module().ops
+    return ops.convert_to_numpy(ops.cast(tensor, "float32"))
+
+
+# The Keras dtype policy of each precision a case may ask for.
+POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def layer_policies(model: Any) -> dict[str, int]:
+    """The dtype policies the model's layers with weights compute with (nested models'
+    layers included), each with the weights it holds; none for a model without Keras
+    layers (a traced graph)."""
+    found: dict[str, int] = {}
+    stack = list(getattr(model, "layers", ()))
+    while stack:
+        layer = stack.pop()
+        inner = getattr(layer, "layers", None)
+        if inner:
+            stack.extend(inner)
+        elif layer.weights:
+            name = layer.dtype_policy.name
+            found[name] = found.get(name, 0) + sum(math.prod(w.shape) for w in layer.weights)
+    return found
+
+
+def check_policy(model: Any, case: Case) -> dict[str, Any]:
+    """A user's model computes with the dtype policies it was made with: a saved file's
+    layers keep theirs (Keras applies the global policy only to the layers it creates),
+    a traced graph the dtypes it was traced with. A case asking for another precision
+    would be labelled with one it did not run: refused, saying why. The policy of most of
+    its weights decides (a mixed-precision model often keeps its last layer in float32).
+    The policies applied are returned for the result's settings."""
+    wanted = POLICIES.get(case.precision or "", "float32")
+    found = layer_policies(model)
+    asked = f"--precision {case.precision or 'fp32'}"
+    if not found:
+        if wanted != "float32":
+            raise ValueError(
+                f"model {case.model} is a traced graph: it computes in the dtypes it was "
+                f"traced with, so {asked} cannot apply; run fp32, or give the Keras model it "
+                "came from"
+            )
+        return {"keras_dtype_policy": "as traced in its graph"}
+    most = max(found, key=lambda name: found[name])
+    if most != wanted:
+        raise ValueError(
+            f"model {case.model} computes with dtype policy {most}, not {wanted} ({asked}): "
+            "a saved model keeps the policies it was saved with; save it under keras."
+            f"mixed_precision.set_global_policy({wanted!r}), or give a function "
+            "(keras:file.py:function), whose layers take the case's policy"
+        )
+    return {"keras_dtype_policy": ", ".join(sorted(found))}
 
 
 def make_optimizer(opt: Optimizer) -> Any:
@@ -112,6 +245,8 @@ class KerasBackendAdapter(Adapter):
         cls = workload_class(self.name, case)
         settings = apply_case_settings(case)
         model = self.build_model(case.reference, case.dims)
+        if case.inputs is not None:  # a user's model: the policy it computes with
+            settings |= check_policy(model, case)
         workload = cls(model, case, case.model_spec)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload

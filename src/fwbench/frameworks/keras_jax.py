@@ -24,6 +24,7 @@ from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
+    as_array,
     count_trainable,
     keras_module,
     make_optimizer,
@@ -38,14 +39,13 @@ MODES = {"jit": True, "eager": False}
 class KerasJaxWorkload(Workload):
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         import jax
-        import jax.numpy as jnp
         import numpy as np
 
         self.model = model
         self.param_count = count_trainable(model)
         rng = np.random.default_rng(0)
         self.x = synthetic_inputs(case, spec.input_kind, rng)
-        self.y, loss_fn = objective(case, spec.objective, rng)
+        self.y, loss_fn = objective(case, case.loss, rng)
         trainable = [v.value for v in model.trainable_variables]
         frozen = [v.value for v in model.non_trainable_variables]
         jit = MODES[case.mode]
@@ -59,7 +59,7 @@ class KerasJaxWorkload(Workload):
 
                 def loss_of(tv: Any) -> Any:
                     logits, ntv2 = model.stateless_call(tv, ntv, x, training=True)
-                    return loss_fn(y, logits.astype(jnp.float32)), ntv2
+                    return loss_fn(y, logits), ntv2
 
                 (loss, ntv2), grads = jax.value_and_grad(loss_of, has_aux=True)(tv)
                 tv2, ov2 = optimizer.stateless_apply(ov, grads, tv)
@@ -81,7 +81,7 @@ class KerasJaxWorkload(Workload):
         self.jit = jit
         self.last: Any = None
         self.settings_: dict[str, Any] = {}
-        self.check = OutputCheck(case, spec.objective)
+        self.check = OutputCheck(case, spec.objective, as_array)
         self.infers = not trains
 
     def step(self) -> None:

@@ -17,6 +17,7 @@ from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
+    as_array,
     count_trainable,
     keras_module,
     make_optimizer,
@@ -36,14 +37,14 @@ class KerasTorchWorkload(Workload):
         self.param_count = count_trainable(model)
         rng = np.random.default_rng(0)
         self.x = synthetic_inputs(case, spec.input_kind, rng)
-        self.y, self.loss_fn = objective(case, spec.objective, rng)
+        self.y, self.loss_fn = objective(case, case.loss, rng)
         self.optimizer: Any = None
         if get_task(case.task).trains:
             self.optimizer = make_optimizer(spec.optimizer)
             self.optimizer.build(model.trainable_variables)
         self.on_gpu = case.device == "cuda"
         self.settings_: dict[str, Any] = {}
-        self.check = OutputCheck(case, spec.objective)
+        self.check = OutputCheck(case, spec.objective, as_array)
 
     def step(self) -> None:
         torch = self.torch
@@ -56,7 +57,7 @@ class KerasTorchWorkload(Workload):
         logits = self.model(self.x, training=True)
         if self.check.pending:
             self.check(logits)
-        loss = self.loss_fn(self.y, logits.float())
+        loss = self.loss_fn(self.y, logits)
         self.model.zero_grad()
         loss.backward()
         variables = self.model.trainable_variables

@@ -19,6 +19,13 @@ their outputs are checked against TensorFlow's within a looser tolerance, which 
 recorded, and a verdict against an fp32 framework says so (the registry entry's
 `mode_numerics`).
 
+A user's model runs the same way: a Keras model (a `.keras` file, a `keras:` function)
+is exported and converted as the zoo's are; a TensorFlow SavedModel is converted as it is
+(`from_saved_model` on its folder, its serving signature), its batch dimension, which the
+signature leaves open, sized by `resize_tensor_input` before the tensors are allocated.
+Its inputs are the same values as every other framework's, and its first output is kept
+for the check across frameworks.
+
 The interpreter is created once, with the case's threads and LiteRT's default XNNPACK
 delegate (`OpResolverType.AUTO`; `--options xnnpack=off` runs LiteRT's builtin kernels
 alone), and reused for every step. A step does what a deployed application does with it:
@@ -33,6 +40,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import ai_edge_litert
@@ -43,10 +51,14 @@ from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from fwbench.case import Case
+from fwbench.catalog.inputs import parse_signature
 from fwbench.catalog.models import get_model
-from fwbench.frameworks.base import Adapter, Workload, check_output_shape, workload_class
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
+from fwbench.frameworks.keras_common import check_policy
 from fwbench.frameworks.tensorflow import count_trainable, synthetic_inputs
 from fwbench.frameworks.tf_flops import dense_flops
+from fwbench.models.sources.saved_model import FOLDER as SAVED_MODEL
+from fwbench.models.sources.saved_model import signature_key
 
 # Outputs must agree with TensorFlow's within this share of the largest output. fp32:
 # kernels reorder sums. fp16 weights round each weight to 11 significant bits (a relative
@@ -67,6 +79,8 @@ CONVERTER = (
     'keras.Model.export(format="tf_saved_model"), '
     "tf.lite.TFLiteConverter.from_saved_model, builtin ops"
 )
+# A user's SavedModel: converted as it is.
+SAVED_CONVERTER = "tf.lite.TFLiteConverter.from_saved_model (its serving signature), builtin ops"
 RESOLVERS = {
     "on": OpResolverType.AUTO,  # LiteRT's default: the XNNPACK delegate on
     "off": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
@@ -90,15 +104,25 @@ def converter_reason(exc: BaseException) -> str:
     return f"TensorFlow's converter failed: {first}"
 
 
-def convert(model: keras.Model, specs: list[tf.TensorSpec], mode: str) -> tuple[bytes, float]:
-    """The model as a LiteRT flatbuffer, and the SavedModel export's share of the time."""
+def convert(
+    model: keras.Model, specs: list[tf.TensorSpec], mode: str, saved: Path | None = None
+) -> tuple[bytes, float]:
+    """The model as a LiteRT flatbuffer, and the SavedModel export's share of the time.
+    A SavedModel of the user's (`saved`, its folder) is converted as it is."""
     with tempfile.TemporaryDirectory(prefix="fwbench-litert-") as folder:
         start = time.perf_counter()
-        # A model of several inputs takes them as one list.
-        signature = [specs[0]] if len(specs) == 1 else [specs]
-        model.export(folder, format="tf_saved_model", verbose=False, input_signature=signature)
+        if saved is None:
+            # A model of several inputs takes them as one list.
+            signature = [specs[0]] if len(specs) == 1 else [specs]
+            model.export(folder, format="tf_saved_model", verbose=False, input_signature=signature)
         export_s = time.perf_counter() - start
-        converter = tf.lite.TFLiteConverter.from_saved_model(folder)
+        converter = (
+            tf.lite.TFLiteConverter.from_saved_model(folder)
+            if saved is None
+            else tf.lite.TFLiteConverter.from_saved_model(
+                str(saved), signature_keys=[signature_key(saved)]
+            )
+        )
         if mode in ("int8", "fp16"):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if mode == "fp16":
@@ -180,6 +204,7 @@ class LiteRtWorkload(Workload):
         self.param_count = count_trainable(model)
         self.last: np.ndarray | None = None
         self.settings_: dict[str, Any] = {}
+        self.check: OutputCheck | None = None  # made after the first step (build)
 
     def step(self) -> None:
         for index, value in self.feeds:
@@ -277,15 +302,25 @@ class LiteRtAdapter(Adapter):
         keras.config.set_image_data_format("channels_last")
         keras.mixed_precision.set_global_policy("float32")
         model = self.build_model(case.reference, case.dims)
+        # A user's model computes in the dtypes it was made with: fp32 here.
+        policy = check_policy(model, case) if case.inputs is not None else {}
         inputs = synthetic_inputs(case, spec.input_kind)
         arrays = _arrays(inputs)
-        names = [f"input_{i}" for i in range(len(arrays))]
+        # A user's SavedModel is converted as it is (its source's builder of that format
+        # gives the folder), its inputs named by its signature; any other model is the
+        # Keras model, exported with inputs fwbench names.
+        saved = spec.build(SAVED_MODEL, {}) if SAVED_MODEL in spec.builders else None
+        names = (
+            [t.name for t in parse_signature(case.inputs or "")]
+            if saved is not None
+            else [f"input_{i}" for i in range(len(arrays))]
+        )
         specs = [
             tf.TensorSpec(a.shape, tf.as_dtype(a.dtype), name=n)
             for a, n in zip(arrays, names, strict=True)
         ]
         start = time.perf_counter()
-        flat, export_s = convert(model, specs, mode)
+        flat, export_s = convert(model, specs, mode, saved)
         convert_s = time.perf_counter() - start - export_s
         start = time.perf_counter()
         interpreter = Interpreter(
@@ -293,25 +328,31 @@ class LiteRtAdapter(Adapter):
             num_threads=self.threads,
             experimental_op_resolver_type=RESOLVERS[xnnpack],
         )
+        inputs_at, output = tensor_indices(interpreter, names)
+        for index, value in zip(inputs_at, arrays, strict=True):
+            # A SavedModel's signature leaves its batch open: sized to the case's.
+            interpreter.resize_tensor_input(index, value.shape)
         interpreter.allocate_tensors()
         interpreter_s = time.perf_counter() - start
-        inputs_at, output = tensor_indices(interpreter, names)
         feeds = list(zip(inputs_at, arrays, strict=True))
         workload = cls(interpreter, feeds, output, model, inputs)
         start = time.perf_counter()
         workload.step()
         first_invoke_s = time.perf_counter() - start
         assert workload.last is not None
-        check_output_shape(case, spec.objective, tuple(workload.last.shape))
-        want = np.asarray(model(inputs, training=False), dtype=np.float32)
+        # The zoo's output shape checked; a user's model's first output kept for the
+        # check across frameworks.
+        workload.check = OutputCheck(case, spec.objective, np.asarray)
+        workload.check(workload.last)
+        want = np.asarray(tensors_in(model(inputs, training=False))[0], dtype=np.float32)
         checked = agreement(np.asarray(workload.last, dtype=np.float32), want, mode)
         ops = file_ops(flat)
         workload.settings_ = {
             "precision": "fp32",
             "layout": "channels_last (NHWC)",
-            "converter": CONVERTER,
+            "converter": CONVERTER if saved is None else SAVED_CONVERTER,
             "quantization": QUANTISATION[mode],
-            "export_s": export_s,
+            **({"export_s": export_s} if saved is None else {}),
             "convert_s": convert_s,
             "interpreter_s": interpreter_s,
             "first_invoke_s": first_invoke_s,
@@ -321,6 +362,7 @@ class LiteRtAdapter(Adapter):
             "delegate": "XNNPACK (LiteRT's default)" if xnnpack == "on" else "none",
             "delegated_ops": delegation(interpreter, xnnpack),
             "source_params": workload.param_count,
+            **policy,
             **checked,
         }
         built: Workload = workload

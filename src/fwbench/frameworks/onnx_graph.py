@@ -23,6 +23,7 @@ Imported inside workers only (it imports torch and onnx).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import time
@@ -31,7 +32,8 @@ from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
@@ -42,13 +44,19 @@ from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import get_model
 from fwbench.frameworks.base import Adapter, Workload, output_sample, workload_class
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
+from fwbench.models.sources.saved_model import FOLDER, trainable_params
+
+# A user's file that a runtime compiles as it is, by the builder key its source gives it:
+# an ONNX file's (fwbench.models.sources.onnx_file) returns the graph, a ModelProto; a
+# SavedModel's (.saved_model) its folder, a Path. A runtime compiles the formats it
+# reads (ExportedAdapter.reads); a model of any other source it gets exported from
+# PyTorch.
+ONNX_FILE = "onnx"
+SAVED_MODEL = FOLDER
 
 # Outputs must agree with PyTorch's fp32 outputs within this share of the largest output:
 # fp32 kernels reorder sums; bf16 keeps 8 bits of mantissa (a relative step of 2^-8, and
 # errors add up over layers); a wrong export is off by far more.
-# The builder of a user's ONNX file (fwbench.models.sources.onnx_file): the graph itself.
-ONNX_FILE = "onnx"
-
 TOLERANCE = {"fp32": 1e-3, "tf32": 1e-2, "bf16": 5e-2}
 
 
@@ -285,9 +293,10 @@ class Compiled:
 
 
 class GraphWorkload(Workload):
-    """Inference through a compiled graph."""
+    """Inference through a compiled graph (from an ONNX graph, or None: a file the runtime
+    read in another format)."""
 
-    def __init__(self, compiled: Compiled, proto: onnx.ModelProto, param_count: int) -> None:
+    def __init__(self, compiled: Compiled, proto: onnx.ModelProto | None, param_count: int) -> None:
         self.compiled = compiled
         self.proto = proto
         self.param_count = param_count  # the source model's: see graph_params
@@ -310,6 +319,9 @@ class GraphWorkload(Workload):
 class ExportedAdapter(Adapter):
     """A runtime that runs the exported graph: subclasses compile it and say how."""
 
+    # The formats of a user's file it compiles as they are (see ONNX_FILE).
+    reads: ClassVar[tuple[str, ...]] = (ONNX_FILE,)
+
     def __init__(self) -> None:
         self.threads = 1
 
@@ -323,15 +335,28 @@ class ExportedAdapter(Adapter):
         """The runtime's compiled graph for the case's device, with `feeds` (host arrays)
         placed where its steady state reads them."""
 
+    def compile_file(self, fmt: str, model: Any, case: Case, feeds: list[np.ndarray]) -> Compiled:
+        """A user's file in one of the formats it `reads`, compiled as it is (`model` is
+        what its source's builder of that format returned). Every runtime reads ONNX; one
+        that reads another format compiles it here."""
+        return self.compile(model, case, feeds)
+
+    def file_format(self, model: str) -> str | None:
+        """The format in which it compiles the model as it is, or None: the model is
+        exported from PyTorch."""
+        builders = get_model(model).builders
+        return next((fmt for fmt in self.reads if fmt in builders), None)
+
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
         """The source PyTorch model: parity is its trainable count (no export needed); a
-        user's ONNX file: its graph."""
-        spec = get_model(model)
-        return spec.build(ONNX_FILE if ONNX_FILE in spec.builders else self.name, dims)
+        user's file it reads as it is: that file (an ONNX graph, a SavedModel's folder)."""
+        return get_model(model).build(self.file_format(model) or self.name, dims)
 
     def count_params(self, model: Any) -> int:
         if isinstance(model, onnx.ModelProto):
             return graph_params(model)
+        if isinstance(model, Path):  # a SavedModel: what its serving signature trains
+            return trainable_params(model)
         return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
@@ -339,8 +364,9 @@ class ExportedAdapter(Adapter):
         # inference only), constructed as cls(compiled, proto, params).
         cls = workload_class(self.name, case)
         spec = case.model_spec
-        if ONNX_FILE in spec.builders:
-            return self._from_file(cls, case)
+        fmt = self.file_format(case.reference)
+        if fmt is not None:
+            return self._from_file(cls, case, fmt)
         source = spec.build(self.name, case.dims).eval()
         inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
         start = time.perf_counter()
@@ -354,7 +380,13 @@ class ExportedAdapter(Adapter):
         workload = cls(compiled, proto, params)
         norms = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)
         batchnorms = sum(isinstance(m, norms) for m in source.modules())
-        fusions = fusion_settings(compiled.graph(), batchnorms)
+        graph = compiled.graph()
+        # A model whose normalisation exports as other operations says so (a Keras
+        # model's): the check would pass without having looked at it.
+        why = getattr(source, "fusion_unchecked", None)
+        if why and isinstance(graph, RuntimeGraph) and graph.unchecked is None:
+            graph = dataclasses.replace(graph, unchecked=why)
+        fusions = fusion_settings(graph, batchnorms)
 
         def first_output() -> np.ndarray:
             compiled.run()
@@ -385,28 +417,34 @@ class ExportedAdapter(Adapter):
         built: Workload = workload
         return built
 
-    def _from_file(self, cls: type[Any], case: Case) -> Workload:
-        """A user's ONNX file, compiled as it is: nothing to export, no PyTorch model to
-        check it against here (the check across variants compares the runtimes' outputs
-        on the same inputs), its parameters its initializers'."""
+    def _from_file(self, cls: type[Any], case: Case, fmt: str) -> Workload:
+        """A user's file, compiled as it is: nothing to export, no PyTorch model to check
+        it against here (the check across variants compares the frameworks' outputs on
+        the same inputs); its parameters what the file holds (an ONNX graph's
+        initializers, a SavedModel's trainable variables)."""
         spec = case.model_spec
         start = time.perf_counter()
-        proto = spec.build(ONNX_FILE, {})
+        model = spec.build(fmt, {})
         load_s = time.perf_counter() - start
         feeds = arrays(parse_signature(case.inputs or ""), case.batch_size)
         start = time.perf_counter()
-        compiled = self.compile(proto, case, feeds)
+        compiled = self.compile_file(fmt, model, case, feeds)
         compile_s = time.perf_counter() - start
-        workload = cls(compiled, proto, graph_params(proto))
+        proto = model if isinstance(model, onnx.ModelProto) else None
+        params = self.count_params(model)
+        workload = cls(compiled, proto, params)
         compiled.run()
         compiled.sync()
         workload.sample = output_sample(compiled.output())
+        graph = {"graph_params": params}
+        if proto is not None:
+            graph["graph_nodes"] = len(proto.graph.node)
         workload.settings_ = {
             "precision": case.precision or "fp32",
+            "model_format": fmt,
             "load_s": load_s,
             "compile_s": compile_s,
-            "graph_params": graph_params(proto),
-            "graph_nodes": len(proto.graph.node),
+            **graph,
             **compiled.applied,
         }
         built: Workload = workload
@@ -414,6 +452,8 @@ class ExportedAdapter(Adapter):
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         assert isinstance(workload, GraphWorkload)
+        if workload.proto is None:
+            raise ValueError("fwbench counts FLOPs of ONNX graphs only; this file is not one")
         return graph_flops(workload.proto), "ONNX graph (Conv, MatMul, Gemm; static shapes)"
 
     def is_oom(self, exc: BaseException) -> bool:

@@ -1,5 +1,8 @@
 """OpenVINO: the case's PyTorch model exported to ONNX (fwbench.frameworks.onnx_graph),
-read and compiled by OpenVINO's CPU plugin. Inference only. (Its GPU plugin drives Intel
+read and compiled by OpenVINO's CPU plugin. Inference only. A user's ONNX file is read as
+it is, and so is a TensorFlow SavedModel: `openvino.convert_model` reads its folder with
+OpenVINO's own TensorFlow frontend, without importing TensorFlow (which this worker, with
+PyTorch loaded, must not). (Its GPU plugin drives Intel
 GPUs, which fwbench has no device name for; the registry entry offers the CPU only.)
 
 Modes are OpenVINO's performance hints: `latency` (one stream: every thread on one
@@ -23,14 +26,17 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import onnx
 import torch
 
 from fwbench.case import Case
+from fwbench.catalog.inputs import parse_signature
 from fwbench.frameworks.onnx_graph import (
+    ONNX_FILE,
+    SAVED_MODEL,
     Compiled,
     ExportedAdapter,
     RuntimeGraph,
@@ -57,6 +63,7 @@ CONVOLUTIONS = {"Convolution", "Deconvolution"}
 
 class OpenVinoAdapter(ExportedAdapter):
     name = "openvino"
+    reads: ClassVar[tuple[str, ...]] = (ONNX_FILE, SAVED_MODEL)
 
     def unavailable_reason(self, device: str) -> str | None:
         return None  # the CPU plugin is always there; the registry entry offers no other
@@ -77,16 +84,49 @@ class OpenVinoAdapter(ExportedAdapter):
         import openvino as ov
 
         core = ov.Core()
+        with tempfile.TemporaryDirectory(prefix="fwbench-ov-") as folder:
+            path = Path(folder) / "model.onnx"
+            onnx.save(proto, str(path))
+            # Compiled while the file is there: OpenVINO may map weights from it.
+            model = core.read_model(str(path))
+            return self._compile(core, model, case, dict(enumerate(feeds)), 0, proto)
+
+    def compile_file(self, fmt: str, model: Any, case: Case, feeds: list[np.ndarray]) -> Compiled:
+        if fmt != SAVED_MODEL:
+            return super().compile_file(fmt, model, case, feeds)
+        import openvino as ov
+
+        converted = ov.convert_model(str(model))
+        # A signature's inputs and outputs are maps: fed by name, and its first output is
+        # the first by name, as TensorFlow's adapter takes them.
+        names = [tensor.name for tensor in parse_signature(case.inputs or "")]
+        outputs = [min(o.get_names() or {""}) for o in converted.outputs]
+        first = outputs.index(min(outputs))
+        inputs = dict(zip(names, feeds, strict=True))
+        return self._compile(ov.Core(), converted, case, inputs, first)
+
+    def _compile(
+        self,
+        core: Any,
+        model: Any,
+        case: Case,
+        inputs: dict[Any, np.ndarray],
+        first: int,
+        proto: onnx.ModelProto | None = None,
+    ) -> Compiled:
+        """`model` (an openvino.Model) compiled for the CPU with the case's hint, threads
+        and precision; fed `inputs` (by position or name), its output `first` read back.
+        The fusion check looks for the BatchNormalization nodes of `proto`, the ONNX graph
+        it came from (none for a model read in another format)."""
+        import openvino as ov
+
         wanted = PRECISIONS[case.precision or "fp32"]
         config = {
             "PERFORMANCE_HINT": HINTS[case.mode],
             "INFERENCE_NUM_THREADS": self.threads,
             "INFERENCE_PRECISION_HINT": wanted,
         }
-        with tempfile.TemporaryDirectory(prefix="fwbench-ov-") as folder:
-            path = Path(folder) / "model.onnx"
-            onnx.save(proto, str(path))
-            compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        compiled = core.compile_model(model, "CPU", config)
         applied = {f"ov_{k.lower()}": _readable(compiled.get_property(k)) for k in RECORDED}
         got = compiled.get_property("INFERENCE_PRECISION_HINT")
         if got != {"f32": ov.Type.f32, "bf16": ov.Type.bf16}[wanted]:
@@ -95,17 +135,17 @@ class OpenVinoAdapter(ExportedAdapter):
                 f"lacks {case.precision or 'fp32'} kernels"
             )
         request = compiled.create_infer_request()
-        inputs = dict(enumerate(feeds))
+        expected = conv_batchnorms(proto.graph) if proto is not None else []
 
         def run() -> None:
             request.infer(inputs, share_inputs=True)
 
         def output() -> np.ndarray:
-            return np.asarray(request.get_output_tensor(0).data)
+            return np.asarray(request.get_output_tensor(first).data)
 
         def graph() -> RuntimeGraph:
             layers = [_layer(op) for op in compiled.get_runtime_model().get_ordered_ops()]
-            return openvino_runtime_graph(layers, conv_batchnorms(proto.graph))
+            return openvino_runtime_graph(layers, expected)
 
         return Compiled(run, output, applied, graph=graph)
 

@@ -1,4 +1,7 @@
-"""TensorFlow adapter: Keras 3 models, eager, tf.function graph or XLA mode."""
+"""TensorFlow adapter: Keras 3 models, eager, tf.function graph or XLA mode. A user's model
+(a Keras model, or a SavedModel's serving signature called as one: fwbench.models.
+sources) takes its own inputs, loss and output check from what the Keras backends share
+(fwbench.frameworks.keras_common)."""
 
 from __future__ import annotations
 
@@ -11,14 +14,21 @@ import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
-from fwbench.catalog.models import ModelSpec, ctc_label_length, get_model
+from fwbench.catalog.models import TENSORS, ModelSpec, ctc_label_length, get_model
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
-from fwbench.frameworks.base import Adapter, OutputCheck, Workload, workload_class
+from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
 from fwbench.frameworks.generation import GenerateWorkload
 
-# One optimizer table for Keras on every backend.
-from fwbench.frameworks.keras_common import make_optimizer
+# One optimizer table for Keras on every backend, and one way to a user's model.
+from fwbench.frameworks.keras_common import (
+    UserLoss,
+    as_array,
+    check_policy,
+    make_optimizer,
+    on_float32,
+    user_inputs,
+)
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.tasks import get_task
 
@@ -32,7 +42,7 @@ class TensorFlowWorkload(Workload):
         self.on_gpu = case.device == "cuda"
         with tf.device(device_name):
             self.x = synthetic_inputs(case, spec.input_kind)
-            self.y, self.loss_fn = objective(case, spec.objective)
+            self.y, self.loss_fn = objective(case, case.loss)
         self.optimizer: keras.optimizers.Optimizer | None = None
         if get_task(case.task).trains:
             self.optimizer = make_optimizer(spec.optimizer)
@@ -50,7 +60,7 @@ class TensorFlowWorkload(Workload):
         self.fn = tf.function(fn, jit_compile=case.mode == "xla") if self.graph else fn
         self.last: Any = None
         self.settings_: dict[str, Any] = {}
-        self.check = OutputCheck(case, spec.objective)
+        self.check = OutputCheck(case, spec.objective, as_array)
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
@@ -58,8 +68,8 @@ class TensorFlowWorkload(Workload):
     def _train(self, x: Any, y: tf.Tensor) -> tf.Tensor:
         assert self.optimizer is not None
         with tf.GradientTape() as tape:
-            # Mixed precision: logits may be bf16/fp16; the loss is computed in float32.
-            loss = self.loss_fn(y, tf.cast(self.model(x, training=True), tf.float32))
+            # Mixed precision: logits may be bf16/fp16; the loss takes them in float32.
+            loss = self.loss_fn(y, self.model(x, training=True))
             scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.model.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
@@ -81,8 +91,9 @@ class TensorFlowWorkload(Workload):
             tf.test.experimental.sync_devices()
         elif self.last is not None:
             # On CPU the step has run when the call returns; fetching its output is the
-            # documented way to be sure, and costs microseconds.
-            self.last.numpy()
+            # documented way to be sure, and costs microseconds. (A user's model may
+            # return several outputs: one of them is enough.)
+            tensors_in(self.last)[0].numpy()
 
     def counters(self) -> dict[str, Any]:
         if self.graph:
@@ -197,7 +208,10 @@ class MatmulWorkload(Workload):
 
 
 def synthetic_inputs(case: Case, kind: str) -> Any:
-    """Random inputs of the model's kind; images in the case's layout (Keras: NHWC)."""
+    """Random inputs of the model's kind; images in the case's layout (Keras: NHWC). A
+    user's model takes its own, the same values in every framework."""
+    if kind == TENSORS:
+        return user_inputs(case)
     b = case.batch_size
     if kind == "image":
         side = int(case.input_size or 0)
@@ -217,15 +231,18 @@ Loss = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 
 
 def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
-    """Synthetic targets and the loss of the model's objective (see ModelSpec.objective)."""
+    """Synthetic targets and the loss of the model's objective (see ModelSpec.objective),
+    taking the model's output as it comes (logits in float32 for the loss)."""
+    if case.inputs is not None:
+        return tf.zeros(()), UserLoss(name, case.batch_size)
     b = case.batch_size
     if name == "classify":
         y = tf.random.uniform((b,), maxval=int(case.num_classes or 0), dtype=tf.int32)
-        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     if name == "lm":
         shape = (b, int(case.seq_len or 0))
         y = tf.random.uniform(shape, maxval=int(case.vocab_size or 0), dtype=tf.int32)
-        return y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     labels = ctc_label_length(int(case.seq_len or 0))
     y = tf.random.uniform((b, labels), minval=1, maxval=int(case.num_classes or 0), dtype=tf.int32)
 
@@ -241,7 +258,7 @@ def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
         )
         return tf.reduce_mean(per_sample)
 
-    return y, ctc_loss
+    return y, on_float32(ctc_loss)
 
 
 def count_trainable(model: keras.Model) -> int:
@@ -339,6 +356,8 @@ class TensorFlowAdapter(Adapter):
             ]
         with tf.device(device_name):
             model = self.build_model(case.reference, case.dims)
+        if case.inputs is not None:  # a user's model: the policy it computes with
+            settings |= check_policy(model, case)
         workload = cls(model, case, spec, device_name)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload

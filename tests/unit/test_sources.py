@@ -1,0 +1,72 @@
+"""Model sources without a framework: which source a `--model` text names (the first in
+the table's order that claims it), and what resolving finds wrong before any worker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwbench.catalog.sources import all_sources, source_of
+from fwbench.errors import SpecError
+from fwbench.models.sources.keras_model import SOURCE as KERAS
+
+
+@pytest.mark.parametrize(
+    ("text", "source"),
+    [
+        ("net.keras", "keras"),
+        ("keras:nets.py:build", "keras"),
+        ("keras:pkg.module:build", "keras"),
+        ("torch:/somewhere/nets.py:build", "torch_callable"),
+        ("/somewhere/net.onnx", "onnx_file"),
+        ("hf:/somewhere/folder", "hf"),
+        ("/somewhere/nets.py:mlp", "twins"),
+        ("./exported_model/", "saved_model"),
+        ("resnet18", None),
+    ],
+)
+def test_a_text_is_claimed_by_its_source(text: str, source: str | None) -> None:
+    found = source_of(text)
+    assert (found.name if found else None) == source
+
+
+def test_the_order_is_the_tables_whichever_source_was_imported_first() -> None:
+    """A runtime imports the SavedModel source for its constants; the SavedModel source,
+    which claims any path, must still be asked last."""
+    script = (
+        "import fwbench.models.sources.saved_model\n"
+        "from fwbench.catalog.sources import all_sources\n"
+        "print(','.join(all_sources()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ",".join(all_sources())
+    assert list(all_sources())[-1] == "saved_model"
+
+
+def test_what_resolving_finds_wrong_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.keras").write_text("not a zip\n")
+    (tmp_path / "folder").mkdir()
+    cases = [
+        (str(tmp_path / "bad.keras"), "not a Keras model file"),
+        (str(tmp_path / "missing.keras"), "no such file"),
+        (str(tmp_path / "folder"), "not a TensorFlow SavedModel (the folder has no saved_"),
+        (str(tmp_path / "gone") + "/", "no such file or folder"),
+        ("keras:nets.py", "write keras:module:function or keras:path/file.py:function"),
+    ]
+    for text, says in cases:
+        source = source_of(text)
+        assert source is not None, text
+        with pytest.raises(SpecError, match=None) as found:
+            source.resolve(text)
+        assert says in str(found.value) and "\n" not in str(found.value), found.value
+
+
+def test_a_keras_model_runs_on_keras_backends_and_the_runtimes_but_not_pytorch() -> None:
+    assert {fw for fw, _ in KERAS.runs} >= {"tensorflow", "keras-jax", "keras-torch"}
+    ok, why = KERAS.can("torch")
+    assert not ok and "Keras 3's backends" in why
+    assert "saved_model" in all_sources()
