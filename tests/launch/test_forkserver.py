@@ -305,10 +305,14 @@ def test_the_runs_of_a_command_share_what_jax_compiled(
     assert outcome.report is not None and outcome.report.status == "ok", outcome
     assert outcome.report.settings["compile_cache"].startswith("XLA executables")
     assert any((cache / "jax").iterdir())
-    # Without the option, a worker leaves JAX's cache off.
+    assert outcome.report.settings["compile_cache_scope"] == "between commands"
+    # Without the option (--no-compile-cache), the executables stay in the run's own
+    # folder, never in JAX's machine-wide default, and the result says they were not kept.
     off = FAST_TIMING.replace(compile_cache=False)
     plain = local.run_group([GroupRequest.for_case(_tiny("keras-jax", "jit"), off)], 120)[0]
-    assert plain.report is not None and "compile_cache" not in plain.report.settings
+    assert plain.report is not None and plain.report.status == "ok", plain
+    assert plain.report.settings["compile_cache_scope"] == "this run only"
+    assert str(cache) not in plain.report.settings["compile_cache"]
     # PyTorch eager compiles nothing: its record does not claim a cache.
     eager = GroupRequest.for_case(_tiny("torch", "eager"), FAST_TIMING, compile_cache=str(cache))
     found = local.run_group([eager], 120)[0]
