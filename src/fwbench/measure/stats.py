@@ -1,15 +1,19 @@
-"""Pure statistics on samples of step times. No I/O, no clocks, no frameworks."""
+"""Pure statistics on samples of step times. No I/O, no clocks, no frameworks.
+
+numpy and scipy are imported by the functions that compute: the CLI's help, its errors
+and `fwbench env` import the modules above this one without computing anything, and
+scipy alone would take most of their start-up.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats
-
 
 def median(samples: Sequence[float]) -> float:
+    import numpy as np
+
     if not samples:
         raise ValueError("median of no samples")
     return float(np.median(np.asarray(samples, dtype=float)))
@@ -24,6 +28,9 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
     is returned, and it covers the median with probability 1 - 2**(1 - n) only (94% with
     5 samples, 75% with 3), which `median_ci_coverage` says.
     """
+    import numpy as np
+    from scipy import stats
+
     if not samples:
         raise ValueError("confidence interval of no samples")
     xs = np.sort(np.asarray(samples, dtype=float))
@@ -39,6 +46,8 @@ def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float
 
 
 def iqr(samples: Sequence[float]) -> float:
+    import numpy as np
+
     q1, q3 = np.percentile(np.asarray(samples, dtype=float), [25, 75])
     return float(q3 - q1)
 
@@ -66,6 +75,9 @@ def log_t_interval(
     process effects and honest (wide) for n as small as 2. None with one run: no
     between-process interval exists.
     """
+    import numpy as np
+    from scipy import stats
+
     xs = np.log(np.asarray(values, dtype=float))
     if len(xs) < 2:
         return None
@@ -75,6 +87,8 @@ def log_t_interval(
 
 
 def geometric_mean(values: Sequence[float]) -> float:
+    import numpy as np
+
     if not values:
         raise ValueError("geometric mean of no values")
     return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
@@ -119,6 +133,8 @@ def two_clusters(samples: Sequence[float]) -> Clusters | None:
     and the gap between them is wider than either group's range and CLUSTER_GAP_SD of
     their pooled standard deviation: a unimodal run, even a skewed or noisy one, leaves
     no stretch that empty between its halves."""
+    import numpy as np
+
     logs = np.sort(np.log(np.asarray(samples, dtype=float)))
     n = len(logs)
     least = max(2, int(np.ceil(CLUSTER_SHARE * n)))

@@ -51,9 +51,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from scipy import stats as sps
 
 from fwbench.measure import stats
 from fwbench.tasks import STEP_TIME
@@ -86,6 +84,8 @@ class Series:
 
 def _quantile(q: float) -> Callable[[RunLike], float]:
     def estimate(run: RunLike) -> float:
+        import numpy as np
+
         # A run recorded without its blocks (a driver's figures of an old result) has
         # only its median to give.
         return float(np.quantile(run.samples, q)) if len(run.samples) else run.median_s
@@ -214,6 +214,9 @@ def ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> R
     of the difference of mean logs. One run on one side borrows the other side's
     variance (equal-variance assumption, said so by runs_a / runs_b); one run on both
     sides has no interval."""
+    import numpy as np
+    from scipy import stats as sps
+
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
     if len(la) < 1 or len(lb) < 1:
         raise ValueError("a comparison needs at least one run on each side")
@@ -239,6 +242,9 @@ def paired_ratio(a: Sequence[float], b: Sequence[float], confidence: float = 0.9
     runs of a round shared (the machine's state while their blocks alternated) cancels,
     and what differs between the runs of a round, whichever way it leans, is what the
     interval reads. One round has no interval."""
+    import numpy as np
+    from scipy import stats as sps
+
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
     if len(la) != len(lb) or len(la) < 1:
         raise ValueError("a paired comparison needs the same rounds, at least one, on each side")
@@ -338,6 +344,9 @@ def runs_needed(
     band (a difference beyond it) or fit inside it (one within it) with probability
     POWER. An estimate: the runs so far estimate both only roughly. None without a
     spread (one run a side, or none at all)."""
+    import numpy as np
+    from scipy import stats as sps
+
     la, lb = np.log(np.asarray(a, dtype=float)), np.log(np.asarray(b, dtype=float))
     if paired:
         spreads = [float((la - lb).var(ddof=1)) / 2] if len(la) >= 2 else []
@@ -379,6 +388,8 @@ def compare(
 ) -> Verdict:
     """Compare two cases by their per-run step times (seconds; lower is faster); with
     `paired`, a[i] and b[i] were made in the same round (paired_ratio)."""
+    import numpy as np
+
     if len(a) < 1 or len(b) < 1:
         raise ValueError("a comparison needs at least one run on each side")
     if float(np.mean(np.log(a))) > float(np.mean(np.log(b))):
@@ -424,6 +435,9 @@ def nominal_alpha(first: int, last: int, alpha: float = 0.05, paired: bool = Fal
     from `first` to `last` runs a side, such that identical variants are called
     different at some look with probability `alpha` (see the module's docstring), for
     the Welch t statistic or, `paired`, the t statistic of the per-round differences."""
+    import numpy as np
+    from scipy import stats as sps
+
     looks = list(range(max(first, 2), last + 1))
     if len(looks) <= 1:
         return alpha

@@ -7,12 +7,14 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fwbench.errors import SpecError
 from fwbench.outputs import check_output, is_special, write_atomically
-from fwbench.report import html, markdown, png
-from fwbench.result import Result
-from fwbench.serve.result import ServingResult
+
+if TYPE_CHECKING:
+    from fwbench.result import Result
+    from fwbench.serve.result import ServingResult
 
 FORMATS = ("html", "md")
 
@@ -64,6 +66,10 @@ def write_report(
     With `study`, the report adds that study's reproduction table (fwbench.studies);
     with `serving`, the serving scenarios' tables and curve (fwbench.report.serving);
     with `band`, verdicts read that band instead of the one the results recorded."""
+    # The renderers load here: plotly and matplotlib are for writing a report, and a
+    # command that only checks its report path (before a sweep) starts without them.
+    from fwbench.report import html, markdown, png
+
     check_report_path(output, fmt)
     if fmt == "html":
         page = html.render(results, title=title, study=study, serving=serving, band=band)

@@ -10,9 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import duckdb
 from pydantic import ValidationError
 
 from fwbench.case import Case, validation_message
@@ -30,6 +29,9 @@ from fwbench.store import columns, schema, snapshot
 from fwbench.store.rescue import Rescue
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 from fwbench.store.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    import duckdb
 
 _Row = TypeVar("_Row")
 _Read = TypeVar("_Read")
@@ -158,6 +160,10 @@ class ResultStore:
             raise StoreError(_unwritable(self.path, why))
 
     def _connect(self, read_only: bool) -> Any:
+        # DuckDB loads when a file is opened: the CLI's help and its bad-input errors
+        # import this module without opening one.
+        import duckdb
+
         try:
             # Without replacement scans a missing table is an error, not whichever Python
             # variable of the caller happens to have its name.
@@ -248,6 +254,8 @@ class ResultStore:
                 self._commit()
 
     def _transaction(self, statements: Iterable[tuple[str, list[Any] | None]]) -> None:
+        import duckdb
+
         self.con.begin()
         try:
             for sql, params in statements:
@@ -264,6 +272,8 @@ class ResultStore:
     def _commit(self) -> None:
         """Commit, or a StoreError when the write cannot reach the disk (the directory
         turned read-only, the disk is full); the transaction is then rolled back."""
+        import duckdb
+
         try:
             self.con.commit()
         except (duckdb.IOException, duckdb.TransactionException) as exc:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fwbench.errors import StoreError
 from fwbench.outputs import write_atomically
 from fwbench.store import columns
-from fwbench.store.db import ResultStore
+
+if TYPE_CHECKING:
+    from fwbench.store.db import ResultStore
 
 FORMATS: tuple[str, ...] = ("csv", "parquet", "json")
 

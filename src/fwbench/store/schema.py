@@ -53,8 +53,6 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import duckdb
-
 from fwbench.result import settings_of_old
 
 # A new file is created at version 1 and migrated forward, so every migration runs
@@ -319,6 +317,8 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
 def tables_of(version: int) -> dict[str, tuple[str, ...]]:
     """The tables of a results file at `version` and their columns, as the migrations make
     them (built in memory: what a file of that version must hold)."""
+    import duckdb  # here: importing the store costs no DuckDB until a file is read
+
     con = duckdb.connect(":memory:")
     try:
         for sql in CREATE_V1:

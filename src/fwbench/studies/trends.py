@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats as sps
-
 from fwbench.measure.verdicts import comparison_of
 from fwbench.result import Result
 
@@ -45,6 +43,8 @@ def downward_trend(
     """Does time per sample fall as the batch grows? Spearman over one value per run and
     batch size: blocks of one process are not independent (METHODOLOGY rule 19), and
     thousands of them would make two batch sizes look like p = 1e-59."""
+    from scipy import stats as sps  # here, not at import: the CLI starts without scipy
+
     xs = [b for b, samples in zip(batch_sizes, per_sample, strict=True) for _ in samples]
     ys = [s for samples in per_sample for s in samples]
     if len(set(batch_sizes)) < 2 or len(ys) < 4:
