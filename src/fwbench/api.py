@@ -27,7 +27,7 @@ from fwbench.catalog.sources import get_source
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import ExecutorError, SpecError, positive_seconds
 from fwbench.explain.breakdown import Breakdown
-from fwbench.launch import counting, local
+from fwbench.launch import DEFAULT_TIMEOUT_S, counting, local
 from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
 from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
 from fwbench.launch.protocol import CountItem, GroupRequest
@@ -51,8 +51,6 @@ from fwbench.result import (
 from fwbench.serve.result import ServingResult
 from fwbench.serve.spec import point_key
 from fwbench.store.db import ResultStore
-
-DEFAULT_TIMEOUT_S = 900.0
 
 # model, its dimensions as canonical JSON, and what resolves a user's model ("" for the
 # zoo's): a count is cached under the first two (a user's model's name carries its hash).

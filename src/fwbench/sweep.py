@@ -704,7 +704,7 @@ def _first_error(exc: ValidationError) -> str:
 def _study(source: str, value: Any) -> str | None:
     if value is None:
         return None
-    from fwbench.studies.claims import studies
+    from fwbench.studies import studies
 
     if value not in studies():
         raise SpecError(

@@ -15,8 +15,8 @@ import plotly.offline
 import pytest
 
 from fwbench.case import Case
-from fwbench.cli.common import describe_result
 from fwbench.report import figures, generation, html, png
+from fwbench.report.terminal import describe_result
 from fwbench.result import Result, RunFigure, StepTime
 from fwbench.store.db import ResultStore
 

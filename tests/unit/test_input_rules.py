@@ -172,7 +172,7 @@ def test_5_max_runs_below_min_runs_is_refused(
         plan = options.timing.plan
         raise AssertionError(f"ran with min_runs={plan.min_runs}, max_runs={plan.max_runs}")
 
-    monkeypatch.setattr("fwbench.cli.run.execute", execute)  # never a real benchmark
+    monkeypatch.setattr("fwbench.cli.execute.execute", execute)  # never a real benchmark
     db = tmp_path / "r.duckdb"
     argv = ["run", "--framework", "torch", "--model", "resnet18", "--db", str(db)]
     err = refused([*argv, "--min-runs", "5", "--max-runs", "2"], "", capsys)
@@ -189,7 +189,7 @@ def test_5_max_runs_left_out_rises_to_min_runs(
         seen.append(options)
         return []
 
-    monkeypatch.setattr("fwbench.cli.run.execute", execute)
+    monkeypatch.setattr("fwbench.cli.execute.execute", execute)
     argv = ["run", "--framework", "torch", "--model", "resnet18", "--db", str(tmp_path / "r")]
     for flags, runs in ((["--min-runs", "20"], (20, 20)), ([], (3, 10))):
         code, _, err = cli([*argv, *flags], capsys)

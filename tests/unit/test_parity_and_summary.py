@@ -187,8 +187,8 @@ def test_a_wide_interval_shows_its_ends_not_a_percentage_past_100() -> None:
 
 
 def test_rows_that_differ_only_in_precision_say_which_is_which() -> None:
-    from fwbench.cli.common import summary_table
     from fwbench.report.summary import workload_cells, workload_head
+    from fwbench.report.terminal import summary_table
 
     both = [
         result("torch", "eager", 0.10, 0.001),
@@ -209,7 +209,7 @@ def test_the_terminal_table_shows_bracketed_marks_as_text() -> None:
     """Rich would read "[eager vs compiled]" as markup and drop it."""
     from rich.console import Console
 
-    from fwbench.cli.common import summary_table
+    from fwbench.report.terminal import summary_table
 
     console = Console(record=True, width=250)
     rows = [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.13, 0.001)]

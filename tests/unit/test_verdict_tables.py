@@ -96,7 +96,7 @@ def _bimodal_pair(reading: Reading) -> list[Result]:
 
 
 def _terminal(results: list[Result], band: float | None = None) -> str:
-    from fwbench.cli.common import summary_table
+    from fwbench.report.terminal import summary_table
 
     console = Console(width=250, record=True)
     console.print(summary_table(results, band=band))

@@ -38,24 +38,33 @@ app = typer.Typer(
     name="fwbench",
     help="Benchmark deep learning frameworks against each other on this machine, fairly.",
     no_args_is_help=True,
+    # Help and usage errors in click's plain layout: rich's would show the "[default: ...]"
+    # our help texts write as markup (and drop it), and load rich's Markdown and
+    # traceback modules before any command answers.
+    rich_markup_mode=None,
     add_completion=True,  # --install-completion: choices come from the registries
     pretty_exceptions_enable=False,
     # After the command's own output: an error it deferred (cli.common.defer).
     result_callback=lambda *args, **kwargs: raise_deferred(),
 )
-app.command("run")(run.command)
-app.command("sweep")(sweep.command)
-app.command("serve")(serve.command)
-app.command("models")(models.command)
-app.command("env")(env.command)
-app.command("results")(results.command)
-app.command("export")(export.command)
-app.command("import")(imports.command)
-app.command("report")(report.command)
-app.command("peak")(peak.command)
-app.command("compare")(compare.command)
-app.command("explain")(explain.command)
-app.command("tune")(tune.command)
+# Each command's module, by its name; its `command` function is the command.
+COMMANDS = {
+    "run": run,
+    "sweep": sweep,
+    "serve": serve,
+    "models": models,
+    "env": env,
+    "results": results,
+    "export": export,
+    "import": imports,
+    "report": report,
+    "peak": peak,
+    "compare": compare,
+    "explain": explain,
+    "tune": tune,
+}
+for name, module in COMMANDS.items():
+    app.command(name)(module.command)
 
 
 class Terminated(BaseException):

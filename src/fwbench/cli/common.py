@@ -1,16 +1,15 @@
-"""What several commands share: consoles, common options, result rendering."""
+"""What several commands share: the consoles and their messages, and flags made into
+settings and cases (the options themselves are cli/options.py; the tables they print,
+fwbench.report.terminal)."""
 
 from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -23,26 +22,11 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from fwbench import user_models
 from fwbench.case import Case
-from fwbench.cli import choices
 from fwbench.errors import FwbenchError, SpecError
 from fwbench.measure.settings import PARTS, TimingConfig
-from fwbench.measure.verdicts import DEFAULT_BAND, percent
-from fwbench.report import generation, scaling
-from fwbench.report.serving import Table as ReportTable
-from fwbench.report.summary import (
-    estimator_of,
-    summarise,
-    verdict_notes,
-    workload_cells,
-    workload_head,
-)
-from fwbench.result import Result
-from fwbench.store.db import DEFAULT_DB
-from fwbench.tasks import STEP_TIME, find_task
 
 
 def _console(stderr: bool) -> Console:
@@ -106,41 +90,6 @@ def take_deferred() -> list[FwbenchError]:
     return errors
 
 
-InputShapeOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        help="A model of your own: an input's shape, [NAME=]1x3x224x224[:dtype] (the leading "
-        "dimension is the batch: B takes --batch-size); repeat for several inputs. "
-        "[default: what the model declares]"
-    ),
-]
-ObjectiveOption = Annotated[
-    str | None,
-    typer.Option(
-        help="A model of your own: what training minimises: mean (of its outputs, a "
-        "synthetic loss), classify (cross-entropy of batch x classes logits) or lm "
-        "(cross-entropy at every position). [default: mean; lm for a causal transformer]"
-    ),
-]
-BatchSizeOption = Annotated[
-    int | None,
-    typer.Option(help="Samples per step. [default: 32, or the batch a model's inputs fix]"),
-]
-DEFAULT_BATCH_SIZE = 32
-DbOption = Annotated[Path, typer.Option("--db", help="Results file (DuckDB).", show_default=True)]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON to stdout.")]
-InvocationOption = Annotated[
-    str | None,
-    typer.Option(
-        "--invocation",
-        help="Only the results of this invocation (the id of the command that recorded "
-        "them: the first column of `fwbench results`).",
-    ),
-]
-# --invocation's name before "run" came to mean a worker process only; still accepted.
-RunAliasOption = Annotated[str | None, typer.Option("--run", hidden=True)]
-
-
 def invocation_of(invocation: str | None, run: str | None) -> str | None:
     """The invocation id asked for by --invocation or by its old name, --run."""
     if invocation is not None and run is not None and invocation != run:
@@ -148,133 +97,8 @@ def invocation_of(invocation: str | None, run: str | None) -> str | None:
     return invocation if invocation is not None else run
 
 
-BudgetOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Wall-clock time for the whole measurement, e.g. 5m: each workload gets an "
-        "equal share of what is left (time a decided one does not use goes to the next) "
-        "and stops adding runs beyond its minimum once the share is spent."
-    ),
-]
-DEFAULT_DB_PATH = DEFAULT_DB
-
-# The timing flags, declared once: `run` sets them over TimingConfig's defaults, `sweep`
-# over its file's `timing:` (timing_flags). Left out (None), a flag changes nothing; the
-# defaults shown are TimingConfig's, which a sweep file's `timing` may change.
-_TIMING_DEFAULTS = TimingConfig()
-TargetCiOption = Annotated[
-    float | None,
-    typer.Option(
-        help="Stop adding runs when the case's 95% CI is within +-this share. "
-        f"[default: {_TIMING_DEFAULTS.plan.target_ci:g}]"
-    ),
-]
-MaxTimeOption = Annotated[
-    float | None,
-    typer.Option(
-        help="Seconds of timed blocks per case, over all its runs, at most. "
-        f"[default: {_TIMING_DEFAULTS.plan.max_time_s:g}]"
-    ),
-]
-MinRunsOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Worker processes per case at least; 1 gives an interval that excludes the "
-        f"variation between processes. [default: {_TIMING_DEFAULTS.plan.min_runs}]"
-    ),
-]
-MaxRunsOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Worker processes per case at most. "
-        f"[default: {_TIMING_DEFAULTS.plan.max_runs}, or --min-runs if higher]"
-    ),
-]
-EstimatorOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Each run's value that verdicts read: median, p25, p10 or min of its timed "
-        "blocks (docs/methodology.md); the tables show the times it reads. "
-        f"[default: {_TIMING_DEFAULTS.reading.estimator}]"
-    ),
-]
-# The equivalence band, declared once for every command that makes verdicts: `run` and
-# `sweep` record it with each result; `compare`, `report` and `tune` read verdicts
-# under it instead of the band the results were recorded with.
-BandOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Equivalence band: variants within +-this of each other are 'the same', e.g. "
-        f"5% or 0.05. [default: {percent(DEFAULT_BAND)}, or what the results recorded]"
-    ),
-]
-RequireIdleOption = Annotated[
-    bool,
-    typer.Option(help="Wait (30 s) for other processes to go quiet before each run, or refuse."),
-]
-
-CompileCacheOption = Annotated[
-    bool,
-    typer.Option(
-        help="Keep what JAX and torch.compile compile in the user's cache, by host and "
-        "framework version, so a program is compiled once, not in every run of every "
-        "command (each result says whether its compiles hit the cache); "
-        "--no-compile-cache compiles in every run (a cold start each time)."
-    ),
-]
-
-# A model's dimensions; each model takes some of them (see `fwbench models`), and one left
-# out takes the model's default.
-InputSizeOption = Annotated[
-    int | None, typer.Option(help="Image side in pixels (image models). [default: the model's]")
-]
-SeqLenOption = Annotated[
-    int | None,
-    typer.Option(help="Tokens per sequence, or spectrogram frames. [default: the model's]"),
-]
-VocabSizeOption = Annotated[
-    int | None, typer.Option(help="Vocabulary size (token models). [default: the model's]")
-]
-FreqBinsOption = Annotated[
-    int | None, typer.Option(help="Frequency bins (spectrogram models). [default: the model's]")
-]
-PrecisionOption = Annotated[
-    str | None,
-    typer.Option(help=choices.PRECISION_HELP, autocompletion=choices.complete_precision),
-]
-LayoutOption = Annotated[
-    str | None,
-    typer.Option(help=choices.LAYOUT_HELP, autocompletion=choices.complete_layout),
-]
-FrameworksOption = Annotated[
-    list[str],
-    typer.Option(help=choices.frameworks_help(), autocompletion=choices.complete_framework),
-]
-ModelOption = Annotated[
-    str,
-    typer.Option(help="Model name; see `fwbench models`.", autocompletion=choices.complete_model),
-]
-TaskOption = Annotated[
-    str, typer.Option(help=choices.TASK_HELP, autocompletion=choices.complete_task)
-]
-DeviceOption = Annotated[
-    str, typer.Option(help=choices.DEVICE_HELP, autocompletion=choices.complete_device)
-]
-ModesOption = Annotated[
-    list[str] | None,
-    typer.Option(help=choices.modes_help(), autocompletion=choices.complete_mode),
-]
-OptionsOption = Annotated[list[str] | None, typer.Option("--options", help=choices.options_help())]
-TaskDimsOption = Annotated[
-    str | None,
-    typer.Option(help=choices.task_dims_help(), autocompletion=choices.complete_task_dims),
-]
-AutotuneOption = Annotated[
-    bool, typer.Option(help="cuDNN algorithm search (cudnn.benchmark; cuda only).")
-]
-NumClassesOption = Annotated[
-    int | None, typer.Option(help="Output classes (classifiers, CTC). [default: the model's]")
-]
+# A case's batch where neither --batch-size nor a model's inputs fix one.
+DEFAULT_BATCH_SIZE = 32
 
 
 def timing_config(flags: dict[str, str] | None = None, **fields: Any) -> TimingConfig:
@@ -394,177 +218,6 @@ def _pick(values: Sequence[str | None], i: int) -> str | None:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def summary_table(
-    results: list[Result], title: str = "Summary", band: float | None = None
-) -> Table:
-    """The verdict table: a row per workload, each variant's figure as its verdict reads
-    it (`band`: the band verdicts read instead of the recorded one)."""
-    variants, rows = summarise(results, band)
-    notes = verdict_notes(rows)
-    table = Table(
-        title=title,
-        title_justify="left",
-        # Our words hold brackets ("[eager vs compiled]"): text, not Rich markup.
-        caption=escape("\n".join(notes)) or None,
-        caption_justify="left",
-    )
-    head = workload_head(rows)
-    for col in head:
-        table.add_column(col)
-    # The value every cell reads (each run's p25...), where the rows agree; else the note
-    # under the table says which.
-    estimator = estimator_of(rows)
-    unit = f"{estimator} ms" if estimator else "ms"
-    for v in variants:
-        table.add_column(f"{v}\n{unit} ±95%CI x", justify="right")
-    table.add_column("verdict")
-    for row in rows:
-        style = "yellow" if row.different_work else None
-        table.add_row(
-            *workload_cells(row, head),
-            *(row.cell(v, short=True) for v in variants),
-            escape(row.verdict(short=True)),
-            style=style,
-        )
-    return table
-
-
-def scaling_table(results: list[Result]) -> Table:
-    head, body = scaling.rows(scaling.scaling(results))
-    table = Table(title="Data-parallel scaling (efficiency = t1 / tN)", title_justify="left")
-    for col in head:
-        table.add_column(col)
-    for row in body:
-        table.add_row(*row)
-    return table
-
-
-def describe_result(r: Result) -> str:
-    lines = [f"[bold]{r.case.label()}[/bold]  status: [bold]{r.status}[/bold]"]
-    if r.error:
-        lines.append(f"  error: {r.error}")
-    m = r.measurement
-    if m is not None:
-        st = m.step_time_s
-        runs = " ".join(f"{x * 1e3:.3f}" for x in m.per_run())
-        lines += [
-            f"  median step time: {st.median * 1e3:.3f} ms (95% CI {st.ci_low * 1e3:.3f}-"
-            f"{st.ci_high * 1e3:.3f}: {m.ci_method}), stopped by {m.stop_reason}",
-            f"  runs (medians, ms): {runs}; {len(m.samples)} blocks in all",
-            *read_lines(r),
-            *figure_lines(r),
-            f"  throughput: {r.throughput:.1f} {unit_of(r)}/s",
-            f"  build {m.build_s:.2f} s, first step {m.first_step_s * 1e3:.1f} ms, "
-            f"warmup {m.warmup_steps} steps ({m.warmup_stop})",
-        ]
-    if r.memory is not None:
-        mem = r.memory
-        text = (
-            f"  host memory: peak {mem.host_peak_bytes / 2**20:,.0f} MiB, of which "
-            f"{mem.host_framework_bytes / 2**20:,.0f} MiB above the post-import baseline"
-        )
-        if mem.device:
-            text += ", device " + ", ".join(
-                f"{k} {v / 2**20:,.0f} MiB" for k, v in mem.device.items()
-            )
-        lines.append(text)
-    if r.energy is not None:
-        e = r.energy
-        if e.status == "measured" and e.joules_per_sample is not None:
-            lines.append(
-                f"  energy: {e.joules_per_sample:.4g} J/sample, {e.average_power_w:.1f} W "
-                f"average ({e.source})"
-            )
-        else:
-            lines.append(f"  energy: unavailable ({e.reason})")
-    flops = r.work.flops_per_step if r.work is not None else None
-    if r.work is not None and flops:
-        w = r.work
-        text = f"  work: {flops / 1e9:.3g} GFLOP/step"
-        if w.achieved_flops_per_s:
-            text += f", {w.achieved_flops_per_s / 1e9:.1f} GFLOP/s achieved"
-        if w.share_of_peak is not None:
-            text += f" = {w.share_of_peak:.0%} of the measured peak"
-        lines.append(text)
-    if r.distributed is not None:
-        d = r.distributed
-        lines.append(
-            f"  data parallel: {d.strategy_label}, {d.replicas} replica(s) in {d.processes} "
-            f"process(es), batch {d.per_replica_batch_size}/replica = {d.global_batch_size} "
-            f"global, {d.threads_per_process} thread(s)/process, backend {d.backend}"
-        )
-        comm = d.communication
-        if comm is not None and comm.in_flight_s is not None and comm.share_of_step is not None:
-            lines.append(
-                f"  communication: {comm.in_flight_s * 1e3:.1f} ms/step in flight "
-                f"({comm.share_of_step:.0%} of a profiled step; {', '.join(comm.ops)})"
-            )
-        elif comm is not None:
-            lines.append(f"  communication: not measured ({comm.error})")
-    if r.parity is not None:
-        lines.append(f"  {r.parity.describe()}")
-    lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
-    return "\n".join(lines)
-
-
-def read_lines(r: Result) -> list[str]:
-    """What its verdicts read of each run, where it is not the median: the value per run
-    and, as the tables show it, their geometric mean."""
-    m, estimator = r.measurement, r.reading.estimator
-    if m is None or estimator == "median" or r.verdict_figure != STEP_TIME.name:
-        return []
-    values = m.per_run(estimator)
-    runs = " ".join(f"{x * 1e3:.3f}" for x in values)
-    mean = statistics.geometric_mean(values)
-    return [f"  runs ({estimator}, ms; what its verdicts read): {runs}; {mean * 1e3:.3f} over runs"]
-
-
-def unit_of(r: Result) -> str:
-    """What its throughput counts: its task's unit (samples; a generation's tokens)."""
-    task = find_task(r.case.task)
-    return task.unit if task is not None else "samples"
-
-
-def figure_lines(r: Result) -> list[str]:
-    """Its task's own figures, each with its interval over runs (a generation's)."""
-    m, task = r.measurement, find_task(r.case.task)
-    if m is None or task is None:
-        return []
-    lines = []
-    for figure in task.figures:
-        if figure.name in m.figures:
-            f = m.figures[figure.name]
-            mark = "  (its verdicts read it)" if figure.name == r.verdict_figure else ""
-            what = f" ({figure.what})" if figure.what else ""
-            lines.append(
-                f"  {figure.label}{what}: {f.median * 1e3:.3f} ms "
-                f"(95% CI {f.ci_low * 1e3:.3f}-{f.ci_high * 1e3:.3f}){mark}"
-            )
-    # Which of a generation's times per token is the time per token, where they differ.
-    if (why := generation.skew(r)) is not None:
-        lines.append(f"  {why}")
-    return lines
-
-
-def report_tables(results: Sequence[Result]) -> list[Table]:
-    """The report's tables that the summary does not hold (a generation's TTFT and TPOT
-    with their verdicts), for a terminal."""
-    return [rich_table(t) for t in generation.tables(results)]
-
-
-def rich_table(t: ReportTable) -> Table:
-    """A report's table (report.serving.Table) as a terminal table, its note below."""
-    # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
-    table = Table(
-        title=t.heading, title_justify="left", caption=escape(t.note), caption_justify="left"
-    )
-    for name in t.head:
-        table.add_column(name)
-    for row in t.rows:
-        table.add_row(*(escape(c) for c in row))
-    return table
 
 
 def progress_bar(eta: bool = True) -> Progress:

@@ -8,22 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from fwbench.cli.common import (
-    BandOption,
-    JsonOption,
-    band_flag,
-    console,
-    note,
-    out,
-    print_json,
-    warn,
-)
+from fwbench.cli.common import band_flag, console, note, out, print_json, warn
+from fwbench.cli.options import BandOption, JsonOption
 from fwbench.errors import SpecError
-from fwbench.report.regression import changes
-from fwbench.result import Result
-from fwbench.store.db import ResultStore
 
 
 def command(
@@ -39,6 +27,11 @@ def command(
 
     Exits 1 when a significant regression beyond --threshold is found, else 0.
     """
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.report.regression import changes
+    from fwbench.report.terminal import changes_table
+    from fwbench.store.db import ResultStore
+
     if not math.isfinite(threshold) or threshold < 0:
         # nan or inf would let every slowdown pass the gate (no ratio is above them);
         # below 0 acts as 0, not as what was asked. Exit 2, not the gate's 1.
@@ -72,13 +65,7 @@ def command(
             ]
         )
     else:
-        table = Table(title=f"{base} -> {new}", title_justify="left")
-        for col in ("case", "change", "base ms", "new ms"):
-            table.add_column(col)
-        for c in found:
-            style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
-            table.add_row(c.label, c.describe(), _ms(c.base), _ms(c.new), style=style)
-        out.print(table)
+        out.print(changes_table(found, f"{base} -> {new}"))
         console.print(
             f"{len(regressions)} significant regression(s) beyond {threshold:.0%}"
             if regressions
@@ -86,11 +73,3 @@ def command(
         )
     if regressions:
         sys.exit(1)
-
-
-def _ms(r: Result | None) -> str:
-    if r is None:
-        return "-"
-    if r.measurement is None:
-        return r.status
-    return f"{r.measurement.step_time_s.median * 1e3:.2f}"

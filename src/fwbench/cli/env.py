@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fwbench.cli.common import JsonOption, out, print_json
+from fwbench.cli.common import out, print_json
+from fwbench.cli.options import JsonOption
 from fwbench.environment import host_environment
 
 

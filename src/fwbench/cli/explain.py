@@ -3,32 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
-from fwbench.case import Case
 from fwbench.catalog.frameworks import core_frameworks, get_framework
 from fwbench.cli import choices
 from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
-    AutotuneOption,
-    DbOption,
-    DeviceOption,
-    FreqBinsOption,
-    InputSizeOption,
-    JsonOption,
-    LayoutOption,
-    ModesOption,
-    NumClassesOption,
-    OptionsOption,
-    PrecisionOption,
-    SeqLenOption,
-    TaskDimsOption,
-    TaskOption,
-    VocabSizeOption,
     cases_per_framework,
     console,
     note,
@@ -37,14 +18,37 @@ from fwbench.cli.common import (
     timing_config,
     warn,
 )
-from fwbench.cli.execute import execute
+from fwbench.cli.options import (
+    DEFAULT_DB,
+    AutotuneOption,
+    BatchSizeOption,
+    CoreFrameworksOption,
+    DbOption,
+    DeviceOption,
+    FreqBinsOption,
+    InputSizeOption,
+    JsonOption,
+    LayoutOption,
+    ModesOption,
+    NumClassesOption,
+    OneRunTimeOption,
+    OptionsOption,
+    PrecisionOption,
+    SeqLenOption,
+    TaskDimsOption,
+    TaskOption,
+    ThreadsOption,
+    VocabSizeOption,
+)
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
+from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, database, refuse_overwrite
-from fwbench.report.side_by_side import CategoryRow, side_by_side
-from fwbench.result import Result
-from fwbench.store.db import ResultStore
 from fwbench.tasks.train import TRAIN
+
+if TYPE_CHECKING:
+    from fwbench.case import Case
+    from fwbench.result import Result
 
 # A generation's phases (Breakdown.phases): each table's title, what one occurrence is
 # called, and the figure of the unprofiled runs its time per occurrence lines up with.
@@ -77,18 +81,12 @@ def command(
         str | None,
         typer.Option("--case", help="A stored case key (see `results --json`) to explain instead."),
     ] = None,
-    framework: Annotated[
-        list[str] | None,
-        typer.Option(
-            help=choices.frameworks_help(f"repeat. [default: {choices.CORE_HELP}]"),
-            autocompletion=choices.complete_framework,
-        ),
-    ] = None,
+    framework: CoreFrameworksOption = None,
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
     task: TaskOption = TRAIN.name,
     task_dims: TaskDimsOption = None,
-    batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
+    batch_size: BatchSizeOption = None,
     input_size: InputSizeOption = None,
     seq_len: SeqLenOption = None,
     vocab_size: VocabSizeOption = None,
@@ -98,7 +96,7 @@ def command(
     layout: LayoutOption = None,
     autotune: AutotuneOption = False,
     device: DeviceOption = "cpu",
-    threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
+    threads: ThreadsOption = 0,
     steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
     categories: Annotated[
         Path | None, typer.Option(help="YAML 'category: [regex, ...]' tried before the defaults.")
@@ -106,8 +104,8 @@ def command(
     trace_dir: Annotated[
         Path | None, typer.Option(help="Where raw traces go. [default: traces/ beside --db]")
     ] = None,
-    max_time: Annotated[float, typer.Option(help="Seconds of unprofiled measuring.")] = 5.0,
-    db: DbOption = DEFAULT_DB_PATH,
+    max_time: OneRunTimeOption = 5.0,
+    db: DbOption = DEFAULT_DB,
     json: JsonOption = False,
 ) -> None:
     """Profile a few steady-state steps in each framework with its own profiler.
@@ -115,6 +113,10 @@ def command(
     The case comes from the same flags as `run`, or from a stored case (--case KEY), whose
     workload is then explained in each framework.
     """
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.api import RunOptions
+    from fwbench.cli.execute import execute
+
     modes: list[str | None] = list(mode or [])
     if case is not None:
         stored = _stored_case(db, case)
@@ -184,6 +186,8 @@ def command(
 
 
 def _stored_case(db: Path, key: str) -> Case:
+    from fwbench.store.db import ResultStore
+
     with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         matches = [r.case for r in store.results() if r.case_key.startswith(key)]
     if not matches:
@@ -191,26 +195,12 @@ def _stored_case(db: Path, key: str) -> Case:
     return matches[-1]
 
 
-def _category_table(
-    title: str, variants: list[str], rows: list[CategoryRow], total: str, totals: dict[str, float]
-) -> Table:
-    table = Table(title=title)
-    table.add_column("category")
-    for v in variants:
-        table.add_column(v, justify="right")
-    table.add_column("difference", justify="right")
-    for row in rows:
-        table.add_row(
-            row.category,
-            *(f"{row.seconds[v] * 1e3:.2f} ({row.shares.get(v, 0):.0%})" for v in variants),
-            f"{row.difference * 1e3:.2f}",
-        )
-    table.add_row(*[""] * (len(variants) + 2))
-    table.add_row(total, *(f"{totals[v] * 1e3:.2f}" for v in variants), "")
-    return table
-
-
 def render(results: list[Result]) -> None:
+    """The step's categories side by side, the profiler's overhead, a generation's
+    phases, and each variant's costliest operations."""
+    from fwbench.report.side_by_side import side_by_side
+    from fwbench.report.terminal import category_table, top_ops_table
+
     for r in results:
         if r.breakdown is None:
             console.print(f"[red]{r.case.label()}: {r.status}[/red] {r.error or 'no profile'}")
@@ -220,7 +210,7 @@ def render(results: list[Result]) -> None:
         return
     title = "Where the step goes (ms per step, share of the profiled step)"
     totals = {r.case.variant: b.profiled_step_s for r, b in explained}
-    out.print(_category_table(title, variants, rows, "total (profiled step)", totals))
+    out.print(category_table(title, variants, rows, "total (profiled step)", totals))
     for r, b in explained:
         overhead = f"{b.overhead:+.1%}" if b.overhead is not None else "n/a"
         console.print(
@@ -229,17 +219,15 @@ def render(results: list[Result]) -> None:
             f"{b.profiler}; trace: {b.trace}"
         )
     _render_phases(results)
-    for r, b in explained:
-        top = Table(title=f"Top operations: {r.case.variant}", title_justify="left")
-        for col in ("op", "category", "ms/step"):
-            top.add_column(col)
-        for op in b.top_ops[:10]:
-            top.add_row(op.name, op.category, f"{op.seconds_per_step * 1e3:.2f}")
-        out.print(top)
+    for r, _ in explained:
+        out.print(top_ops_table(r))
 
 
 def _render_phases(results: list[Result]) -> None:
     """A generation's prefill and decoding step, each side by side as the step is."""
+    from fwbench.report.side_by_side import side_by_side
+    from fwbench.report.terminal import category_table
+
     phased = [(r, r.breakdown) for r in results if r.breakdown is not None and r.breakdown.phases]
     if not phased:
         return
@@ -249,7 +237,7 @@ def _render_phases(results: list[Result]) -> None:
             totals = {
                 r.case.variant: b.phases[phase].profiled_s for r, b in phased if phase in b.phases
             }
-            out.print(_category_table(title, variants, rows, f"total ({noun})", totals))
+            out.print(category_table(title, variants, rows, f"total ({noun})", totals))
     for r, b in phased:
         parts = []
         in_phases = 0.0

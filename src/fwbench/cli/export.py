@@ -7,20 +7,25 @@ from typing import Annotated
 
 import typer
 
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, note, warn
+from fwbench.cli.common import console, note, warn
+from fwbench.cli.options import DEFAULT_DB, DbOption
 from fwbench.outputs import FileArg, database, refuse_overwrite
-from fwbench.store.db import ResultStore
-from fwbench.store.export import FORMATS, export
+from fwbench.store import EXPORT_FORMATS
 
 
 def command(
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     format: Annotated[
-        str | None, typer.Option("--format", help=f"{' | '.join(FORMATS)} [default: from -o]")
+        str | None,
+        typer.Option("--format", help=f"{' | '.join(EXPORT_FORMATS)} [default: from -o]"),
     ] = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
 ) -> None:
     """Export every stored result, one row per case result with all its samples."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.store.db import ResultStore
+    from fwbench.store.export import export
+
     fmt = format or output.suffix.lstrip(".").lower()
     refuse_overwrite([FileArg("-o", output, "the export")], [database("--db", db)])
     with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress, TaskID
 
-from fwbench.cli.common import DEFAULT_DB_PATH, DbOption, console, progress_bar, warn
+from fwbench.cli.common import console, progress_bar, warn
+from fwbench.cli.options import DEFAULT_DB, DbOption
 from fwbench.outputs import FileArg, database, refuse_overwrite
-from fwbench.serve.result import ServingResult
-from fwbench.store.db import ResultStore, Row
-from fwbench.store.imports import iter_records
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 # Records from which an import shows its progress: checking runs at a few thousand
 # records a second, so from 20k the wait is long enough to show.
@@ -21,7 +21,7 @@ LONG_IMPORT = 20_000
 
 def command(
     files: Annotated[list[Path], typer.Argument(help="JSON exports (`fwbench export -o x.json`).")],
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
 ) -> None:
     """Add exported results to a database, where report, compare and results read them.
 
@@ -44,6 +44,11 @@ def command(
 
 def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
     """Read and check every file, then write them in one transaction: (added, read)."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.serve.result import ServingResult
+    from fwbench.store.db import ResultStore, Row
+    from fwbench.store.imports import iter_records
+
     rows: list[Row] = []
     points: list[ServingResult] = []
     for path in files:

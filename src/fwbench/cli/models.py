@@ -7,19 +7,15 @@ from typing import Annotated, Any
 
 import typer
 from rich.measure import Measurement
-from rich.table import Table
 
 from fwbench import user_models
 from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
 from fwbench.catalog.models import all_models, get_model
 from fwbench.catalog.sources import get_source
 from fwbench.cli import choices
-from fwbench.cli.common import JsonOption, console, out, print_json
+from fwbench.cli.common import console, out, print_json
+from fwbench.cli.options import JsonOption
 from fwbench.errors import SpecError
-from fwbench.launch import counting
-from fwbench.launch.protocol import CountItem
-from fwbench.models.parity import check as check_parity
-from fwbench.tasks import get_task
 
 
 def command(
@@ -52,6 +48,12 @@ def command(
     more than 2% in parameters or FLOPs. A model of your own (a file, timm:NAME, hf:ARCH,
     ...) is described instead: its source, inputs and parameters, and which frameworks
     run it, or why not."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.launch import counting
+    from fwbench.launch.protocol import CountItem
+    from fwbench.models.parity import check as check_parity
+    from fwbench.report.terminal import user_model_table
+
     users = [m for m in model or [] if user_models.is_users(m)]
     if users:
         described = [_user_model(m) for m in users]
@@ -59,7 +61,7 @@ def command(
             print_json(described)
         else:
             for row in described:
-                _print_user(row)
+                out.print(user_model_table(row))
         model = [m for m in model or [] if m not in users]
         if not model:
             return
@@ -157,42 +159,15 @@ def _frameworks(named: list[str] | None) -> list[str]:
 
 
 def _print(rows: list[dict[str, Any]], flops: bool, frameworks: list[str]) -> None:
-    title = "Models (trainable parameters" + (", GFLOPs of one inference sample)" if flops else ")")
-    table = Table(title=title, title_justify="left")
-    columns = ["model", "family", "input", "dims", *(f"{fw} params" for fw in frameworks)]
-    if flops:
-        columns += [f"{fw} GFLOPs" for fw in frameworks]
-    columns += ["diff", "description"]
-    for col in columns:
-        table.add_column(col, justify="right" if col.endswith(("params", "GFLOPs")) else "left")
-    for row in rows:
-        cells = [
-            row["name"],
-            row["family"],
-            row["input_kind"],
-            " ".join(f"{k}={v}" for k, v in row["dims"].items()),
-        ]
-        cells += [_value(row, "params", fw, "{:,}") for fw in frameworks]
-        if flops:
-            cells += [_value(row, "infer_flops", fw, "{:.3g}", 1e-9) for fw in frameworks]
-        diffs = [d for d in (row["max_rel_diff"], row["flops_rel_diff"]) if d is not None]
-        diff = "-" if not diffs else f"{max(diffs):.2%}"
-        cells += [diff + (" DIFFERENT" if row["mismatch"] else ""), row["description"]]
-        table.add_row(*cells, style="yellow" if row["mismatch"] else None)
+    from fwbench.report.terminal import models_table
+
+    table = models_table(rows, flops, frameworks)
     if out.is_terminal:
         out.print(table)
         return
     # A log or a file: as wide as the table needs, never a cell cut short.
     needed = Measurement.get(out, out.options, table).maximum
     out.print(table, width=max(needed, out.width))
-
-
-def _value(row: dict[str, Any], field: str, fw: str, fmt: str, scale: float | None = None) -> str:
-    if fw in row[field]:
-        value = row[field][fw]
-        # A count stays a whole number ("11,689,512", never "11,689,512.0").
-        return fmt.format(value * scale if scale is not None else value)
-    return str(row["errors"].get(fw, "-"))
 
 
 def _user_model(text: str) -> dict[str, Any]:
@@ -222,30 +197,3 @@ def _user_model(text: str) -> dict[str, Any]:
         "generates": spec.context is not None,
         "frameworks": frameworks,
     }
-
-
-def _print_user(row: dict[str, Any]) -> None:
-    params = f"{row['params']:,}" if isinstance(row["params"], int) else "unknown"
-    inputs = row["inputs"] or "none declared: give --input-shape"
-    if row["usual_inputs"]:
-        inputs += f" (usually {row['usual_inputs']})"
-    table = Table(
-        title=f"{row['name']}: {row['source_label']}",
-        title_justify="left",
-        caption=f"inputs: {inputs}\nparameters: {params}"
-        + (f"\noutputs: {row['outputs']}" if row["outputs"] else "")
-        + (
-            f"\ntrains with: {row['objective']} (--objective to change)"
-            if not any(get_task(task).trains for task in row["refuses"])
-            else ""
-        )
-        + "".join(f"\n{task}: no: {why}" for task, why in row["refuses"].items())
-        + ("\ngenerates: yes (task generate)" if row["generates"] else ""),
-        caption_justify="left",
-    )
-    table.add_column("framework")
-    table.add_column("runs it")
-    table.add_column("how, or why not")
-    for name, found in row["frameworks"].items():
-        table.add_row(name, "yes" if found["runs"] else "no", found["how"])
-    out.print(table)

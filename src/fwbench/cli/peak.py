@@ -8,26 +8,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from fwbench.case import DEVICES, default_threads
 from fwbench.catalog.frameworks import FRAMEWORKS
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
-    DbOption,
-    DeviceOption,
-    JsonOption,
-    console,
-    out,
-    print_json,
-)
-from fwbench.environment import host_environment, host_key
+from fwbench.cli.common import console, out, print_json
+from fwbench.cli.options import DEFAULT_DB, DbOption, DeviceOption, JsonOption, ThreadsOption
 from fwbench.errors import SpecError
-from fwbench.launch import outcome, process
-from fwbench.launch.protocol import PeakRequest
 from fwbench.measure.runs import RunPlan
 from fwbench.measure.timing import RunTiming
-from fwbench.store.db import ResultStore
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
@@ -39,11 +27,18 @@ def command(
         typer.Option(help="fp32 | tf32 (cuda) | bf16 | fp16 (repeat). [default: fp32, bf16]"),
     ] = None,
     size: Annotated[int, typer.Option(help="Matrix side n (n x n by n x n).")] = 2048,
-    threads: Annotated[int, typer.Option(help="Threads. [default: physical cores]")] = 0,
-    db: DbOption = DEFAULT_DB_PATH,
+    threads: ThreadsOption = 0,
+    db: DbOption = DEFAULT_DB,
     json: JsonOption = False,
 ) -> None:
     """Measure peak FLOP/s per framework and dtype; results then show their share of it."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.environment import host_environment, host_key
+    from fwbench.launch import outcome, process
+    from fwbench.launch.protocol import PeakRequest
+    from fwbench.report.terminal import peak_table
+    from fwbench.store.db import ResultStore
+
     dtypes = tuple(dtype or ["fp32", "bf16"])
     bad = [d for d in (*dtypes,) if d not in DTYPES]
     if bad:
@@ -109,22 +104,7 @@ def command(
     if json:
         print_json(rows)
         return
-    table = Table(title=f"Peak FLOP/s, {size}x{size} matmul, {device}, {threads} threads")
-    for col in ("framework", "dtype", "GFLOP/s", "median ms (95% CI)", "note"):
-        table.add_column(col)
-    for row in rows:
-        if "flops_per_s" in row:
-            table.add_row(
-                row["framework"],
-                row["dtype"],
-                f"{row['flops_per_s'] / 1e9:.1f}",
-                f"{row['median_s'] * 1e3:.2f} ({row['ci_low_s'] * 1e3:.2f}-"
-                f"{row['ci_high_s'] * 1e3:.2f})",
-                "",
-            )
-        else:
-            table.add_row(row["framework"], row["dtype"], "-", "-", row.get("error", ""))
-    out.print(table)
+    out.print(peak_table(rows, size, device, threads))
     console.print(
         f"stored in {db}: later results on this host show their share of the best peak "
         "in their own precision"

@@ -9,22 +9,18 @@ from typing import Annotated
 import typer
 
 from fwbench import sweep as sweeps
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
+from fwbench.cli.common import band_flag, console, invocation_of, note, warn
+from fwbench.cli.options import (
+    DEFAULT_DB,
     BandOption,
+    DbOption,
     InvocationOption,
     RunAliasOption,
-    band_flag,
-    console,
-    invocation_of,
-    note,
-    warn,
 )
 from fwbench.errors import SpecError
 from fwbench.outputs import database, refuse_overwrite, report_output
 from fwbench.report.write import report_format, write_report
-from fwbench.store.db import ResultStore
-from fwbench.studies.claims import load_study, studies
+from fwbench.studies import studies
 
 
 def command(
@@ -36,7 +32,7 @@ def command(
         typer.Option("-o", "--output", help="File to write. [default: report.html / report.md]"),
     ] = None,
     format: Annotated[str | None, typer.Option("--format", help="html | md")] = None,
-    db: Annotated[Path, typer.Option("--db", help="Results file (DuckDB).")] = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     invocation: InvocationOption = None,
     title: Annotated[str, typer.Option(help="Report title.")] = "fwbench report",
     study: Annotated[
@@ -51,6 +47,10 @@ def command(
     run: RunAliasOption = None,
 ) -> None:
     """Write a report: verdicts, the studies' charts, failures, warnings, environment."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.store.db import ResultStore
+    from fwbench.studies.claims import load_study
+
     invocation = invocation_of(invocation, run)
     equivalence = band_flag(band)
     fmt = report_format(output, format, "-o", format_flag=True)

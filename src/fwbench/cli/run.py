@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
 from fwbench.cli import choices
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
+from fwbench.cli.common import cases_per_framework, console, print_json, timing_flags
+from fwbench.cli.options import (
+    DEFAULT_DB,
     AutotuneOption,
     BandOption,
     BatchSizeOption,
@@ -22,6 +22,7 @@ from fwbench.cli.common import (
     FreqBinsOption,
     InputShapeOption,
     InputSizeOption,
+    InterleaveOption,
     JsonOption,
     LayoutOption,
     MaxRunsOption,
@@ -38,18 +39,12 @@ from fwbench.cli.common import (
     TargetCiOption,
     TaskDimsOption,
     TaskOption,
+    ThreadsOption,
+    TimeoutOption,
     VocabSizeOption,
-    cases_per_framework,
-    console,
-    describe_result,
-    print_json,
-    report_tables,
-    scaling_table,
-    summary_table,
-    timing_flags,
 )
-from fwbench.cli.execute import execute
 from fwbench.errors import duration_seconds
+from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.measure.settings import TimingConfig
 from fwbench.tasks.train import TRAIN
 
@@ -77,13 +72,7 @@ def command(
     device: DeviceOption = "cpu",
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
-    threads: Annotated[
-        int,
-        typer.Option(
-            help="Intra- and inter-op threads per process. "
-            "[default: physical cores, shared by a case's processes]"
-        ),
-    ] = 0,
+    threads: ThreadsOption = 0,
     strategy: Annotated[
         list[str] | None,
         typer.Option(
@@ -98,7 +87,7 @@ def command(
             "one process); repeat to measure scaling, e.g. --world-size 1 --world-size 2."
         ),
     ] = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     target_ci: TargetCiOption = None,
     max_time: MaxTimeOption = None,
     min_runs: MinRunsOption = None,
@@ -108,13 +97,8 @@ def command(
     budget: BudgetOption = None,
     require_idle: RequireIdleOption = False,
     compile_cache: CompileCacheOption = True,
-    timeout: Annotated[float, typer.Option(help="Seconds before the worker is stopped.")] = (
-        DEFAULT_TIMEOUT_S
-    ),
-    interleave: Annotated[
-        bool,
-        typer.Option(help="Alternate the variants' runs in time and their workers block by block."),
-    ] = True,
+    timeout: TimeoutOption = None,
+    interleave: InterleaveOption = True,
     flops: Annotated[bool, typer.Option(help="Count FLOPs per step after timing.")] = True,
     json: JsonOption = False,
 ) -> None:
@@ -122,6 +106,16 @@ def command(
 
     With one framework, --json prints one record; with several, a list of records.
     """
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.api import RunOptions, executor_named
+    from fwbench.cli.execute import execute
+    from fwbench.report.terminal import (
+        describe_result,
+        report_tables,
+        scaling_table,
+        summary_table,
+    )
+
     cases = [
         case
         for workers in _world_sizes(world_size)
@@ -163,7 +157,7 @@ def command(
     budget_s = duration_seconds(budget, "--budget") if budget is not None else None
     options = RunOptions(
         timing=timing,
-        timeout_s=timeout,
+        timeout_s=DEFAULT_TIMEOUT_S if timeout is None else timeout,
         interleave=interleave,
         count_flops=flops,
         executor=executor_named("local", budget_s=budget_s),

@@ -8,15 +8,15 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, done_points, serve_points
 from fwbench.case import Case
 from fwbench.cli import choices
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
+from fwbench.cli.common import cases_per_framework, console, defer, print_json, storing
+from fwbench.cli.options import (
+    DEFAULT_DB,
     DbOption,
     DeviceOption,
     FrameworksOption,
@@ -28,29 +28,25 @@ from fwbench.cli.common import (
     NumClassesOption,
     OptionsOption,
     PrecisionOption,
+    ReportOption,
+    RequireIdleOption,
     SeqLenOption,
     TaskDimsOption,
-    cases_per_framework,
-    console,
-    defer,
-    print_json,
-    rich_table,
-    storing,
+    ThreadsOption,
+    TimeoutOption,
 )
-from fwbench.cli.execute import warn_rescued
-from fwbench.cli.progress import case_progress, serving_outcome_of
-from fwbench.environment import host_environment
 from fwbench.errors import SpecError, StoreError, positive_seconds
-from fwbench.launch.serving import Point
+from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.measure.settings import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
-from fwbench.report.serving import tables
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.result import ServingResult
 from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
-from fwbench.store.db import ResultStore
-from fwbench.store.rescue import check_free_space
 from fwbench.tasks.infer import INFER
+
+if TYPE_CHECKING:
+    from fwbench.api import RunOptions
+    from fwbench.launch.serving import Point
+    from fwbench.serve.result import ServingResult
 
 
 def log_root(db: Path) -> Path:
@@ -67,6 +63,13 @@ def execute_serving(
     """Serve every point into `db` with a progress bar, storing each as its runs come in
     (api.serve_points: the executor, rounds and resume rule of step-time cases).
     Returns the newest stored result of every point (measured now or resumed)."""
+    from fwbench.api import done_points, serve_points
+    from fwbench.cli.execute import warn_rescued
+    from fwbench.cli.progress import case_progress, serving_outcome_of
+    from fwbench.environment import host_environment
+    from fwbench.store.db import ResultStore
+    from fwbench.store.rescue import check_free_space
+
     if runs < 1:
         raise SpecError(f"runs: must be 1 or more (got {runs})")
     if importlib.util.find_spec("mlperf_loadgen") is None:
@@ -129,8 +132,10 @@ def execute_serving(
 
 def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
     """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
-    for t in tables(results, band):
-        console.print(rich_table(t))
+    from fwbench.report.terminal import serving_tables
+
+    for table in serving_tables(results, band):
+        console.print(table)
 
 
 def command(
@@ -199,28 +204,21 @@ def command(
     device: DeviceOption = "cpu",
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
-    threads: Annotated[
-        int, typer.Option(help="Threads per process. [default: physical cores]")
-    ] = 0,
-    db: DbOption = DEFAULT_DB_PATH,
-    require_idle: Annotated[
-        bool,
-        typer.Option(
-            help="Wait (30 s) for other processes to go quiet before each run, or refuse."
-        ),
-    ] = False,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds per run before its worker is stopped.")
-    ] = DEFAULT_TIMEOUT_S,
-    report: Annotated[
-        list[Path] | None, typer.Option(help="Also write a report here (.html or .md; repeat).")
-    ] = None,
+    threads: ThreadsOption = 0,
+    db: DbOption = DEFAULT_DB,
+    require_idle: RequireIdleOption = False,
+    timeout: TimeoutOption = None,
+    report: ReportOption = None,
     json: JsonOption = False,
 ) -> None:
     """Serve a model under MLPerf LoadGen's scenarios in each framework and compare latency
     percentiles, rates under a latency bound and offline throughput; with --task generate,
     time to first token and time per output token of streamed generations."""
-    timeout_s = positive_seconds(timeout, "--timeout")
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.api import RunOptions
+    from fwbench.launch.serving import Point
+
+    timeout_s = positive_seconds(DEFAULT_TIMEOUT_S if timeout is None else timeout, "--timeout")
     server = {
         "latency_bound_ms": latency_bound_ms,
         "ttft_bound_ms": ttft_bound_ms,

@@ -4,41 +4,38 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fwbench import sweep as sweeps
 from fwbench import user_models
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions, executor_named
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
+from fwbench.cli.common import console, print_json, timing_flags
+from fwbench.cli.options import (
+    DEFAULT_DB,
     BandOption,
     BudgetOption,
     CompileCacheOption,
     DbOption,
     EstimatorOption,
+    InterleaveOption,
     JsonOption,
     MaxRunsOption,
     MaxTimeOption,
     MinRunsOption,
+    ReportOption,
     RequireIdleOption,
     TargetCiOption,
-    console,
-    print_json,
-    report_tables,
-    summary_table,
-    timing_flags,
+    TimeoutOption,
 )
-from fwbench.cli.execute import execute
-from fwbench.cli.serve import execute_serving, log_root, print_tables
 from fwbench.errors import SpecError, duration_seconds
-from fwbench.launch.local import DEFAULT_SPREAD
-from fwbench.launch.ray import SERVING_REFUSED
-from fwbench.launch.serving import Point
+from fwbench.launch import DEFAULT_SPREAD, DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
 from fwbench.serve.spec import point_label
+
+if TYPE_CHECKING:
+    from fwbench.api import RunOptions
 
 
 def command(
@@ -46,26 +43,15 @@ def command(
     preset: Annotated[
         str | None, typer.Option(help="A built-in sweep instead of a file, e.g. quick.")
     ] = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     resume: Annotated[bool, typer.Option(help="Skip cases already recorded in --db.")] = False,
     retry_failed: Annotated[
         bool,
         typer.Option(help="With --resume: run again the cases recorded as error, timeout or oom."),
     ] = False,
-    timeout: Annotated[
-        float | None, typer.Option(help="Seconds per case before its worker is stopped.")
-    ] = None,
-    report: Annotated[
-        list[Path] | None,
-        typer.Option(help="Also write a report of the sweep here (.html or .md; repeat)."),
-    ] = None,
-    interleave: Annotated[
-        bool,
-        typer.Option(
-            help="Alternate the framework/mode variants of each workload: their runs in "
-            "time, their workers block by block."
-        ),
-    ] = True,
+    timeout: TimeoutOption = None,
+    report: ReportOption = None,
+    interleave: InterleaveOption = True,
     max_cases: Annotated[
         int, typer.Option(help="Refuse a sweep whose axes combine into more cases than this.")
     ] = sweeps.MAX_CASES,
@@ -113,6 +99,11 @@ def command(
     json: JsonOption = False,
 ) -> None:
     """Run every case of a sweep, each in its own worker; a failed case never stops it."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench.api import RunOptions, executor_named
+    from fwbench.cli.execute import execute
+    from fwbench.report.terminal import report_tables, summary_table
+
     if (file is None) == (preset is None):
         raise SpecError(
             f"give a sweep FILE or --preset NAME (presets: {', '.join(sweeps.presets())})"
@@ -206,6 +197,8 @@ def _confirm(sweep: sweeps.Sweep, found: sweeps.Estimate, yes: bool) -> None:
 
 def _check_serving(executor: str, budget_s: float | None) -> None:
     """The options a serving sweep cannot honour, refused with the reason."""
+    from fwbench.launch.ray import SERVING_REFUSED
+
     if executor != "local":
         raise SpecError(f"--executor {executor}: {SERVING_REFUSED}")
     if budget_s is not None:
@@ -224,6 +217,9 @@ def _serve(
     json: bool,
 ) -> None:
     """A sweep with a `serve` key: every case under every scenario, min_runs runs each."""
+    from fwbench.cli.serve import execute_serving, log_root, print_tables
+    from fwbench.launch.serving import Point
+
     points = [Point(case, spec) for spec in sweep.serve for case in sweep.cases]
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(points)} serving points into {db}")
     results = execute_serving(points, db, options.timing.plan.min_runs, options)

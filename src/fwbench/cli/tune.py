@@ -3,51 +3,44 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from fwbench import tune
-from fwbench.api import DEFAULT_TIMEOUT_S, RunOptions
 from fwbench.case import default_threads
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli import choices
-from fwbench.cli.common import (
-    DEFAULT_DB_PATH,
+from fwbench.cli.common import console, out, print_json, timing_config
+from fwbench.cli.options import (
+    DEFAULT_DB,
     BandOption,
+    CoreFrameworksOption,
     DbOption,
     DeviceOption,
     FreqBinsOption,
     InputSizeOption,
     JsonOption,
     NumClassesOption,
+    OneRunTimeOption,
     SeqLenOption,
     TaskDimsOption,
     TaskOption,
+    ThreadCountsOption,
+    TimeoutOption,
     VocabSizeOption,
-    console,
-    out,
-    print_json,
-    timing_config,
 )
-from fwbench.cli.execute import execute
 from fwbench.errors import SpecError
-from fwbench.measure.verdicts import Verdict
-from fwbench.report import summary
-from fwbench.result import Result
+from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.tasks.train import TRAIN
+
+if TYPE_CHECKING:
+    from fwbench import tune
+    from fwbench.measure.verdicts import Verdict
 
 
 def command(
     model: Annotated[str, typer.Argument(help="Model name; see `fwbench models`.")],
-    framework: Annotated[
-        list[str] | None,
-        typer.Option(
-            help=choices.frameworks_help(f"repeat. [default: {choices.CORE_HELP}]"),
-            autocompletion=choices.complete_framework,
-        ),
-    ] = None,
+    framework: CoreFrameworksOption = None,
     task: TaskOption = TRAIN.name,
     task_dims: TaskDimsOption = None,
     batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
@@ -71,10 +64,7 @@ def command(
             autocompletion=choices.complete_precision,
         ),
     ] = None,
-    threads: Annotated[
-        list[int] | None,
-        typer.Option(help="Thread counts to try (repeat). [default: physical cores]"),
-    ] = None,
+    threads: ThreadCountsOption = None,
     framework_options: Annotated[
         list[str] | None,
         typer.Option(
@@ -82,19 +72,24 @@ def command(
             help=choices.tune_options_help(),
         ),
     ] = None,
-    max_time: Annotated[float, typer.Option(help="Seconds of measuring per candidate.")] = 3.0,
-    timeout: Annotated[
-        float, typer.Option(help="Seconds per candidate before its worker is stopped.")
-    ] = DEFAULT_TIMEOUT_S,
+    max_time: OneRunTimeOption = 3.0,
+    timeout: TimeoutOption = None,
     dry_run: Annotated[bool, typer.Option(help="List the candidates and stop.")] = False,
     band: BandOption = None,
-    db: DbOption = DEFAULT_DB_PATH,
+    db: DbOption = DEFAULT_DB,
     json: JsonOption = False,
 ) -> None:
     """Search each framework's modes, precisions, layouts, threads and own settings for this
     workload;
     report each framework's best configuration and the best-vs-best verdict next to the
     default-vs-default one."""
+    # The work's modules load when it runs: --help reads only the signature.
+    from fwbench import tune
+    from fwbench.api import RunOptions
+    from fwbench.cli.execute import execute
+    from fwbench.report.terminal import tune_table
+
+    timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
     frameworks = framework or [
         n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None
     ]
@@ -132,7 +127,7 @@ def command(
         console.print(f"{len(cases)} candidates")
         return
     console.print(f"tuning [bold]{model}[/bold] {task}: {len(cases)} candidates into {db}")
-    results = execute(cases, db, RunOptions(timing=screen, timeout_s=timeout, interleave=False))
+    results = execute(cases, db, RunOptions(timing=screen, timeout_s=timeout_s, interleave=False))
     picked = tune.choose(frameworks, results, defaults)
     finalists = list(
         dict.fromkeys(r.case for c in picked.choices for r in (c.default, c.best) if r is not None)
@@ -143,7 +138,7 @@ def command(
     )
     confirm = RunOptions(
         timing=confirm_timing,
-        timeout_s=timeout,
+        timeout_s=timeout_s,
         group_by=lambda case: "finalists",
     )
     outcome = tune.choose(frameworks, execute(finalists, db, confirm), defaults)
@@ -156,38 +151,12 @@ def command(
     if json:
         print_json(_record(outcome))
         return
-    out.print(_table(outcome))
+    out.print(tune_table(outcome))
     for title, verdict in (
         ("default vs default", outcome.default_vs_default),
         ("best vs best", outcome.best_vs_best),
     ):
         out.print(f"{title}: {verdict.text() if verdict else 'not enough results to compare'}")
-
-
-def _ms(r: Result | None) -> str:
-    if r is None:
-        return "-"
-    if r.measurement is None:
-        return r.status
-    return summary.alone(r, short=True)
-
-
-def _table(outcome: tune.TuneOutcome) -> Table:
-    table = Table(title="Best configuration per framework", title_justify="left")
-    for col in ("framework", "default", "default ms", "best", "best ms", "speed-up", "verdict"):
-        table.add_column(col, justify="right" if "ms" in col or col == "speed-up" else "left")
-    for c in outcome.choices:
-        table.add_row(
-            c.framework,
-            tune.describe(c.default) if c.default else "-",
-            _ms(c.default),
-            tune.describe(c.best) if c.best else "none ran",
-            _ms(c.best),
-            f"{c.speedup:.2f}x" if c.speedup else "-",
-            (v.short() if (v := c.confirmed()) else "the default is best"),
-        )
-    table.caption = f"{outcome.screened} candidates screened, one run each; finalists confirmed"
-    return table
 
 
 def _verdict(v: Verdict | None) -> dict[str, Any] | None:

@@ -221,12 +221,6 @@ def run_group(
     return group.outcomes()
 
 
-# Workloads that take turns in a sweep unless --spread says otherwise. One at a time
-# already meets the coverage target in sweeps (85% of pairs; 4 taking turns: 92%,
-# docs/decisions.md) and stores each workload as soon as it is done.
-DEFAULT_SPREAD = 1
-
-
 class LocalExecutor:
     """This machine: one group at a time, so no two cases share the hardware. Fork
     servers live as long as the executor runs, so each framework is imported once.

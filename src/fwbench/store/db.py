@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 _Row = TypeVar("_Row")
 _Read = TypeVar("_Read")
 
-DEFAULT_DB = Path("fwbench-results/results.duckdb")
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
 BULK_ROWS = 10_000
 INVOCATION_COLUMNS = ["invocation_id", "started_at", "command", "host"]

@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING
 
 from fwbench.errors import StoreError
 from fwbench.outputs import write_atomically
-from fwbench.store import columns
+from fwbench.store import EXPORT_FORMATS, columns
 
 if TYPE_CHECKING:
     from fwbench.store.db import ResultStore
 
-FORMATS: tuple[str, ...] = ("csv", "parquet", "json")
-
 
 def export(store: ResultStore, fmt: str, out: Path) -> int:
     """Write every result to `out`; returns the number of rows. A failure leaves no file."""
-    if fmt not in FORMATS:
-        raise StoreError(f"unknown export format {fmt!r}; valid choices: {', '.join(FORMATS)}")
+    if fmt not in EXPORT_FORMATS:
+        raise StoreError(
+            f"unknown export format {fmt!r}; valid choices: {', '.join(EXPORT_FORMATS)}"
+        )
     rows = 0
 
     def write(tmp: Path) -> None:

@@ -33,6 +33,7 @@ from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.verdicts import DEFAULT_BAND, comparison_of
 from fwbench.result import Result
+from fwbench.studies import studies
 from fwbench.studies.trends import downward_trend, efficiency
 
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
@@ -78,11 +79,6 @@ class Finding:
     outcome: Outcome
     here: str  # what the results say, with verdicts and intervals
     reason: str = ""  # why it disagrees or was not measured, where fwbench can see it
-
-
-def studies() -> list[str]:
-    files = resources.files("fwbench.studies").iterdir()
-    return sorted(p.name.removesuffix(".yaml") for p in files if p.name.endswith(".yaml"))
 
 
 def load_study(name: str) -> Study:
