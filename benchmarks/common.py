@@ -68,9 +68,9 @@ def steady_seconds(result: Result) -> float:
 def measure_group(cases: list[Case], timing: TimingConfig, timeout_s: float = 600) -> list[Any]:
     """Measurements of cases run as one interleaved group (identical cases included: each
     side gets its own runs), without a results file."""
-    from fwbench.api import measurement_of
     from fwbench.launch import local
     from fwbench.launch.protocol import GroupRequest
+    from fwbench.launch.records import measurement_of
 
     requests = [GroupRequest.for_case(c, timing, count_flops=False) for c in cases]
     found = []

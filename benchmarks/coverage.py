@@ -58,9 +58,9 @@ def covered(sweeps: list[list[tuple[float, float, float]]]) -> tuple[int, int]:
 
 
 def sweep_arms(repeats: int, runs: int, input_size: int) -> None:
-    from fwbench.api import measurement_of
     from fwbench.launch import local
     from fwbench.launch.protocol import GroupRequest
+    from fwbench.launch.records import measurement_of
 
     groups = sweep_cases(input_size)
     timing = TimingConfig(min_runs=runs, max_runs=runs, run_time_s=0.5)

@@ -20,10 +20,10 @@ import statistics
 import time
 from collections import defaultdict
 
-from fwbench.api import measurement_of
 from fwbench.case import Case
 from fwbench.launch import local
 from fwbench.launch.protocol import GroupRequest
+from fwbench.launch.records import measurement_of
 from fwbench.measure.runs import RunFigures
 from fwbench.measure.settings import TimingConfig
 from fwbench.measure.verdicts import per_run

@@ -11,50 +11,27 @@ Ray cluster (step times only).
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import statistics
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS
-from fwbench.catalog.sources import get_source
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import ExecutorError, SpecError, positive_seconds
-from fwbench.explain.breakdown import Breakdown
-from fwbench.launch import DEFAULT_TIMEOUT_S, counting, local
+from fwbench.launch import DEFAULT_TIMEOUT_S, counting, local, records
 from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
-from fwbench.launch.outcome import CaseOutcome, MeasuredRun, PointOutcome
-from fwbench.launch.protocol import CountItem, GroupRequest
+from fwbench.launch.outcome import CaseOutcome, PointOutcome
+from fwbench.launch.protocol import GroupRequest
 from fwbench.launch.serving import Point, build_result, request_of
-from fwbench.measure import runs as case_runs
-from fwbench.measure import stats, trackers
 from fwbench.measure.settings import TimingConfig
-from fwbench.measure.timing import Prepared
-from fwbench.models.parity import Parity, output_check, token_check
-from fwbench.models.parity import check as check_parity
-from fwbench.result import (
-    Blocks,
-    Distributed,
-    Measurement,
-    Result,
-    Run,
-    RunFigure,
-    StepTime,
-    Work,
-)
+from fwbench.result import Result
 from fwbench.serve.result import ServingResult
 from fwbench.serve.spec import point_key
 from fwbench.store.db import ResultStore
 
-# model, its dimensions as canonical JSON, and what resolves a user's model ("" for the
-# zoo's): a count is cached under the first two (a user's model's name carries its hash).
-ParityKey = tuple[str, str, str]
 EXECUTORS = ("local", "ray")
 
 
@@ -111,314 +88,6 @@ def executor_named(
             raise ExecutorError(f"--executor ray needs Ray: {ray.INSTALL_HINT}")
         return ray.RayExecutor(address=address)
     raise SpecError(f"executor: unknown {name!r}; valid choices: {', '.join(EXECUTORS)}")
-
-
-def parity_key(case: Case) -> ParityKey:
-    return (case.model, json.dumps(case.dims, sort_keys=True), case.model_path or "")
-
-
-def parity_frameworks(cases: Sequence[Case]) -> list[str]:
-    """Frameworks whose parameter counts each case is checked against.
-
-    Those of the run itself; a single-framework run is checked against every other
-    installed framework, so `fwbench run` alone still flags different work. Keras'
-    other backends build TensorFlow's Keras models: they add nothing to that check
-    unless the run uses them. A user's model only where its source runs it.
-    """
-    named = sorted({c.framework for c in cases})
-    if len(named) > 1:
-        return named
-    others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
-    users = {c.model_spec.source for c in cases if c.model_path or c.inputs}
-    for name in users:
-        source = get_source(name)
-        if source.runs:
-            others = [fw for fw in others if source.can(fw)[0]]
-    return sorted({*named, *others})
-
-
-def ensure_param_counts(
-    store: ResultStore,
-    keys: Iterable[ParityKey],
-    frameworks: Iterable[str],
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    on_progress: Callable[[str], None] | None = None,
-) -> dict[tuple[str, ParityKey], int]:
-    """Trainable-parameter counts per (framework, key), from the cache or count workers.
-
-    Best effort: a framework that cannot build a model here (its error is cached too)
-    leaves the comparison to the frameworks that can.
-    """
-    keys = sorted(set(keys))
-    counts: dict[tuple[str, ParityKey], int] = {}
-    missing: dict[str, list[ParityKey]] = {}
-    versions: dict[str, str] = {}
-    for fw in frameworks:
-        version = FRAMEWORKS[fw].version()
-        if version is None:
-            continue
-        versions[fw] = version
-        for key in keys:
-            cached = store.param_count((key[0], fw, version, key[1]))
-            if cached is None:
-                missing.setdefault(fw, []).append(key)
-            elif cached[0] is not None:
-                counts[(fw, key)] = cached[0]
-    if not missing:
-        return counts
-    if on_progress:
-        on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
-    requests = {
-        fw: [CountItem(model=m, dims=json.loads(d), reference=r or None) for m, d, r in fw_keys]
-        for fw, fw_keys in missing.items()
-    }
-    for fw, found in counting.count_in_each(requests, timeout_s).items():
-        for key, count in zip(missing[fw], found, strict=True):
-            # A crash or a time-out is this attempt's, not the model's: not cached, so the
-            # next run tries again (a cached error would disable the check for good).
-            if count.definitive:
-                store.put_param_count((key[0], fw, versions[fw], key[1]), count.params, count.error)
-            if count.params is not None:
-                counts[(fw, key)] = count.params
-    return counts
-
-
-def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | None) -> Parity:
-    key = parity_key(case)
-    found = {fw: n for (fw, k), n in counts.items() if k == key}
-    if own is not None:
-        found[case.framework] = own
-    return check_parity(found)
-
-
-def result_from_outcome(
-    case: Case,
-    invocation_id: str,
-    outcome: CaseOutcome,
-    counts: dict[tuple[str, ParityKey], int],
-    timing_config: TimingConfig,
-    host: dict[str, Any],
-    peak: tuple[float | None, str],
-    result_id: str | None = None,
-) -> Result:
-    """Assemble the stored record; the host environment goes into every record so an
-    exported row stands on its own. `result_id` names the record an earlier outcome of
-    the same case (its runs so far) was stored under, so this one replaces it."""
-    common: dict[str, Any] = {
-        "result_id": result_id or uuid.uuid4().hex,
-        "invocation_id": invocation_id,
-        "recorded_at": datetime.now(),
-        "case": case,
-        "run_timing": timing_config.run,
-        "run_plan": timing_config.plan,
-        "reading": timing_config.reading,
-    }
-    report = outcome.report
-    if report is None:
-        assert outcome.failure is not None
-        return Result(
-            **common,
-            status=outcome.failure.status,
-            error=outcome.failure.error,
-            parity=parity_for(case, counts, None),
-            environment={"host": host},
-            settings={"worker_log_tail": outcome.failure.log_tail},
-        )
-    measurement = None
-    warnings: tuple[str, ...] = ()
-    if report.status == "ok" and outcome.runs:
-        measurement = measurement_of(
-            outcome.runs, outcome.stop_reason or "max_runs", outcome.group_id
-        )
-        warnings = (
-            *(f"run {r.index + 1}: {w}" for r in measurement.runs for w in r.warnings),
-            *outcome.warnings,
-        )
-    step_s = measurement.step_time_s.median if measurement else None
-    before = report.settings.get("compiles_after_warmup")
-    after = report.settings.get("compiles_after_timing")
-    if measurement is not None and before is not None and after is not None and after > before:
-        warnings = (
-            *warnings,
-            f"recompiled {after - before} time(s) inside the timed region: steady state "
-            "includes compilation",
-        )
-    # What the workload found wrong as built (e.g. an export whose outputs differ).
-    # (Read, not popped: the report is read again for each round's outcome so far.)
-    warnings = (*warnings, *report.settings.get("warnings", ()))
-    settings = {k: v for k, v in report.settings.items() if k != "warnings"}
-    parity = parity_for(case, counts, report.param_count)
-    if parity.mismatch:
-        warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
-    # The driver's trackers watched the steady state: without one, theirs say nothing.
-    tracked = report.tracked | (outcome.tracked if measurement else {})
-    fields, extra, problems = trackers.record_fields(tracked)
-    warnings = (*warnings, *problems)
-    return Result(
-        **common,
-        status=report.status,
-        error=report.error,
-        measurement=measurement,
-        param_count=report.param_count,
-        parity=parity,
-        memory=fields.get("memory"),
-        energy=fields.get("energy"),
-        work=_work(fields.get("work"), step_s, peak) or _no_flops(case),
-        tracked=extra,
-        breakdown=_breakdown(report.breakdown, step_s),
-        distributed=Distributed(**report.distributed) if report.distributed else None,
-        warnings=warnings,
-        environment={"host": host, **report.environment},
-        settings=settings,
-    )
-
-
-def measurement_of(
-    measured: Sequence[MeasuredRun], stop_reason: str, group_id: str | None = None
-) -> Measurement:
-    """The case's measurement from its runs: the estimate over runs, every run kept;
-    `group_id` names the group whose variants it was measured with, round by round."""
-    found = tuple(
-        Run(
-            index=i,
-            median_s=r.timing.median_s,
-            ci_low_s=r.timing.ci_low_s,
-            ci_high_s=r.timing.ci_high_s,
-            samples=r.timing.samples,
-            build_s=r.build_s,
-            stop_reason=r.timing.stop_reason,
-            launcher=r.launcher,
-            other_cpu_cores=r.other_cpu_cores,
-            warnings=r.timing.warnings,
-            start_s=r.start_s,
-            finish_s=r.finish_s,
-            figures={
-                name: RunFigure(samples=values, median_s=statistics.median(values))
-                for name, values in r.figures.items()
-                if values
-            },
-            **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
-        )
-        for i, r in enumerate(measured)
-    )
-    est = case_runs.estimate(
-        [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
-    )
-    # Each of the task's own figures over the runs, estimated as the step time is from
-    # each run's median of its blocks (and, for a case of one run, that median's own
-    # interval, as its step time has).
-    figures = {}
-    for name in sorted({name for r in found for name in r.figures}):
-        series = [r.figures[name] for r in found if name in r.figures]
-        if len(series) == len(found):
-            over = case_runs.estimate(
-                [case_runs.RunFigures(*_median_ci(s.samples), 0.0) for s in series]
-            )
-            figures[name] = StepTime(
-                median=over.median_s, ci_low=over.ci_low_s, ci_high=over.ci_high_s
-            )
-    first = found[0]
-    return Measurement(
-        step_time_s=StepTime(median=est.median_s, ci_low=est.ci_low_s, ci_high=est.ci_high_s),
-        samples=tuple(s for r in found for s in r.samples),
-        # Start-up and block size are the first run's; samples and stop are the case's.
-        **first.model_dump(include=set(Blocks.model_fields) - {"samples", "stop_reason"}),
-        stop_reason=stop_reason,
-        runs=found,
-        ci_method=est.method,
-        figures=figures,
-        group_id=group_id,
-    )
-
-
-def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
-    low, high = stats.median_ci(list(samples))
-    med = statistics.median(samples)
-    return med, min(low, med), max(high, med)
-
-
-def check_outputs(results: Sequence[Result]) -> list[Result]:
-    """The variants of one workload that recorded what they computed: each with the check
-    of its output against the others' in its settings, and a warning where they differ.
-    Generations compare their tokens (models.parity.token_check); a user's model its
-    first output on the same inputs (models.parity.output_check). Others as they are."""
-    tokens = {
-        r.case.variant: list(r.settings["generated_tokens"])
-        for r in results
-        if r.settings.get("generated_tokens")
-    }
-    # Outputs are compared between variants that compute in the same numerics, within
-    # theirs' tolerance: a runtime's quantised mode (Case.numerics) is checked against its
-    # source framework in its own worker, with its mode's tolerance (output_check).
-    samples: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in results:
-        if isinstance(r.settings.get("output_sample"), dict):
-            samples.setdefault(r.case.numerics, {})[r.case.variant] = r.settings["output_sample"]
-    checked: dict[str, tuple[str, str]] = {}
-    found_tokens = token_check(tokens)
-    if found_tokens is not None:
-        checked |= {variant: ("token_check", found_tokens) for variant in tokens}
-    for numerics, group in samples.items():
-        found_outputs = output_check(group, numerics)
-        if found_outputs is not None:
-            checked |= {variant: ("output_agreement", found_outputs) for variant in group}
-    out = []
-    for r in results:
-        if r.case.variant not in checked:
-            out.append(r)
-            continue
-        name, check = checked[r.case.variant]
-        warning = f"different work across frameworks: {check}"
-        failed = check.startswith("failed")
-        out.append(
-            r.model_copy(
-                update={
-                    "settings": r.settings | {name: check},
-                    "warnings": (*r.warnings, warning) if failed else r.warnings,
-                }
-            )
-        )
-    return out
-
-
-def _no_flops(case: Case) -> Work | None:
-    """Why a case has no FLOP count (said, not silently missing)."""
-    can = FRAMEWORKS[case.framework].counts_flops
-    if not can.available:
-        return Work(error=f"not counted for {case.framework}: {can.reason}")
-    if case.strategy:
-        return Work(
-            error="not counted for data-parallel cases (a step runs collectives on every "
-            "rank); the same case without a strategy counts one replica's step"
-        )
-    return None
-
-
-def _work(
-    counted: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
-) -> Work | None:
-    """The FLOP tracker's count, with what the step time and the host's peak make of it."""
-    if counted is None:
-        return None
-    work = Work.model_validate(counted)
-    per_step = work.flops_per_step
-    achieved = per_step / step_s if per_step and step_s else None
-    flops_per_s, dtype = peak
-    return work.model_copy(
-        update=dict(
-            achieved_flops_per_s=achieved,
-            peak_flops_per_s=flops_per_s,
-            peak_dtype=dtype if flops_per_s else None,
-            share_of_peak=achieved / flops_per_s if achieved and flops_per_s else None,
-        )
-    )
-
-
-def _breakdown(found: dict[str, Any] | None, step_s: float | None) -> Breakdown | None:
-    if found is None:
-        return None
-    # Profiling overhead shows beside the breakdown: profiled vs unprofiled step.
-    return Breakdown(**found).model_copy(update={"unprofiled_step_s": step_s})
 
 
 class _Labelled(Protocol):
@@ -550,10 +219,10 @@ def run_cases(
     with options.executor.connect():
         requests = [[_request(c, options) for c in group] for group in batches]
         options.executor.check(requests)
-        counts = ensure_param_counts(
+        counts = counting.parameter_counts(
             store,
-            (parity_key(c) for c in todo),
-            parity_frameworks(cases),
+            (counting.parity_key(c) for c in todo),
+            counting.parity_frameworks(cases),
             options.timeout_s,
             on_status,
         )
@@ -572,7 +241,7 @@ def run_cases(
                 result_id = ids.setdefault(
                     (finished.index, place), again.get(case.key()) or uuid.uuid4().hex
                 )
-                result = result_from_outcome(
+                result = records.result_from_outcome(
                     case,
                     invocation_id,
                     outcome,
@@ -583,7 +252,7 @@ def run_cases(
                     result_id,
                 )
                 made.append(result)
-            for result in check_outputs(made):
+            for result in records.check_outputs(made):
                 store.add(result)
                 if finished.final:
                     yield result

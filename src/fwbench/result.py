@@ -348,7 +348,7 @@ class Result(BaseModel):
         fwbench.frameworks.onnx_graph), a runtime's outputs differ from its source
         framework's beyond the tolerance (settings.output_check, written by the inference
         runtimes), generations from the same weights made other tokens
-        (settings.token_check, written by fwbench.api.check_outputs), or a user's model's
+        (settings.token_check, written by fwbench.launch.records.check_outputs), or a user's model's
         outputs on the same inputs differ (settings.output_agreement). Read from the
         stored settings, so results recorded before the checks read as they did."""
         return self.different_work_reason is not None

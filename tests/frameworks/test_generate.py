@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.api import check_outputs
 from fwbench.case import Case
 from fwbench.errors import SpecError
+from fwbench.launch.records import check_outputs
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING_YAML, fwbench

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from fwbench.api import _work
 from fwbench.explain.categories import Categoriser
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.launch.process import worker_env
+from fwbench.launch.records import _work
 from fwbench.measure import energy
 from fwbench.measure.nvml import first_visible_handle, parse_visible_devices
 from fwbench.store.db import ResultStore

@@ -90,8 +90,9 @@ def test_every_mode_has_its_own_look_and_every_framework_its_colour() -> None:
 
 
 def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -> None:
-    from fwbench.api import RunOptions, _no_flops, _request
+    from fwbench.api import RunOptions, _request
     from fwbench.case import Case
+    from fwbench.launch.records import _no_flops
     from fwbench.measure.settings import TimingConfig
 
     db = tmp_path / "r.duckdb"

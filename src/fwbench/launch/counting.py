@@ -4,22 +4,45 @@ count worker.
 Counting builds models but times nothing, so count workers of different frameworks may
 run side by side. A model that kills its worker (a crash, a hang) is retried alone, so
 it costs only its own count, never the others' in the same batch.
+
+The counts a run of cases checks its same work against (`parameter_counts`) are kept in
+the results database, under each framework's version; the store is handed in as a
+`CountCache`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from fwbench import cache
-from fwbench.catalog.frameworks import get_framework
+from fwbench.case import Case
+from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
+from fwbench.catalog.sources import get_source
 from fwbench.launch import outcome, process
 from fwbench.launch.protocol import CountItem, CountRequest
 
 # The user's cache's entries of counts (fwbench.cache).
 CACHE_KIND = "counts"
+
+# model, its dimensions as canonical JSON, and what resolves a user's model ("" for the
+# zoo's): a count is cached under the first two (a user's model's name carries its hash).
+ParityKey = tuple[str, str, str]
+
+
+class CountCache(Protocol):
+    """Where counts are kept between commands (the results database), by (model,
+    framework, framework version, dimensions as JSON): a count or the framework's error."""
+
+    def param_count(
+        self, key: tuple[str, str, str, str]
+    ) -> tuple[int | None, str | None] | None: ...
+
+    def put_param_count(
+        self, key: tuple[str, str, str, str], params: int | None, error: str | None
+    ) -> None: ...
 
 
 class Count(NamedTuple):
@@ -87,3 +110,73 @@ def cached_count_in_each(
                 cache.write(CACHE_KIND, keys[(fw, i)], [count.params, count.error, count.flops])
     done = {fw: [c for c in counts if c is not None] for fw, counts in found.items()}
     return done, hits
+
+
+def parity_key(case: Case) -> ParityKey:
+    return (case.model, json.dumps(case.dims, sort_keys=True), case.model_path or "")
+
+
+def parity_frameworks(cases: Sequence[Case]) -> list[str]:
+    """Frameworks whose parameter counts each case is checked against.
+
+    Those of the run itself; a single-framework run is checked against every other
+    installed framework, so `fwbench run` alone still flags different work. Keras'
+    other backends build TensorFlow's Keras models: they add nothing to that check
+    unless the run uses them. A user's model only where its source runs it.
+    """
+    named = sorted({c.framework for c in cases})
+    if len(named) > 1:
+        return named
+    others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
+    users = {c.model_spec.source for c in cases if c.model_path or c.inputs}
+    for name in users:
+        source = get_source(name)
+        if source.runs:
+            others = [fw for fw in others if source.can(fw)[0]]
+    return sorted({*named, *others})
+
+
+def parameter_counts(
+    store: CountCache,
+    keys: Iterable[ParityKey],
+    frameworks: Iterable[str],
+    timeout_s: float,
+    on_progress: Callable[[str], None] | None = None,
+) -> dict[tuple[str, ParityKey], int]:
+    """Trainable-parameter counts per (framework, key), from the cache or count workers.
+
+    Best effort: a framework that cannot build a model here (its error is cached too)
+    leaves the comparison to the frameworks that can.
+    """
+    keys = sorted(set(keys))
+    counts: dict[tuple[str, ParityKey], int] = {}
+    missing: dict[str, list[ParityKey]] = {}
+    versions: dict[str, str] = {}
+    for fw in frameworks:
+        version = FRAMEWORKS[fw].version()
+        if version is None:
+            continue
+        versions[fw] = version
+        for key in keys:
+            cached = store.param_count((key[0], fw, version, key[1]))
+            if cached is None:
+                missing.setdefault(fw, []).append(key)
+            elif cached[0] is not None:
+                counts[(fw, key)] = cached[0]
+    if not missing:
+        return counts
+    if on_progress:
+        on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
+    requests = {
+        fw: [CountItem(model=m, dims=json.loads(d), reference=r or None) for m, d, r in fw_keys]
+        for fw, fw_keys in missing.items()
+    }
+    for fw, found in count_in_each(requests, timeout_s).items():
+        for key, count in zip(missing[fw], found, strict=True):
+            # A crash or a time-out is this attempt's, not the model's: not cached, so the
+            # next run tries again (a cached error would disable the check for good).
+            if count.definitive:
+                store.put_param_count((key[0], fw, versions[fw], key[1]), count.params, count.error)
+            if count.params is not None:
+                counts[(fw, key)] = count.params
+    return counts

@@ -1,0 +1,277 @@
+"""A case's stored record (Result) from what its runs found (CaseOutcome): the
+measurement over its runs, the same-work checks (parameters, outputs), the trackers'
+fields and what the FLOPs make of the step time. launch/serving.py builds a serving
+point's record the same way; fwbench.api stores both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from fwbench.case import Case
+from fwbench.catalog.frameworks import FRAMEWORKS
+from fwbench.explain.breakdown import Breakdown
+from fwbench.launch.counting import ParityKey, parity_key
+from fwbench.launch.outcome import CaseOutcome, MeasuredRun
+from fwbench.measure import runs as case_runs
+from fwbench.measure import stats, trackers
+from fwbench.measure.settings import TimingConfig
+from fwbench.measure.timing import Prepared
+from fwbench.models.parity import Parity, output_check, token_check
+from fwbench.models.parity import check as check_parity
+from fwbench.result import (
+    Blocks,
+    Distributed,
+    Measurement,
+    Result,
+    Run,
+    RunFigure,
+    StepTime,
+    Work,
+)
+
+
+def parity_for(case: Case, counts: dict[tuple[str, ParityKey], int], own: int | None) -> Parity:
+    """Whether the case's model has the same parameters in every framework counted: the
+    counts by (framework, key), its own worker's count (`own`) in place of its
+    framework's."""
+    key = parity_key(case)
+    found = {fw: n for (fw, k), n in counts.items() if k == key}
+    if own is not None:
+        found[case.framework] = own
+    return check_parity(found)
+
+
+def result_from_outcome(
+    case: Case,
+    invocation_id: str,
+    outcome: CaseOutcome,
+    counts: dict[tuple[str, ParityKey], int],
+    timing_config: TimingConfig,
+    host: dict[str, Any],
+    peak: tuple[float | None, str],
+    result_id: str | None = None,
+) -> Result:
+    """Assemble the stored record; the host environment goes into every record so an
+    exported row stands on its own. `result_id` names the record an earlier outcome of
+    the same case (its runs so far) was stored under, so this one replaces it."""
+    common: dict[str, Any] = {
+        "result_id": result_id or uuid.uuid4().hex,
+        "invocation_id": invocation_id,
+        "recorded_at": datetime.now(),
+        "case": case,
+        "run_timing": timing_config.run,
+        "run_plan": timing_config.plan,
+        "reading": timing_config.reading,
+    }
+    report = outcome.report
+    if report is None:
+        assert outcome.failure is not None
+        return Result(
+            **common,
+            status=outcome.failure.status,
+            error=outcome.failure.error,
+            parity=parity_for(case, counts, None),
+            environment={"host": host},
+            settings={"worker_log_tail": outcome.failure.log_tail},
+        )
+    measurement = None
+    warnings: tuple[str, ...] = ()
+    if report.status == "ok" and outcome.runs:
+        measurement = measurement_of(
+            outcome.runs, outcome.stop_reason or "max_runs", outcome.group_id
+        )
+        warnings = (
+            *(f"run {r.index + 1}: {w}" for r in measurement.runs for w in r.warnings),
+            *outcome.warnings,
+        )
+    step_s = measurement.step_time_s.median if measurement else None
+    before = report.settings.get("compiles_after_warmup")
+    after = report.settings.get("compiles_after_timing")
+    if measurement is not None and before is not None and after is not None and after > before:
+        warnings = (
+            *warnings,
+            f"recompiled {after - before} time(s) inside the timed region: steady state "
+            "includes compilation",
+        )
+    # What the workload found wrong as built (e.g. an export whose outputs differ).
+    # (Read, not popped: the report is read again for each round's outcome so far.)
+    warnings = (*warnings, *report.settings.get("warnings", ()))
+    settings = {k: v for k, v in report.settings.items() if k != "warnings"}
+    parity = parity_for(case, counts, report.param_count)
+    if parity.mismatch:
+        warnings = (*warnings, f"different work across frameworks: {parity.describe()}")
+    # The driver's trackers watched the steady state: without one, theirs say nothing.
+    tracked = report.tracked | (outcome.tracked if measurement else {})
+    fields, extra, problems = trackers.record_fields(tracked)
+    warnings = (*warnings, *problems)
+    return Result(
+        **common,
+        status=report.status,
+        error=report.error,
+        measurement=measurement,
+        param_count=report.param_count,
+        parity=parity,
+        memory=fields.get("memory"),
+        energy=fields.get("energy"),
+        work=_work(fields.get("work"), step_s, peak) or _no_flops(case),
+        tracked=extra,
+        breakdown=_breakdown(report.breakdown, step_s),
+        distributed=Distributed(**report.distributed) if report.distributed else None,
+        warnings=warnings,
+        environment={"host": host, **report.environment},
+        settings=settings,
+    )
+
+
+def measurement_of(
+    measured: Sequence[MeasuredRun], stop_reason: str, group_id: str | None = None
+) -> Measurement:
+    """The case's measurement from its runs: the estimate over runs, every run kept;
+    `group_id` names the group whose variants it was measured with, round by round."""
+    found = tuple(
+        Run(
+            index=i,
+            median_s=r.timing.median_s,
+            ci_low_s=r.timing.ci_low_s,
+            ci_high_s=r.timing.ci_high_s,
+            samples=r.timing.samples,
+            build_s=r.build_s,
+            stop_reason=r.timing.stop_reason,
+            launcher=r.launcher,
+            other_cpu_cores=r.other_cpu_cores,
+            warnings=r.timing.warnings,
+            start_s=r.start_s,
+            finish_s=r.finish_s,
+            figures={
+                name: RunFigure(samples=values, median_s=statistics.median(values))
+                for name, values in r.figures.items()
+                if values
+            },
+            **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
+        )
+        for i, r in enumerate(measured)
+    )
+    est = case_runs.estimate(
+        [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
+    )
+    # Each of the task's own figures over the runs, estimated as the step time is from
+    # each run's median of its blocks (and, for a case of one run, that median's own
+    # interval, as its step time has).
+    figures = {}
+    for name in sorted({name for r in found for name in r.figures}):
+        series = [r.figures[name] for r in found if name in r.figures]
+        if len(series) == len(found):
+            over = case_runs.estimate(
+                [case_runs.RunFigures(*_median_ci(s.samples), 0.0) for s in series]
+            )
+            figures[name] = StepTime(
+                median=over.median_s, ci_low=over.ci_low_s, ci_high=over.ci_high_s
+            )
+    first = found[0]
+    return Measurement(
+        step_time_s=StepTime(median=est.median_s, ci_low=est.ci_low_s, ci_high=est.ci_high_s),
+        samples=tuple(s for r in found for s in r.samples),
+        # Start-up and block size are the first run's; samples and stop are the case's.
+        **first.model_dump(include=set(Blocks.model_fields) - {"samples", "stop_reason"}),
+        stop_reason=stop_reason,
+        runs=found,
+        ci_method=est.method,
+        figures=figures,
+        group_id=group_id,
+    )
+
+
+def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
+    low, high = stats.median_ci(list(samples))
+    med = statistics.median(samples)
+    return med, min(low, med), max(high, med)
+
+
+def check_outputs(results: Sequence[Result]) -> list[Result]:
+    """The variants of one workload that recorded what they computed: each with the check
+    of its output against the others' in its settings, and a warning where they differ.
+    Generations compare their tokens (models.parity.token_check); a user's model its
+    first output on the same inputs (models.parity.output_check). Others as they are."""
+    tokens = {
+        r.case.variant: list(r.settings["generated_tokens"])
+        for r in results
+        if r.settings.get("generated_tokens")
+    }
+    # Outputs are compared between variants that compute in the same numerics, within
+    # theirs' tolerance: a runtime's quantised mode (Case.numerics) is checked against its
+    # source framework in its own worker, with its mode's tolerance (output_check).
+    samples: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in results:
+        if isinstance(r.settings.get("output_sample"), dict):
+            samples.setdefault(r.case.numerics, {})[r.case.variant] = r.settings["output_sample"]
+    checked: dict[str, tuple[str, str]] = {}
+    found_tokens = token_check(tokens)
+    if found_tokens is not None:
+        checked |= {variant: ("token_check", found_tokens) for variant in tokens}
+    for numerics, group in samples.items():
+        found_outputs = output_check(group, numerics)
+        if found_outputs is not None:
+            checked |= {variant: ("output_agreement", found_outputs) for variant in group}
+    out = []
+    for r in results:
+        if r.case.variant not in checked:
+            out.append(r)
+            continue
+        name, check = checked[r.case.variant]
+        warning = f"different work across frameworks: {check}"
+        failed = check.startswith("failed")
+        out.append(
+            r.model_copy(
+                update={
+                    "settings": r.settings | {name: check},
+                    "warnings": (*r.warnings, warning) if failed else r.warnings,
+                }
+            )
+        )
+    return out
+
+
+def _no_flops(case: Case) -> Work | None:
+    """Why a case has no FLOP count (said, not silently missing)."""
+    can = FRAMEWORKS[case.framework].counts_flops
+    if not can.available:
+        return Work(error=f"not counted for {case.framework}: {can.reason}")
+    if case.strategy:
+        return Work(
+            error="not counted for data-parallel cases (a step runs collectives on every "
+            "rank); the same case without a strategy counts one replica's step"
+        )
+    return None
+
+
+def _work(
+    counted: dict[str, Any] | None, step_s: float | None, peak: tuple[float | None, str]
+) -> Work | None:
+    """The FLOP tracker's count, with what the step time and the host's peak make of it."""
+    if counted is None:
+        return None
+    work = Work.model_validate(counted)
+    per_step = work.flops_per_step
+    achieved = per_step / step_s if per_step and step_s else None
+    flops_per_s, dtype = peak
+    return work.model_copy(
+        update=dict(
+            achieved_flops_per_s=achieved,
+            peak_flops_per_s=flops_per_s,
+            peak_dtype=dtype if flops_per_s else None,
+            share_of_peak=achieved / flops_per_s if achieved and flops_per_s else None,
+        )
+    )
+
+
+def _breakdown(found: dict[str, Any] | None, step_s: float | None) -> Breakdown | None:
+    if found is None:
+        return None
+    # Profiling overhead shows beside the breakdown: profiled vs unprofiled step.
+    return Breakdown(**found).model_copy(update={"unprofiled_step_s": step_s})
