@@ -24,7 +24,6 @@ from fwbench.case import Case
 from fwbench.launch import local
 from fwbench.launch.protocol import GroupRequest
 from fwbench.launch.records import measurement_of
-from fwbench.measure.runs import RunFigures
 from fwbench.measure.settings import TimingConfig
 from fwbench.measure.verdicts import per_run
 
@@ -76,9 +75,7 @@ def main() -> None:
                 (run,) = m.runs
                 key = (case.label(), rule)
                 warm[key].append((run.warmup_s, run.warmup_steps, run.warmup_stop))
-                figures = RunFigures(run.median_s, run.ci_low_s, run.ci_high_s, 0.0, None,
-                                     run.samples)  # fmt: skip
-                values[key] += per_run([figures], "p25")
+                values[key] += per_run([run], "p25")
                 drift[key] += any(
                     w.startswith("not steady") and "faster" in w for w in run.warnings
                 )

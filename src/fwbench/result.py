@@ -155,7 +155,9 @@ class RunFigure(BaseModel):
 
 
 class Run(Blocks):
-    """One worker process of a case: its own start-up, warmup and timed blocks."""
+    """One worker process of a case: its own start-up, warmup and timed blocks. The
+    driver records it so when the run ends (fwbench.launch.rounds), its stopping rules
+    and verdicts read it, and it is stored as it is."""
 
     index: int = Field(ge=0)  # its place in the case's schedule (runs alternate in time)
     median_s: float = Field(gt=0)
@@ -171,6 +173,11 @@ class Run(Blocks):
     finish_s: float | None = Field(None, ge=0)
     # Its task's figures beyond the step time, by name ({} for train and infer).
     figures: dict[str, RunFigure] = Field(default_factory=dict)
+
+    @property
+    def steady_s(self) -> float:
+        """Seconds of its timed blocks (what a case's time budget counts)."""
+        return sum(self.samples) * self.steps_per_block
 
 
 class Measurement(Blocks):

@@ -88,7 +88,7 @@ class RoundKind:
 
 def _case_stop(live: list[CaseRuns]) -> Sequence[str | None]:
     return case_runs.group_stop(
-        [state.figures() for state in live],
+        [state.runs for state in live],
         [state.request.plan for state in live],
         _decided(live),
     )

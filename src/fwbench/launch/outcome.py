@@ -1,8 +1,10 @@
 """What a group hands back, wherever it ran: the executors' contract types.
 
 The measurement driver (fwbench.launch.local, for single-process and data-parallel
-cases and for serving points alike) and the Ray executor produce these; fwbench.api
-turns them into Results and ServingResults.
+cases and for serving points alike) and the Ray executor produce these; a case's runs
+are already the records that are stored (fwbench.result.Run), and
+fwbench.launch.records and fwbench.launch.serving make the rest of its Result or
+ServingResult.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from fwbench.launch.protocol import CaseReport, ServeReport
-from fwbench.measure.timing import Timing
+from fwbench.result import Run
 
 if TYPE_CHECKING:
     from fwbench.serve.result import ServingRun
@@ -27,28 +29,12 @@ class WorkerFailure:
 
 
 @dataclass(frozen=True)
-class MeasuredRun:
-    """One worker process's timing, and how it ran."""
-
-    timing: Timing
-    build_s: float
-    launcher: str  # fork-server | spawn | torchrun ...
-    other_cpu_cores: float | None = None  # other processes' CPU during its blocks
-    # Seconds outside the build and the timed phases: from asking for the worker to its
-    # build starting (process, imports, device), and its final report after the blocks.
-    start_s: float | None = None
-    finish_s: float | None = None
-    # Its task's figures beyond the step time: a value per timed block, by name.
-    figures: dict[str, tuple[float, ...]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class CaseOutcome:
     """Everything the launcher learned about one case, over all its runs."""
 
     report: CaseReport | None  # the first run's report; None when no worker reported
     failure: WorkerFailure | None = None
-    runs: tuple[MeasuredRun, ...] = ()
+    runs: tuple[Run, ...] = ()  # its measured runs, run i made in round i
     # The driver trackers' results by tracker name (fwbench.measure.trackers).
     tracked: dict[str, Any] = field(default_factory=dict)
     stop_reason: str | None = None  # why no more runs were added

@@ -6,7 +6,6 @@ point's record the same way; fwbench.api stores both.
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import uuid
 from collections.abc import Sequence
@@ -17,11 +16,10 @@ from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.explain.breakdown import Breakdown
 from fwbench.launch.counting import ParityKey, parity_key
-from fwbench.launch.outcome import CaseOutcome, MeasuredRun
+from fwbench.launch.outcome import CaseOutcome
 from fwbench.measure import runs as case_runs
 from fwbench.measure import stats, trackers
 from fwbench.measure.settings import TimingConfig
-from fwbench.measure.timing import Prepared
 from fwbench.models.parity import Parity, output_check, token_check
 from fwbench.models.parity import check as check_parity
 from fwbench.result import (
@@ -30,7 +28,6 @@ from fwbench.result import (
     Measurement,
     Result,
     Run,
-    RunFigure,
     StepTime,
     Work,
 )
@@ -130,36 +127,13 @@ def result_from_outcome(
 
 
 def measurement_of(
-    measured: Sequence[MeasuredRun], stop_reason: str, group_id: str | None = None
+    runs: Sequence[Run], stop_reason: str, group_id: str | None = None
 ) -> Measurement:
-    """The case's measurement from its runs: the estimate over runs, every run kept;
-    `group_id` names the group whose variants it was measured with, round by round."""
-    found = tuple(
-        Run(
-            index=i,
-            median_s=r.timing.median_s,
-            ci_low_s=r.timing.ci_low_s,
-            ci_high_s=r.timing.ci_high_s,
-            samples=r.timing.samples,
-            build_s=r.build_s,
-            stop_reason=r.timing.stop_reason,
-            launcher=r.launcher,
-            other_cpu_cores=r.other_cpu_cores,
-            warnings=r.timing.warnings,
-            start_s=r.start_s,
-            finish_s=r.finish_s,
-            figures={
-                name: RunFigure(samples=values, median_s=statistics.median(values))
-                for name, values in r.figures.items()
-                if values
-            },
-            **{f.name: getattr(r.timing, f.name) for f in dataclasses.fields(Prepared)},
-        )
-        for i, r in enumerate(measured)
-    )
-    est = case_runs.estimate(
-        [case_runs.RunFigures(r.median_s, r.ci_low_s, r.ci_high_s, 0.0) for r in found]
-    )
+    """The case's measurement from its runs (as the driver recorded them): the estimate
+    over runs, every run kept; `group_id` names the group whose variants it was measured
+    with, round by round."""
+    found = tuple(runs)
+    est = case_runs.estimate(found)
     # Each of the task's own figures over the runs, estimated as the step time is from
     # each run's median of its blocks (and, for a case of one run, that median's own
     # interval, as its step time has).

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from fwbench.catalog.frameworks import get_framework
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import one_line
 from fwbench.launch.forkserver import ForkServers
-from fwbench.launch.outcome import CaseOutcome, MeasuredRun, WorkerFailure
+from fwbench.launch.outcome import CaseOutcome, WorkerFailure
 from fwbench.launch.process import (
     Worker,
     WorkerGone,
@@ -40,6 +41,7 @@ from fwbench.launch.rank_group import RankGroup
 from fwbench.measure import load, trackers, verdicts
 from fwbench.measure import runs as case_runs
 from fwbench.measure.timing import Prepared, RunTiming, Steady, finish, steady
+from fwbench.result import Run, RunFigure
 from fwbench.tasks import STEP_TIME
 
 
@@ -49,7 +51,7 @@ class CaseRuns:
 
     request: GroupRequest
     tracking: dict[str, trackers.Guarded] = field(default_factory=dict)  # driver trackers
-    runs: list[MeasuredRun] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)  # as stored: run i made in round i
     report: CaseReport | None = None
     ended: CaseOutcome | None = None  # a failure, or a report without a measurement
     stop: str | None = None
@@ -67,27 +69,14 @@ class CaseRuns:
     def active(self) -> bool:
         return self.ended is None and self.stop is None
 
-    def figures(self) -> list[case_runs.RunFigures]:
-        return [
-            case_runs.RunFigures(
-                r.timing.median_s,
-                r.timing.ci_low_s,
-                r.timing.ci_high_s,
-                r.timing.measured_s,
-                r.other_cpu_cores,
-                r.timing.samples,
-            )
-            for r in self.runs
-        ]
-
     def figure_runs(self, figure: str) -> list[verdicts.RunLike] | None:
         """Its runs as estimators read them, for `figure` (the step time, or one of its
         task's own figures); None when a run lacks it."""
         if figure == STEP_TIME.name:
-            return [r.timing for r in self.runs]
-        if not all(r.figures.get(figure) for r in self.runs):
+            return list(self.runs)
+        if not all(figure in r.figures for r in self.runs):
             return None
-        return [verdicts.Series(r.figures[figure]) for r in self.runs]
+        return [r.figures[figure] for r in self.runs]
 
     def outcome(self) -> CaseOutcome:
         """Everything its runs found, once no more runs will be made."""
@@ -103,7 +92,7 @@ class CaseRuns:
                 tuple(self.runs),
                 {name: tracker("result") for name, tracker in self.tracking.items()},
                 stop,
-                (*self.warnings, *case_runs.warnings(self.figures(), stop, plan)),
+                (*self.warnings, *case_runs.warnings(self.runs, stop, plan)),
             )
         return self.final
 
@@ -125,7 +114,7 @@ class CaseRuns:
             stop,
             (
                 *self.warnings,
-                *case_runs.warnings(self.figures(), stop, self.request.plan),
+                *case_runs.warnings(self.runs, stop, self.request.plan),
                 f"unfinished: the command ended after {len(self.runs)} of this case's runs, "
                 "before its stopping rule was met; --resume measures it again",
             ),
@@ -368,16 +357,26 @@ def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
         end_case(state, None, report)
         return False
     timing = finish(runner.prepared, run, state.request.timing)
-    launcher = runner.worker.launcher
     state.runs.append(
-        MeasuredRun(
-            timing,
-            report.build_s or 0.0,
-            launcher,
-            other,
-            runner.start_s,
-            finish_s,
-            {name: tuple(values) for name, values in runner.figures.items()},
+        Run(
+            index=len(state.runs),
+            median_s=timing.median_s,
+            ci_low_s=timing.ci_low_s,
+            ci_high_s=timing.ci_high_s,
+            samples=timing.samples,
+            build_s=report.build_s or 0.0,
+            stop_reason=timing.stop_reason,
+            launcher=runner.worker.launcher,
+            other_cpu_cores=other,
+            warnings=timing.warnings,
+            start_s=runner.start_s,
+            finish_s=finish_s,
+            figures={
+                name: RunFigure(samples=tuple(values), median_s=statistics.median(values))
+                for name, values in runner.figures.items()
+                if values
+            },
+            **{f.name: getattr(timing, f.name) for f in dataclasses.fields(Prepared)},
         )
     )
     if state.report is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -80,9 +80,30 @@ class RunPlan(BaseModel):
         return timing.stop(self.target_ci, self.max_time_s)
 
 
+class RunSummary(Protocol):
+    """What the case-level rules read of one run: the driver's record of it as stored
+    (fwbench.result.Run), or RunFigures."""
+
+    @property
+    def median_s(self) -> float: ...
+
+    @property
+    def ci_low_s(self) -> float: ...
+
+    @property
+    def ci_high_s(self) -> float: ...
+
+    @property
+    def steady_s(self) -> float: ...  # seconds of timed blocks
+
+    @property
+    def other_cpu_cores(self) -> float | None: ...  # CPU other processes used, in cores
+
+
 @dataclass(frozen=True)
 class RunFigures:
-    """What the case-level rules read of one run."""
+    """What the case-level rules read of one run, as values (a figure over the runs, a
+    test's runs)."""
 
     median_s: float
     ci_low_s: float
@@ -116,7 +137,7 @@ def over_runs(values: Sequence[float]) -> tuple[float, float, float] | None:
     return centre, min(low, centre), max(high, centre)
 
 
-def estimate(runs: Sequence[RunFigures]) -> Estimate:
+def estimate(runs: Sequence[RunSummary]) -> Estimate:
     if not runs:
         raise ValueError("a case estimate needs at least one run")
     found = over_runs([r.median_s for r in runs])
@@ -128,7 +149,7 @@ def estimate(runs: Sequence[RunFigures]) -> Estimate:
 
 
 def stop_reason(
-    runs: Sequence[RunFigures], config: RunPlan, precision: bool = True
+    runs: Sequence[RunSummary], config: RunPlan, precision: bool = True
 ) -> CaseStop | None:
     """Why the case may stop adding runs now, or None while it needs more. Without
     `precision`, its own interval does not stop it (its comparison decides)."""
@@ -150,7 +171,7 @@ def stop_reason(
 
 
 def group_stop(
-    runs: Sequence[Sequence[RunFigures]],
+    runs: Sequence[Sequence[RunSummary]],
     configs: Sequence[RunPlan],
     decided: bool | None = None,
 ) -> list[CaseStop | None]:
@@ -169,7 +190,7 @@ def group_stop(
     return [reason if reason == "max_runs" else None for reason in reasons]
 
 
-def warnings(runs: Sequence[RunFigures], stop: str, config: RunPlan) -> list[str]:
+def warnings(runs: Sequence[RunSummary], stop: str, config: RunPlan) -> list[str]:
     out: list[str] = []
     if not runs:
         return out
