@@ -27,14 +27,14 @@ def workload_case(framework: str, workload: str, threads: int | None = None) -> 
 
 
 def prepare_worker(worker: Any, request: Any, timing: TimingConfig) -> Any:
-    """Drive a fresh worker (fwbench.launch.rounds._start) as a round does up to its
+    """Drive a fresh worker (fwbench.launch.rounds.start_worker) as a round does up to its
     blocks: the request, its build, first step and warmup, then blocks long enough to
     alternate (min_switch_block_s). Returns its Prepared."""
     from fwbench.launch import rounds
 
     worker.send(request)
-    prepared, _ = rounds._prepare(worker, timing.run, time.perf_counter())
-    return rounds._switch_blocks(prepared, timing.run.min_switch_block_s)
+    prepared, _ = rounds.prepare_run(worker, timing.run, time.perf_counter())
+    return rounds.switch_blocks(prepared, timing.run.min_switch_block_s)
 
 
 def run_one(case: Case, timing: TimingConfig, db: Path | None = None) -> Result:

@@ -90,7 +90,7 @@ def duet_round(
     try:
         for request, mine in zip(requests, cores, strict=True):
             runs = timing.plan.max_runs
-            worker = launch_rounds._start(request, index, runs, deadline, 600, servers)
+            worker = launch_rounds.start_worker(request, index, runs, deadline, 600, servers)
             _pin(worker.pid, mine)
             workers.append(worker)
 

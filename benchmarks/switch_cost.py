@@ -73,7 +73,7 @@ def one_round(
         by_side: dict[int, tuple[Any, Any]] = {}
         for i in order:
             runs = timing.plan.max_runs
-            worker = launch_rounds._start(requests[i], index, runs, deadline, 600, servers)
+            worker = launch_rounds.start_worker(requests[i], index, runs, deadline, 600, servers)
             workers.append(worker)
             by_side[i] = (worker, prepare_worker(worker, requests[i], timing))
         prepared = [by_side[i] for i in range(len(cases))]
@@ -90,7 +90,7 @@ def one_round(
         # Steps in WARM_S of untimed work, from each side's warmup estimate of a step (fwbench
         # then corrects the count from each block's steps).
         longer = [
-            launch_rounds._warm_steps(launch_rounds._step_estimate(ready), WARM_S)
+            launch_rounds.warm_steps(launch_rounds.step_estimate(ready), WARM_S)
             for _, ready in prepared
         ]
         for _ in range(blocks):

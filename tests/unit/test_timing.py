@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from fwbench.launch.rounds import _step_estimate, _switch_blocks, _warm_steps
+from fwbench.launch.rounds import step_estimate, switch_blocks, warm_steps
 from fwbench.measure.settings import TimingConfig
 from fwbench.measure.timing import Prepared, RunTiming, Timing, is_settled, is_stable, measure
 
@@ -207,14 +207,14 @@ def test_a_block_after_a_switch_starts_after_enough_untimed_steps() -> None:
     # Short steps need several untimed steps to fill the time their threads take to
     # reach speed again after another process ran; a long step is one (never zero).
     config = RunTiming()
-    assert _warm_steps(_step_estimate(_prepared(0.0076)), config.min_switch_warm_s) == 4
-    assert _warm_steps(_step_estimate(_prepared(0.2)), config.min_switch_warm_s) == 1
-    assert _warm_steps(_step_estimate(_prepared(0.0076)), 0.0) == 1  # the design until 2026-11-25
+    assert warm_steps(step_estimate(_prepared(0.0076)), config.min_switch_warm_s) == 4
+    assert warm_steps(step_estimate(_prepared(0.2)), config.min_switch_warm_s) == 1
+    assert warm_steps(step_estimate(_prepared(0.0076)), 0.0) == 1  # the design until 2026-11-25
     # Without a warmup step to go by, the first step is the estimate.
-    assert _warm_steps(_step_estimate(_prepared(0.001, warmup_steps=0)), 0.03) == 3
-    assert _warm_steps(0.0, 0.03) == 1  # no step timed: one untimed step
+    assert warm_steps(step_estimate(_prepared(0.001, warmup_steps=0)), 0.03) == 3
+    assert warm_steps(0.0, 0.03) == 1  # no step timed: one untimed step
     # And blocks between switches still last min_switch_block_s.
-    assert _switch_blocks(_prepared(0.0076), config.min_switch_block_s).steps_per_block == 7
+    assert switch_blocks(_prepared(0.0076), config.min_switch_block_s).steps_per_block == 7
 
 
 class _SwitchingWorker:

@@ -7,6 +7,9 @@ many rounds and in what order is fwbench.launch.local's job. Each block after a 
 between processes begins with untimed steps (one, or as many as fill
 `RunTiming.min_switch_warm_s`), so a cold cache and sleeping threads are not timed
 (rule 17), and a noisy machine's drift hits all variants alike.
+
+What a round does to one worker (`start_worker`, `prepare_run`, `switch_blocks`,
+`warm_steps` and `step_estimate`) is public: the benchmarks drive workers the same way.
 """
 
 from __future__ import annotations
@@ -143,8 +146,8 @@ class _Runner:
         estimate of a step until the blocks' own steps correct it (`block`)."""
         self.min_warm_s = config.min_switch_warm_s
         self.min_block_s = config.min_switch_block_s
-        self.warm = _warm_steps(_step_estimate(self.prepared), self.min_warm_s)
-        self.prepared = _switch_blocks(self.prepared, self.min_block_s)
+        self.warm = warm_steps(step_estimate(self.prepared), self.min_warm_s)
+        self.prepared = switch_blocks(self.prepared, self.min_block_s)
 
     def block(self) -> tuple[float, int]:
         steps = self.prepared.steps_per_block
@@ -165,7 +168,7 @@ class _Runner:
         if self.warm and seconds > 0:
             # Warmup's estimate of a step runs high (its early steps, a sync each): the
             # block's own steps say how many fill min_warm_s, and how long a block is.
-            self.warm = _warm_steps(seconds / steps, self.min_warm_s)
+            self.warm = warm_steps(seconds / steps, self.min_warm_s)
             if seconds < self.min_block_s:
                 longer = math.ceil(steps * self.min_block_s / seconds * 1.1)
                 self.prepared = dataclasses.replace(self.prepared, steps_per_block=longer)
@@ -215,7 +218,7 @@ def run_round(
             started = time.perf_counter()
             try:
                 runs = state.request.plan.max_runs
-                worker = _start(request, round_index, runs, deadline, timeout_s, servers)
+                worker = start_worker(request, round_index, runs, deadline, timeout_s, servers)
             except Exception as exc:
                 end_case(
                     state, WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", "")
@@ -224,7 +227,7 @@ def run_round(
             workers.append(worker)
             try:
                 worker.send(request)
-                prepared, start_s = _prepare(worker, request.timing, started)
+                prepared, start_s = prepare_run(worker, request.timing, started)
             except WorkerGone as gone:
                 end_case(state, gone.failure)
                 continue
@@ -266,7 +269,7 @@ def compile_dir(case: Case) -> Path:
     return cache_dir() / "compile" / _host_fingerprint() / folder
 
 
-def _start(
+def start_worker(
     request: CaseRequest,
     round_index: int,
     runs: int,
@@ -285,7 +288,7 @@ def _start(
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 
-def _prepare(worker: Worker, config: RunTiming, started: float) -> tuple[Prepared, float]:
+def prepare_run(worker: Worker, config: RunTiming, started: float) -> tuple[Prepared, float]:
     """First step, warmup and block size (`timing.calibrate` under the case's rules),
     then the steady state. A single process calibrates itself, its warmup steps back to
     back; a RankGroup drives its ranks through the same rules in lockstep. Also the
@@ -392,22 +395,22 @@ def _broken(worker: Worker, exc: BaseException) -> WorkerFailure:
     return WorkerFailure("error", f"driver lost the worker: {one_line(exc)}", worker.log_tail())
 
 
-def _step_estimate(prepared: Prepared) -> float:
+def step_estimate(prepared: Prepared) -> float:
     """Seconds a step, from warmup (else the first step; 0 when neither was timed)."""
     step = prepared.warmup_s / prepared.warmup_steps if prepared.warmup_steps else 0.0
     return step or prepared.first_step_s
 
 
-def _switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
+def switch_blocks(prepared: Prepared, min_block_s: float) -> Prepared:
     """Blocks long enough that switching processes between them costs nothing measurable."""
-    step = _step_estimate(prepared)
+    step = step_estimate(prepared)
     if step <= 0:
         return prepared
     steps = max(prepared.steps_per_block, math.ceil(min_block_s / step))
     return dataclasses.replace(prepared, steps_per_block=steps)
 
 
-def _warm_steps(step_s: float, min_warm_s: float) -> int:
+def warm_steps(step_s: float, min_warm_s: float) -> int:
     """Untimed steps before a block after a switch: one, or as many steps of `step_s` as
     fill min_warm_s. A process whose threads slept while another ran needs more than one
     short step to reach its steady speed again (docs/methodology.md, "Blocks after a
