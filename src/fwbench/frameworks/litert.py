@@ -53,6 +53,7 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from fwbench.case import Case
 from fwbench.catalog.inputs import parse_signature
 from fwbench.catalog.models import get_model
+from fwbench.frameworks.agreement import within
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
 from fwbench.frameworks.keras_common import check_policy
 from fwbench.frameworks.tensorflow import count_trainable, synthetic_inputs
@@ -237,28 +238,7 @@ def _arrays(inputs: Any) -> list[np.ndarray]:
 
 def agreement(got: np.ndarray, want: np.ndarray, mode: str) -> dict[str, Any]:
     """LiteRT's output against TensorFlow's on the same batch, within the mode's tolerance."""
-    tolerance = TOLERANCE[mode]
-    if got.shape != want.shape:
-        return {
-            "output_check": "failed",
-            "warnings": [f"output shape {got.shape} differs from TensorFlow's {want.shape}"],
-        }
-    abs_err = float(np.max(np.abs(got - want))) if want.size else 0.0
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    rel_err = abs_err / scale if scale > 0 else abs_err
-    found: dict[str, Any] = {
-        "output_max_abs_error": abs_err,
-        "output_max_rel_error": rel_err,
-        "output_tolerance": tolerance,
-        "output_check": "agrees" if rel_err <= tolerance else "differs",
-    }
-    if rel_err > tolerance:
-        found["warnings"] = [
-            f"outputs differ from TensorFlow's on the same batch: max error {rel_err:.2g} of "
-            f"the largest output (tolerance {tolerance:g} in mode {mode}): the converted model "
-            "may not be the same model"
-        ]
-    return found
+    return within(got, want, TOLERANCE[mode], "TensorFlow", f"mode {mode}", "the converted model")
 
 
 class LiteRtAdapter(Adapter):

@@ -42,6 +42,7 @@ import torch
 from fwbench.case import Case
 from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import get_model
+from fwbench.frameworks.agreement import within
 from fwbench.frameworks.base import Adapter, Workload, output_sample, workload_class
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
 from fwbench.models.sources.saved_model import FOLDER, trainable_params
@@ -236,7 +237,6 @@ def agreement(
     precision: str = "fp32",
 ) -> dict[str, Any]:
     """The runtime's first output (`run()`) against PyTorch's on the same batch."""
-    tolerance = TOLERANCE[precision]
     with torch.inference_mode():
         expected = source(*inputs)
     if isinstance(expected, (tuple, list)):
@@ -245,27 +245,7 @@ def agreement(
         expected = next(v for v in vars(expected).values() if isinstance(v, torch.Tensor))
     want = expected.float().numpy()
     got = np.asarray(run(), dtype=np.float32)
-    if got.shape != want.shape:
-        return {
-            "output_check": "failed",
-            "warnings": [f"output shape {got.shape} differs from PyTorch's {want.shape}"],
-        }
-    abs_err = float(np.max(np.abs(got - want))) if want.size else 0.0
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    rel_err = abs_err / scale if scale > 0 else abs_err
-    found: dict[str, Any] = {
-        "output_max_abs_error": abs_err,
-        "output_max_rel_error": rel_err,
-        "output_tolerance": tolerance,
-        "output_check": "agrees" if rel_err <= tolerance else "differs",
-    }
-    if rel_err > tolerance:
-        found["warnings"] = [
-            f"outputs differ from PyTorch's on the same batch: max error {rel_err:.2g} of the "
-            f"largest output (tolerance {tolerance:g} in {precision}): the export may not be "
-            "the same model"
-        ]
-    return found
+    return within(got, want, TOLERANCE[precision], "PyTorch", precision, "the export")
 
 
 def _nothing() -> None:
