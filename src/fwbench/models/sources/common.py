@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from fwbench.catalog.models import TENSORS, ModelSpec
 from fwbench.errors import SpecError
 
 DIGEST_CHARS = 12  # of the sha256: enough that two files never share a name by chance
@@ -73,6 +74,21 @@ def digest_text(text: str) -> str:
 def named(base: str, digest_: str) -> str:
     """A user model's name: what the user calls it, then its content hash."""
     return f"{base}@{digest_}"
+
+
+def file_model(source: str, reference: str, content: str, base: str, **fields: Any) -> ModelSpec:
+    """A model the user keeps in a file (or a folder, or a function in a file): named by
+    what the user calls it (`base`) and its content hash, so two files that share a name
+    are never the same work; its reference is how to read it again; it takes tensors,
+    and trains on the mean of its outputs unless `fields` say otherwise."""
+    return ModelSpec(
+        **{"objective": "mean", **fields},
+        name=named(base, content),
+        input_kind=TENSORS,
+        source=source,
+        reference=reference,
+        digest=content,
+    )
 
 
 def callable_parts(text: str, prefix: str) -> tuple[str, str]:

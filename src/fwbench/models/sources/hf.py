@@ -14,10 +14,9 @@ from typing import Any
 
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import TENSORS, ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, named
-from fwbench.models.sources.torch_common import CANNOT_TORCH, RUNS_TORCH
+from fwbench.models.sources.common import digest, existing, file_model
+from fwbench.models.sources.torch_common import torch_source
 
 PREFIX = "hf:"
 CONTEXT = 512
@@ -95,18 +94,14 @@ def _resolve(text: str) -> ModelSpec:
     causal = _causal_dir(config)
     context = config.get("max_position_embeddings") or config.get("n_positions")
     content = digest(folder / "config.json")
-    return ModelSpec(
-        name=named(f"{PREFIX}{folder.name}", content),
+    return file_model(
+        SOURCE.name, f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
         family="transformers",
-        input_kind=TENSORS,
         builders={"torch": lambda **_: build(str(folder))},
         description=f"transformers {config['model_type']} from {folder}, random weights",
         objective="lm" if causal else "mean",
         context=int(context) if causal and context else None,
-        source=SOURCE.name,
-        reference=f"{PREFIX}{folder}",
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 def config_of(given: str) -> Any:
@@ -151,17 +146,12 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     }
 
 
-SOURCE = register_source(
-    Source(
-        name="hf",
-        label="a transformers architecture",
-        syntax="hf:ARCH or hf:DIR",
-        example="hf:gpt2",
-        claims=_claims,
-        resolve=_resolve,
-        native="torch",
-        runs=RUNS_TORCH,
-        cannot=CANNOT_TORCH,
-        describe=_describe,
-    )
+SOURCE = torch_source(
+    name="hf",
+    label="a transformers architecture",
+    syntax="hf:ARCH or hf:DIR",
+    example="hf:gpt2",
+    claims=_claims,
+    resolve=_resolve,
+    describe=_describe,
 )

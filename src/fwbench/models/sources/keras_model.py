@@ -32,7 +32,7 @@ import zipfile
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, DTYPES, TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.models import ModelSpec
 from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
 from fwbench.models.sources.common import (
@@ -40,8 +40,8 @@ from fwbench.models.sources.common import (
     callable_parts,
     digest,
     existing,
+    file_model,
     module_file,
-    named,
 )
 
 PREFIX = "keras"
@@ -68,20 +68,15 @@ def _resolve(text: str) -> ModelSpec:
             )
         reference, name, description = str(path), path.name, f"Keras model file {path}"
     content = digest(path)
-    return ModelSpec(
-        name=named(name, content),
+    return file_model(
+        SOURCE.name, reference, content, name,
         family="keras",
-        input_kind=TENSORS,
         builders={
             "tensorflow": lambda **_: build(reference),
             "torch": lambda **_: build_on_torch(reference),
         },
         description=description,
-        objective="mean",
-        source=SOURCE.name,
-        reference=reference,
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 def _load(path: str) -> Any:

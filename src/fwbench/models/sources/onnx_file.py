@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.models import ModelSpec
 from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, digest_text, existing, named
+from fwbench.models.sources.common import digest, digest_text, existing, file_model
 
 # ONNX's TensorProto element types, by number, as fwbench names them.
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool",
@@ -38,17 +38,12 @@ def _resolve(text: str) -> ModelSpec:
     # Weights kept beside the graph (torch.onnx's FILE.onnx.data) are the model too.
     data = path.with_name(path.name + ".data")
     content = digest(path) if not data.is_file() else digest_text(digest(path) + digest(data))
-    return ModelSpec(
-        name=named(path.name, content),
+    return file_model(
+        SOURCE.name, str(path), content, path.name,
         family="onnx",
-        input_kind=TENSORS,
         builders={"onnx": lambda **_: load(str(path))},
         description=f"ONNX file {path}",
-        objective="mean",
-        source=SOURCE.name,
-        reference=str(path),
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 def signature(proto: Any) -> tuple[TensorSpec, ...]:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.models import ModelSpec
 from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, named
+from fwbench.models.sources.common import digest, existing, file_model
 from fwbench.tasks.train import TRAIN
 
 PROTO = "saved_model.pb"
@@ -66,17 +66,12 @@ def _resolve(text: str) -> ModelSpec:
             "the folder that tf.saved_model.save or Keras' model.export wrote"
         )
     content = digest(folder)
-    return ModelSpec(
-        name=named(folder.name, content),
+    return file_model(
+        SOURCE.name, str(folder), content, folder.name,
         family="saved_model",
-        input_kind=TENSORS,
         builders={"tensorflow": lambda **_: build(str(folder)), FOLDER: lambda **_: folder},
         description=f"TensorFlow SavedModel {folder}",
-        objective="mean",
-        source=SOURCE.name,
-        reference=str(folder),
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 # --- the folder's object graph, read without TensorFlow ---------------------------------

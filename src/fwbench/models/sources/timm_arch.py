@@ -9,9 +9,8 @@ from typing import Any
 
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import TENSORS, ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.torch_common import CANNOT_TORCH, RUNS_TORCH
+from fwbench.models.sources.torch_common import torch_source
 
 PREFIX = "timm:"
 
@@ -67,17 +66,12 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     }
 
 
-SOURCE = register_source(
-    Source(
-        name="timm",
-        label="a timm architecture",
-        syntax="timm:NAME",
-        example="timm:convnext_tiny",
-        claims=_claims,
-        resolve=_resolve,
-        native="torch",
-        runs=RUNS_TORCH,
-        cannot=CANNOT_TORCH,
-        describe=_describe,
-    )
+SOURCE = torch_source(
+    name="timm",
+    label="a timm architecture",
+    syntax="timm:NAME",
+    example="timm:convnext_tiny",
+    claims=_claims,
+    resolve=_resolve,
+    describe=_describe,
 )

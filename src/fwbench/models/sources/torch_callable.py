@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwbench.catalog.models import TENSORS, ModelSpec
-from fwbench.catalog.sources import Source, register_source
-from fwbench.models.sources.common import call, callable_parts, digest, module_file, named
-from fwbench.models.sources.torch_common import CANNOT_TORCH, RUNS_TORCH
+from fwbench.catalog.models import ModelSpec
+from fwbench.models.sources.common import (
+    call,
+    callable_parts,
+    digest,
+    file_model,
+    module_file,
+)
+from fwbench.models.sources.torch_common import torch_source
 
 PREFIX = "torch"
 
@@ -37,17 +42,12 @@ def _resolve(text: str) -> ModelSpec:
     path = module_file(module, text)
     content = digest(path)
     reference = f"{PREFIX}:{path}:{function}" if module.endswith(".py") else text
-    return ModelSpec(
-        name=named(f"{path.stem}.{function}", content),
+    return file_model(
+        SOURCE.name, reference, content, f"{path.stem}.{function}",
         family="pytorch",
-        input_kind=TENSORS,
         builders={"torch": lambda **_: build(reference)},
         description=f"{function}() of {path}",
-        objective="mean",
-        source=SOURCE.name,
-        reference=reference,
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 def _describe(spec: ModelSpec) -> dict[str, Any]:
@@ -57,17 +57,12 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     return {"inputs": "", "params": trainable(found), "outputs": ""}
 
 
-SOURCE = register_source(
-    Source(
-        name="torch_callable",
-        label="a PyTorch module from a function",
-        syntax="torch:module:function",
-        example="torch:nets.py:build",
-        claims=_claims,
-        resolve=_resolve,
-        native="torch",
-        runs=RUNS_TORCH,
-        cannot=CANNOT_TORCH,
-        describe=_describe,
-    )
+SOURCE = torch_source(
+    name="torch_callable",
+    label="a PyTorch module from a function",
+    syntax="torch:module:function",
+    example="torch:nets.py:build",
+    claims=_claims,
+    resolve=_resolve,
+    describe=_describe,
 )

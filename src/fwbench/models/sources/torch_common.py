@@ -1,11 +1,13 @@
-"""What the PyTorch sources share, imported in a worker only (it imports torch): a
-module's trainable parameters, tensors' dtypes as fwbench names them, and the frameworks
-that run a PyTorch model: PyTorch itself, and the inference runtimes through
-torch.onnx's export, as for the zoo's models."""
+"""What the PyTorch sources share: their registration (the frameworks that run a
+PyTorch model: PyTorch itself, and the inference runtimes through torch.onnx's export,
+as for the zoo's models), and, in a worker (torch imported where they compute), a
+module's trainable parameters and tensors' dtypes as fwbench names them."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from fwbench.catalog.sources import Source, register_source
 
 # How the runtimes get a PyTorch source's model: as they get the zoo's.
 RUNS_TORCH = (
@@ -18,6 +20,12 @@ CANNOT_TORCH = (
     ("keras-jax", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
     ("keras-torch", "a Keras 3 model runs there; this is a plain PyTorch module"),
 )
+
+
+def torch_source(**fields: Any) -> Source:
+    """A source of PyTorch modules, registered: PyTorch reads what they declare and runs
+    them; the runtimes run them through torch.onnx's export."""
+    return register_source(Source(native="torch", runs=RUNS_TORCH, cannot=CANNOT_TORCH, **fields))
 
 
 def dtype_name(dtype: Any) -> str:

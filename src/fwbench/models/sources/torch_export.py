@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
-from fwbench.catalog.sources import Source, register_source
+from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, named
-from fwbench.models.sources.torch_common import CANNOT_TORCH, RUNS_TORCH
+from fwbench.models.sources.common import digest, existing, file_model
+from fwbench.models.sources.torch_common import torch_source
 
 
 def _claims(text: str) -> bool:
@@ -57,17 +56,12 @@ def build(path: str) -> Any:
 def _resolve(text: str) -> ModelSpec:
     path = existing(text, "a torch.export program")
     content = digest(path)
-    return ModelSpec(
-        name=named(path.name, content),
+    return file_model(
+        SOURCE.name, str(path), content, path.name,
         family="torch.export",
-        input_kind=TENSORS,
         builders={"torch": lambda **_: build(str(path))},
         description=f"torch.export program {path}",
-        objective="mean",
-        source=SOURCE.name,
-        reference=str(path),
-        digest=content,
-    )
+    )  # fmt: skip
 
 
 def _describe(spec: ModelSpec) -> dict[str, Any]:
@@ -98,17 +92,12 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     return {"inputs": format_signature(inputs), "params": params, "outputs": ""}
 
 
-SOURCE = register_source(
-    Source(
-        name="torch_export",
-        label="a torch.export program",
-        syntax="PATH.pt2",
-        example="./net.pt2",
-        claims=_claims,
-        resolve=_resolve,
-        native="torch",
-        runs=RUNS_TORCH,
-        cannot=CANNOT_TORCH,
-        describe=_describe,
-    )
+SOURCE = torch_source(
+    name="torch_export",
+    label="a torch.export program",
+    syntax="PATH.pt2",
+    example="./net.pt2",
+    claims=_claims,
+    resolve=_resolve,
+    describe=_describe,
 )
