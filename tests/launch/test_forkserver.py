@@ -153,6 +153,10 @@ def test_spread_workloads_take_turns_run_by_run(plugin_env: dict[str, str]) -> N
         for d in done:
             (outcome,) = d.outcomes
             assert [len(outcome.runs), outcome.stop_reason] == [2, "max_runs"]
+            # The second run warmed up on its own but took the block size its first found.
+            first, second = outcome.runs
+            assert second.steps_per_block == first.steps_per_block
+            assert second.warmup_steps >= 1
         return seen
 
     turns = [("run 1", " b2 "), ("run 1", " b3 "), ("run 2", " b2 "), ("run 2", " b3 ")]

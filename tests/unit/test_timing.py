@@ -139,6 +139,16 @@ def test_blocks_are_long_enough_to_hide_the_sync_overhead() -> None:
     assert t.median_s == pytest.approx(100e-6, rel=1e-3)
 
 
+def test_a_later_run_takes_the_block_size_its_case_found_and_still_warms_up() -> None:
+    # This run alone would put about 500 steps in a block; the case's first run found 300.
+    dev = FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6)
+    config = TimingConfig()
+    t = timed(dev, config.replace(steps_per_block=300))
+    assert t.steps_per_block == 300
+    assert t.warmup_steps >= config.run.min_warmup_steps
+    assert timed(FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6), config).steps_per_block > 300
+
+
 def test_precision_target_stops_a_quiet_measurement_early() -> None:
     dev = FakeDevice(costs(0.1, [], 0.02))
     t = timed(dev, TimingConfig(min_samples=10, max_time_s=100))

@@ -227,7 +227,7 @@ def run_round(
             workers.append(worker)
             try:
                 worker.send(request)
-                prepared, start_s = prepare_run(worker, request.timing, started)
+                prepared, start_s = prepare_run(worker, _calibration(state, request), started)
             except WorkerGone as gone:
                 end_case(state, gone.failure)
                 continue
@@ -286,6 +286,14 @@ def start_worker(
     env = case_env(case)
     server = servers.for_case(case, env, round_index, runs)
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
+
+
+def _calibration(state: CaseRuns, request: CaseRequest) -> RunTiming:
+    """How a run calibrates: its first run finds the case's block size, later runs take
+    it (each still warms up: a fresh process starts cold)."""
+    if not state.runs:
+        return request.timing
+    return request.timing.model_copy(update={"steps_per_block": state.runs[0].steps_per_block})
 
 
 def prepare_run(worker: Worker, config: RunTiming, started: float) -> tuple[Prepared, float]:

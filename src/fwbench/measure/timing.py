@@ -68,6 +68,11 @@ class RunTiming(BaseModel):
     # step of 7.6 ms stayed 12% slower than without a switch; after 30 ms, within 2%
     # (benchmarks/switch_cost.py; docs/methodology.md, "Blocks after a switch").
     min_switch_warm_s: float = Field(0.03, ge=0)
+    # Steps per block, where the case's first run found them: the driver sets it for
+    # later runs, so every run's blocks average as many steps. A block of more steps
+    # spreads less, so a low-percentile estimator (p25, min) would read blocks of other
+    # sizes differently from run to run. None: the run finds its own (calibrate).
+    steps_per_block: int | None = Field(None, ge=1)
     max_overhead_share: float = Field(1e-3, gt=0)
     spread_warning: float = Field(0.10, gt=0)
     # A run whose second half of blocks is this much faster or slower than its first
@@ -214,7 +219,9 @@ def calibrate(
     # Warmup steps were timed with a sync each: take the sync out of the step estimate.
     estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)
-    per_block = max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1
+    per_block = config.steps_per_block or (
+        max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1
+    )
     return Prepared(
         first_step_s=first,
         warmup_steps=len(warm),
