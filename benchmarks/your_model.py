@@ -33,7 +33,7 @@ net = torch.nn.Sequential(
 ).eval()
 batch = torch.export.Dim("batch", min=1, max=1024)
 torch.onnx.export(net, (torch.randn(2, 3, 64, 64),), "cnn.onnx", dynamo=True,
-                  dynamic_shapes={"x": {0: batch}}, input_names=["x"])
+                  dynamic_shapes={"input": {0: batch}}, input_names=["x"])
 """
 
 KERAS_SCRIPT = """
