@@ -1,7 +1,7 @@
 """A user's model from each kind of source, measured as a user would: one `fwbench run`
 per model, its frameworks and modes interleaved, the default timing, verdicts with
-intervals. Prints each run's comparison table (fwbench's own) and one line per variant
-(median step, the verdict's estimate, parameters, the output check).
+intervals. Prints one line per variant (median step, parameters, the output check),
+then fwbench's verdict table over every model measured.
 
     cd benchmarks && ../.venv/bin/python your_model.py [--only timm] [--batch-size 1]
 
@@ -106,8 +106,6 @@ def measure(name: str, case: dict[str, Any], folder: Path, batch: int, db: Path)
         print(f"{name}: failed: {proc.stderr.strip().splitlines()[-1]}")
         return
     print(f"== {name}: {case['model']}, batch {batch}")
-    table = proc.stderr[proc.stderr.find("Comparison") :]
-    print(table.rstrip())
     for r in json.loads(proc.stdout):
         st = r["step_time_s"] or {}
         check = r["settings"].get("output_agreement", "-")
@@ -130,6 +128,9 @@ def main() -> None:
         db = a.db or folder / "your_model.duckdb"
         for name in a.only or sorted(CASES):
             measure(name, CASES[name], folder, a.batch_size, db.resolve())
+        # The verdicts as fwbench shows them: one row per model, its variants side by side.
+        argv = [sys.executable, "-m", "fwbench", "results", "--db", str(db), "--summary"]
+        subprocess.run(argv, check=False)
 
 
 if __name__ == "__main__":
