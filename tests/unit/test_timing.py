@@ -143,7 +143,8 @@ def test_a_later_run_takes_the_block_size_its_case_found_and_still_warms_up() ->
     # This run alone would put about 500 steps in a block; the case's first run found 300.
     dev = FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6)
     config = TimingConfig()
-    t = timed(dev, config.replace(steps_per_block=300))
+    run = config.run.model_copy(update={"run_time_s": config.plan.max_time_s})
+    t = measure(dev.step, dev.sync, run, config.plan.run_stop(run), dev.clock, steps_per_block=300)
     assert t.steps_per_block == 300
     assert t.warmup_steps >= config.run.min_warmup_steps
     alone = timed(FakeDevice(costs(0.001, [], 100e-6), sync_cost=50e-6), config)

@@ -125,7 +125,8 @@ class RankGroup:
         self.ranks: list[_Rank] = []
         self.selector = selectors.DefaultSelector()
         self.expect: str | None = None
-        self.calibrating: RunTiming | None = None  # a calibrate command to answer
+        # A calibrate command to answer: its rules, and the block size a first run found.
+        self.calibrating: tuple[RunTiming, int | None] | None = None
         self.finished = False  # every rank sent its final report: let them exit cleanly
 
     # the driver's side -------------------------------------------------------
@@ -140,7 +141,8 @@ class RankGroup:
             if kind == "calibrate":
                 # Ranks cannot calibrate on their own (their step counts must agree): the
                 # rules run here, over blocks sent to all of them, when the answer is read.
-                self.calibrating = RunTiming.model_validate(message["timing"])
+                config = RunTiming.model_validate(message["timing"])
+                self.calibrating = (config, message.get("steps_per_block"))
                 return
         self.expect = _ANSWERS.get(kind, "report")
         for rank in self.ranks:
@@ -151,8 +153,8 @@ class RankGroup:
 
     def receive(self) -> dict[str, Any]:
         if self.calibrating is not None:
-            config, self.calibrating = self.calibrating, None
-            return self._calibrate(config)
+            (config, steps), self.calibrating = self.calibrating, None
+            return self._calibrate(config, steps)
         try:
             replies = self._gather()
         except _Reported as reported:
@@ -169,7 +171,7 @@ class RankGroup:
             return {"event": event, "seconds": max(float(m["seconds"]) for m in replies)}
         return replies[0]
 
-    def _calibrate(self, config: RunTiming) -> dict[str, Any]:
+    def _calibrate(self, config: RunTiming, steps_per_block: int | None) -> dict[str, Any]:
         """`timing.calibrate` over the ranks in lockstep: the answer a single process
         gives to `calibrate`, or a rank's out-of-turn report."""
 
@@ -185,6 +187,7 @@ class RankGroup:
                 lambda steps: answer({"op": "block", "warm": 0, "steps": steps}),
                 lambda: answer({"op": "overhead"}),
                 config,
+                steps_per_block,
             )
         except WorkerReported as reported:
             return {"event": "report", "report": reported.report}

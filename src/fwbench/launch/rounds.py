@@ -227,7 +227,8 @@ def run_round(
             workers.append(worker)
             try:
                 worker.send(request)
-                prepared, start_s = prepare_run(worker, _calibration(state, request), started)
+                first = state.runs[0].steps_per_block if state.runs else None
+                prepared, start_s = prepare_run(worker, request.timing, started, first)
             except WorkerGone as gone:
                 end_case(state, gone.failure)
                 continue
@@ -288,19 +289,14 @@ def start_worker(
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 
-def _calibration(state: CaseRuns, request: CaseRequest) -> RunTiming:
-    """How a run calibrates: its first run finds the case's block size, later runs take
-    it (each still warms up: a fresh process starts cold)."""
-    if not state.runs:
-        return request.timing
-    return request.timing.model_copy(update={"steps_per_block": state.runs[0].steps_per_block})
-
-
-def prepare_run(worker: Worker, config: RunTiming, started: float) -> tuple[Prepared, float]:
-    """First step, warmup and block size (`timing.calibrate` under the case's rules),
-    then the steady state. A single process calibrates itself, its warmup steps back to
-    back; a RankGroup drives its ranks through the same rules in lockstep. Also the
-    seconds the worker took to start (process, imports, device) before its build."""
+def prepare_run(
+    worker: Worker, config: RunTiming, started: float, steps_per_block: int | None = None
+) -> tuple[Prepared, float]:
+    """First step, warmup and block size (`timing.calibrate` under the case's rules; a
+    case's later runs take its first run's `steps_per_block`), then the steady state. A
+    single process calibrates itself, its warmup steps back to back; a RankGroup drives
+    its ranks through the same rules in lockstep. Also the seconds the worker took to
+    start (process, imports, device) before its build."""
 
     def answer(event: str) -> dict[str, Any]:
         message = worker.receive()
@@ -310,7 +306,9 @@ def prepare_run(worker: Worker, config: RunTiming, started: float) -> tuple[Prep
 
     built = answer("built")
     start_s = max(0.0, time.perf_counter() - started - float(built.get("build_s", 0.0)))
-    worker.send({"op": "calibrate", "timing": config.model_dump()})
+    worker.send(
+        {"op": "calibrate", "timing": config.model_dump(), "steps_per_block": steps_per_block}
+    )
     prepared = Prepared(**answer("calibrated")["prepared"])
     worker.send({"op": "steady"})
     answer("steady")

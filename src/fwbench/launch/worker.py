@@ -180,7 +180,8 @@ def serve_case(
                 # the driver between them (with spinning thread pools on every core, one
                 # costs milliseconds of scheduling).
                 config = RunTiming.model_validate(message["timing"])
-                prepared = prepare(workload.step, workload.sync, config)
+                given = message.get("steps_per_block")
+                prepared = prepare(workload.step, workload.sync, config, steps_per_block=given)
                 send({"event": "calibrated", "prepared": dataclasses.asdict(prepared)})
             elif op == "overhead":
                 seconds = sync_overhead(workload.sync, time.perf_counter)

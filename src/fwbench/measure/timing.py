@@ -68,11 +68,6 @@ class RunTiming(BaseModel):
     # step of 7.6 ms stayed 12% slower than without a switch; after 30 ms, within 2%
     # (benchmarks/switch_cost.py; docs/methodology.md, "Blocks after a switch").
     min_switch_warm_s: float = Field(0.03, ge=0)
-    # Steps per block, where the case's first run found them: the driver sets it for
-    # later runs, so every run's blocks average as many steps. A block of more steps
-    # spreads less, so a low-percentile estimator (p25, min) would read blocks of other
-    # sizes differently from run to run. None: the run finds its own (calibrate).
-    steps_per_block: int | None = Field(None, ge=1)
     max_overhead_share: float = Field(1e-3, gt=0)
     spread_warning: float = Field(0.10, gt=0)
     # A run whose second half of blocks is this much faster or slower than its first
@@ -188,19 +183,31 @@ def prepare(
     sync: Callable[[], None],
     config: RunTiming,
     clock: Clock = time.perf_counter,
+    steps_per_block: int | None = None,
 ) -> Prepared:
     """First step, warmup until stable, then the block size for the steady state."""
     return calibrate(
-        lambda n: run_block(step, sync, n, clock), lambda: sync_overhead(sync, clock), config
+        lambda n: run_block(step, sync, n, clock),
+        lambda: sync_overhead(sync, clock),
+        config,
+        steps_per_block,
     )
 
 
 def calibrate(
-    blocks: Callable[[int], float], sync_overhead: Callable[[], float], config: RunTiming
+    blocks: Callable[[int], float],
+    sync_overhead: Callable[[], float],
+    config: RunTiming,
+    steps_per_block: int | None = None,
 ) -> Prepared:
     """`prepare` over any runner of n synced steps: a local workload, or the ranks of a
     distributed case driven in lockstep by their launcher (every rank must take the same
-    number of steps, so the warmup decisions are made in one place)."""
+    number of steps, so the warmup decisions are made in one place).
+
+    `steps_per_block` is the block size the case's first run found, which the driver
+    hands its later runs: every run's blocks then average as many steps (a block of more
+    steps spreads less, so a p25 or min would read blocks of other sizes differently
+    from run to run). Each run still warms up: a fresh process is cold."""
     first = blocks(1)
     warm: list[float] = []
     warmup_stop: WarmupStop = "max_steps"
@@ -219,9 +226,7 @@ def calibrate(
     # Warmup steps were timed with a sync each: take the sync out of the step estimate.
     estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)
-    per_block = config.steps_per_block or (
-        max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1
-    )
+    per_block = steps_per_block or (max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1)
     return Prepared(
         first_step_s=first,
         warmup_steps=len(warm),
@@ -312,10 +317,11 @@ def measure(
     config: RunTiming,
     stop: RunStop,
     clock: Clock = time.perf_counter,
+    steps_per_block: int | None = None,
 ) -> Timing:
     """Time `step` (which must leave work for `sync` to wait on) under `config`, its
-    blocks until `stop`."""
-    prepared = prepare(step, sync, config, clock)
+    blocks until `stop` (of `steps_per_block` steps, where a first run chose them)."""
+    prepared = prepare(step, sync, config, clock, steps_per_block)
     k = prepared.steps_per_block
     (run,) = steady([lambda: run_block(step, sync, k, clock)], [k], stop)
     if run.error is not None:
