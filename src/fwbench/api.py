@@ -67,6 +67,8 @@ def executor_named(
     run by run; `budget_s` of wall-clock time shared among the workloads) or `ray` (a
     cluster at `address`, "auto" for the one this machine belongs to; None starts Ray on
     this machine)."""
+    if name not in EXECUTORS:
+        raise SpecError(f"executor: unknown {name!r}; valid choices: {', '.join(EXECUTORS)}")
     if spread < 1:
         raise SpecError(f"--spread: must be 1 or more (got {spread})")
     if name == "local":
@@ -80,14 +82,12 @@ def executor_named(
             "--budget: applies to the local executor (Ray runs groups at once, so there is "
             "no order in which to share the time)"
         )
-    if name == "ray":
-        # Imported here: the module is light, but only a Ray run needs it.
-        from fwbench.launch import ray
+    # Imported here: the module is light, but only a Ray run needs it.
+    from fwbench.launch import ray
 
-        if not ray.ray_available():
-            raise ExecutorError(f"--executor ray needs Ray: {ray.INSTALL_HINT}")
-        return ray.RayExecutor(address=address)
-    raise SpecError(f"executor: unknown {name!r}; valid choices: {', '.join(EXECUTORS)}")
+    if not ray.ray_available():
+        raise ExecutorError(f"--executor ray needs Ray: {ray.INSTALL_HINT}")
+    return ray.RayExecutor(address=address)
 
 
 class _Labelled(Protocol):

@@ -298,3 +298,19 @@ def test_8_closed_and_broken_pipes_in_a_real_process(stored: Path) -> None:
     finally:
         os.close(write)
     assert proc.stderr == "" and proc.returncode != 2
+
+
+def test_a_presets_budget_is_left_out_where_ray_runs_the_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The quick preset's budget orders the local executor's work: on Ray (every group at
+    once) the sweep runs without it and says so; --budget itself is refused there, and an
+    unknown executor is named before any budget is."""
+    db = str(tmp_path / "r.duckdb")
+    code, _, err = cli(["sweep", "--preset", "quick", "--executor", "ray", "--dry-run"], capsys)
+    assert code == 0, err
+    assert "budget applies to the local executor: ray runs without it" in err
+    assert "estimated 2 min to 8 min" in err  # 3-10 runs a case, no budget to cut them
+    flag = ["sweep", "--preset", "quick", "--executor", "ray", "--budget", "2m", "--db", db]
+    refused(flag, "--budget: applies to the local executor", capsys)
+    refused(["sweep", "--preset", "quick", "--executor", "slurm", "--db", db], "local, ray", capsys)

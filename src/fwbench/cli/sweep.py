@@ -139,6 +139,13 @@ def command(
         compile_cache=compile_cache,
     )
     budget_s = duration_seconds(budget, "--budget") if budget is not None else sweep.budget_s
+    if budget is None and budget_s is not None and executor == "ray":
+        # A file's budget (the quick preset's) orders the local executor's work; Ray runs
+        # every group at once, so the sweep runs there without it (--budget is refused).
+        console.print(
+            f"the sweep's budget applies to the local executor: {executor} runs without it"
+        )
+        budget_s = None
     runner = executor_named(
         executor, address, DEFAULT_SPREAD if spread is None else spread, budget_s
     )
