@@ -17,9 +17,11 @@ from fwbench.report.style import colour, dash
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "fwbench"
 # The framework's own code: its registry entry, its adapter, its model builders, its
-# data-parallel workloads.
+# data-parallel workloads; and the model sources' entries, each naming the frameworks
+# that run it.
 OWN = (
     "catalog/frameworks.py",
+    "catalog/sources.py",
     "frameworks/",
     "models/",
     "distributed/torch_dp.py",

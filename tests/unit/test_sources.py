@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.catalog.sources import all_sources, source_of
+from fwbench.catalog.sources import all_sources, get_source, source_of
 from fwbench.errors import SpecError
-from fwbench.models.sources.keras_model import SOURCE as KERAS
 
 
 @pytest.mark.parametrize(
@@ -66,7 +65,7 @@ def test_what_resolving_finds_wrong_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_keras_model_runs_on_keras_backends_and_the_runtimes_but_not_pytorch() -> None:
-    assert {fw for fw, _ in KERAS.runs} >= {"tensorflow", "keras-jax", "keras-torch"}
-    ok, why = KERAS.can("torch")
+    assert {fw for fw, _ in get_source("keras").runs} >= {"tensorflow", "keras-jax", "keras-torch"}
+    ok, why = get_source("keras").can("torch")
     assert not ok and "Keras 3's backends" in why
     assert "saved_model" in all_sources()

@@ -7,22 +7,28 @@ share it), how a worker gets it again (`reference`), the builders of each framew
 can run it natively, and whether it declares its inputs. Which frameworks can run a
 source, and why the others cannot, is data on its entry, checked before any work.
 
-A source is one module of `fwbench.models.sources` (or a plugin's) and one
-`register_source` call. Its entry here names that module; the module is imported by
-name (as the zoo's are), so this table imports nothing above it. Resolving a text is
-pure: files are hashed, nothing imports a framework; what only the framework can read
-(the declared inputs, the parameter count) the source's `describe` reads in a worker.
+A source is one module of `fwbench.models.sources` (or a plugin's) that reads it
+(`claims`, `resolve` and, where the model declares something, `describe`) and one entry:
+the built-ins' are the table below, a plugin's a `register_source` call. An entry names
+its module, which is imported by name when a text is first asked about (as the zoo's
+are), so this table imports nothing above it and what it declares is readable without
+reading any model. Resolving a text is pure: files are hashed, nothing imports a
+framework; what only the framework can read (the declared inputs, the parameter count)
+`describe` reads in a worker.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from fwbench import plugins
 from fwbench.errors import SpecError
+from fwbench.tasks.train import TRAIN
 
 if TYPE_CHECKING:
     from fwbench.catalog.models import ModelSpec
@@ -33,10 +39,13 @@ class Source:
     name: str  # how results name it: "onnx_file"
     label: str  # how messages name it: "an ONNX file"
     syntax: str  # how a user writes it: "PATH.onnx"
-    # Does this `--model` text name a model of this source (never raises).
-    claims: Callable[[str], bool]
-    # The text as one ModelSpec (pure: a missing file, a bad name raise SpecError).
-    resolve: Callable[[str], ModelSpec]
+    # The module that reads it: a built-in's name under fwbench.models.sources, or a
+    # plugin's dotted path. It defines `claims(text) -> bool` (does this `--model` text
+    # name a model of this source; never raises), `resolve(text) -> ModelSpec` (pure: a
+    # missing file, a bad name raise SpecError) and, where its models declare inputs or
+    # parameters, `describe(spec) -> dict` (run in a worker of `native`: `inputs`, the
+    # canonical signature text or "", `params` and `outputs`).
+    module: str
     # The framework whose worker reads what a model declares (inputs, parameters).
     native: str
     # The frameworks that run it, each with how ("natively", "exported to ONNX by
@@ -49,10 +58,26 @@ class Source:
     refuses: tuple[tuple[str, str], ...] = ()
     # Modes a framework cannot run it in: (framework, modes, why).
     mode_limits: tuple[tuple[str, tuple[str, ...], str], ...] = ()
-    # Reads, in a worker of `native`, what the model declares: a dict with `inputs`
-    # (canonical signature text, "" when it declares none), `params` and `outputs`.
-    describe: Callable[[ModelSpec], dict[str, Any]] | None = None
     example: str = ""
+
+    def _code(self) -> ModuleType:
+        dotted = self.module if "." in self.module else f"fwbench.models.sources.{self.module}"
+        return importlib.import_module(dotted)
+
+    def claims(self, text: str) -> bool:
+        return bool(self._code().claims(text))
+
+    def resolve(self, text: str) -> ModelSpec:
+        """The text as one ModelSpec, marked as this source's."""
+        spec: ModelSpec = self._code().resolve(text)
+        return dataclasses.replace(spec, source=self.name)
+
+    @property
+    def describe(self) -> Callable[[ModelSpec], dict[str, Any]] | None:
+        found: Callable[[ModelSpec], dict[str, Any]] | None = getattr(
+            self._code(), "describe", None
+        )
+        return found
 
     def can(self, framework: str) -> tuple[bool, str]:
         """Whether `framework` runs this source's models, and how, or why not."""
@@ -65,23 +90,128 @@ class Source:
         return False, why
 
 
+# How the runtimes get a PyTorch source's model: as they get the zoo's.
+_RUNS_TORCH = (
+    ("torch", "natively, in every mode"),
+    ("onnxruntime", "exported to ONNX by torch.onnx (as the zoo's models)"),
+    ("openvino", "exported to ONNX by torch.onnx (as the zoo's models)"),
+)
+_CANNOT_TORCH = (
+    ("tensorflow", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
+    ("keras-jax", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
+    ("keras-torch", "a Keras 3 model runs there; this is a plain PyTorch module"),
+)
+# The runtimes' way to a Keras model: loaded on Keras' PyTorch backend, exported by
+# torch.onnx.
+_KERAS_EXPORTED = (
+    "loaded on Keras' PyTorch backend and exported to ONNX by torch.onnx (as Keras' own "
+    "export(format='onnx') does there, and as the zoo's models are)"
+)
+_NOT_KERAS = (
+    "a SavedModel is a traced TensorFlow graph, not a Keras model: Keras' other backends "
+    "cannot run it (pass the .keras file to compare them)"
+)
+
+# The built-in sources, in the order they are asked: the first that claims a text has
+# it, so the order is part of what a text means.
+_BUILT_IN = (
+    Source(
+        name="torch_callable", module="torch_callable",
+        label="a PyTorch module from a function",
+        syntax="torch:module:function", example="torch:nets.py:build",
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+    ),
+    Source(
+        name="torch_export", module="torch_export",
+        label="a torch.export program", syntax="PATH.pt2", example="./net.pt2",
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+    ),
+    Source(
+        name="onnx_file", module="onnx_file",
+        label="an ONNX file", syntax="PATH.onnx", example="./net.onnx",
+        native="onnxruntime",
+        runs=(("onnxruntime", "the file as it is"), ("openvino", "the file as it is")),
+        cannot=(
+            ("torch", "an ONNX file runs on the inference runtimes only"),
+            ("tensorflow", "an ONNX file runs on the inference runtimes only"),
+        ),
+    ),
+    Source(
+        name="timm", module="timm_arch",
+        label="a timm architecture", syntax="timm:NAME", example="timm:convnext_tiny",
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+    ),
+    Source(
+        name="hf", module="hf",
+        label="a transformers architecture", syntax="hf:ARCH or hf:DIR", example="hf:gpt2",
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+    ),
+    Source(
+        name="keras", module="keras_model",
+        label="a Keras 3 model", syntax="PATH.keras, keras:module:function",
+        example="./net.keras",
+        native="tensorflow",
+        runs=(
+            ("tensorflow", "natively: Keras 3 on TensorFlow"),
+            ("keras-jax", "natively: Keras 3 on JAX"),
+            ("keras-torch", "natively: Keras 3 on PyTorch"),
+            ("onnxruntime", _KERAS_EXPORTED),
+            ("openvino", _KERAS_EXPORTED),
+            ("litert", "exported as a SavedModel and converted by TensorFlow's converter "
+                       "(builtin ops), as LiteRT runs the zoo's Keras models"),
+        ),
+        cannot=(
+            ("torch", "a Keras model runs on Keras 3's backends (keras-torch is Keras on "
+                      "PyTorch) and the runtimes it exports to"),
+        ),
+    ),
+    Source(
+        name="twins", module="twins",
+        label="twins from a Python file", syntax="path/file.py:NAME", example="nets.py:mlp",
+        native="",
+        runs=(),  # whichever frameworks its builders cover (ModelSpec.builder says)
+    ),
+    # Any folder (after hf:DIR): one that is not a SavedModel is told so.
+    Source(
+        name="saved_model", module="saved_model",
+        label="a TensorFlow SavedModel", syntax="PATH/ (a SavedModel folder)",
+        example="./exported_model/",
+        native="tensorflow",
+        runs=(
+            ("tensorflow", "its serving signature, inside a tf.function (graph, xla)"),
+            ("openvino", "the folder as it is (openvino.convert_model reads SavedModels)"),
+            ("litert", "converted as it is by TensorFlow's converter "
+                       "(tf.lite.TFLiteConverter.from_saved_model, builtin ops)"),
+        ),
+        cannot=(
+            ("torch", "a SavedModel is a TensorFlow graph; PyTorch cannot read it"),
+            ("keras-jax", _NOT_KERAS),
+            ("keras-torch", _NOT_KERAS),
+            ("onnxruntime", "ONNX Runtime reads ONNX only, and converting a SavedModel needs "
+                            "tf2onnx, which fwbench does not use: convert it yourself (python "
+                            "-m tf2onnx.convert --saved-model DIR --output net.onnx) and pass "
+                            "the .onnx file"),
+        ),
+        refuses=(
+            (TRAIN.name, "a SavedModel's signature is a traced inference graph, with no "
+                         "training step to run; pass the model it came from (a .keras "
+                         "file) to train it"),
+        ),
+        mode_limits=(
+            ("tensorflow", ("eager",),
+             "a SavedModel's signature is a graph: TensorFlow runs it as one in any mode, "
+             "so eager would time graph execution under another name; use graph or xla"),
+        ),
+    ),
+)  # fmt: skip
+
 _SOURCES: dict[str, Source] = {}
 _loaded = False
-# The built-in sources, in the order they are asked: the first that claims a text has it.
-_BUILT_IN = (
-    "torch_callable",
-    "torch_export",
-    "onnx_file",
-    "timm_arch",
-    "hf",
-    "keras_model",
-    "twins",
-    "saved_model",  # any folder (after hf:DIR): one that is not a SavedModel is told so
-)
 
 
 def register_source(source: Source) -> Source:
-    """Add a source (a built-in module of fwbench.models.sources, or a plugin's)."""
+    """Add a plugin's source (its `module` a dotted path); the built-ins are the table
+    above, asked first."""
     _SOURCES[source.name] = source
     return source
 
@@ -90,17 +220,10 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        # The built-ins in their order, whichever was imported first (an adapter may
-        # import a source's module for its constants): the first that claims a text has
-        # it, so the order is part of what a text means. Each module's entry is its
-        # SOURCE; what was registered otherwise (a plugin's) follows them.
+        # The built-ins first, in their order; what a plugin registered follows them.
         early = dict(_SOURCES)
         _SOURCES.clear()
-        for module in _BUILT_IN:
-            found = importlib.import_module(f"fwbench.models.sources.{module}")
-            source = getattr(found, "SOURCE", None)
-            if isinstance(source, Source):
-                _SOURCES[source.name] = source
+        _SOURCES.update((source.name, source) for source in _BUILT_IN)
         for name, source in early.items():
             _SOURCES.setdefault(name, source)
     plugins.load()

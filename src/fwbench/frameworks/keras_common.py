@@ -229,17 +229,23 @@ def apply_case_settings(case: Case) -> dict[str, Any]:
     }
 
 
-class KerasBackendAdapter(Adapter):
-    """What an adapter of a Keras 3 backend does the same way on every backend: build the
-    Keras models (TensorFlow's builders) under the case's layout and dtype policy, and
-    construct the task's workload class (the registry entry's map) as
-    cls(model, case, spec); its `settings_` receive the case's."""
+class KerasModelsAdapter(Adapter):
+    """An adapter that runs the Keras models TensorFlow's builders make (Keras 3's
+    backends, and LiteRT, which converts them): its models and parameter counts are the
+    Keras model's."""
 
     def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
         return get_model(model).build(self.name, dims)
 
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
+
+
+class KerasBackendAdapter(KerasModelsAdapter):
+    """What an adapter of a Keras 3 backend does the same way on every backend: build the
+    Keras models under the case's layout and dtype policy, and construct the task's
+    workload class (the registry entry's map) as cls(model, case, spec); its `settings_`
+    receive the case's."""
 
     def build(self, case: Case) -> Workload:
         cls = workload_class(self.name, case)

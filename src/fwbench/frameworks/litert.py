@@ -39,7 +39,6 @@ from __future__ import annotations
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +51,9 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from fwbench.case import Case
 from fwbench.catalog.inputs import parse_signature
-from fwbench.catalog.models import get_model
 from fwbench.frameworks.agreement import within
-from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
-from fwbench.frameworks.keras_common import check_policy
+from fwbench.frameworks.base import OutputCheck, Workload, tensors_in, workload_class
+from fwbench.frameworks.keras_common import KerasModelsAdapter, check_policy
 from fwbench.frameworks.tensorflow import count_trainable, synthetic_inputs
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.sources.saved_model import FOLDER as SAVED_MODEL
@@ -241,7 +239,8 @@ def agreement(got: np.ndarray, want: np.ndarray, mode: str) -> dict[str, Any]:
     return within(got, want, TOLERANCE[mode], "TensorFlow", f"mode {mode}", "the converted model")
 
 
-class LiteRtAdapter(Adapter):
+class LiteRtAdapter(KerasModelsAdapter):
+    # Its parameter count is the source Keras model's: nothing converted is counted.
     name = "litert"
 
     def __init__(self) -> None:
@@ -263,13 +262,6 @@ class LiteRtAdapter(Adapter):
             "tensorflow": tf.__version__,
             "keras": keras.__version__,
         }
-
-    def build_model(self, model: str, dims: Mapping[str, int]) -> Any:
-        """The source Keras model: parity is its trainable count (nothing converted)."""
-        return get_model(model).build(self.name, dims)
-
-    def count_params(self, model: Any) -> int:
-        return count_trainable(model)
 
     def build(self, case: Case) -> Workload:
         # The task's workload class (the registry entry's map: inference only),

@@ -9,13 +9,15 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from fwbench.catalog.models import TENSORS, ModelSpec
 from fwbench.errors import SpecError
+
+T = TypeVar("T")
 
 DIGEST_CHARS = 12  # of the sha256: enough that two files never share a name by chance
 CHUNK = 1 << 20
@@ -76,19 +78,28 @@ def named(base: str, digest_: str) -> str:
     return f"{base}@{digest_}"
 
 
-def file_model(source: str, reference: str, content: str, base: str, **fields: Any) -> ModelSpec:
+def file_model(reference: str, content: str, base: str, **fields: Any) -> ModelSpec:
     """A model the user keeps in a file (or a folder, or a function in a file): named by
     what the user calls it (`base`) and its content hash, so two files that share a name
-    are never the same work; its reference is how to read it again; it takes tensors,
-    and trains on the mean of its outputs unless `fields` say otherwise."""
-    return ModelSpec(
-        **{"objective": "mean", **fields},
-        name=named(base, content),
-        input_kind=TENSORS,
-        source=source,
-        reference=reference,
-        digest=content,
-    )
+    are never the same work; its reference is how to read it again."""
+    return user_model(named(base, content), reference=reference, digest=content, **fields)
+
+
+def user_model(name: str, **fields: Any) -> ModelSpec:
+    """A model of the user's: it takes tensors, and trains on the mean of its outputs
+    unless `fields` say otherwise."""
+    return ModelSpec(**{"objective": "mean", **fields}, name=name, input_kind=TENSORS)
+
+
+def read_model(path: str, what: str, read: Callable[[str], T]) -> T:
+    """`read(path)`, in the framework's worker: a file that is not what it claims (a
+    renamed text file, a truncated one) becomes one line naming it and the reader's
+    reason, not the reader's traceback."""
+    try:
+        return read(path)
+    except Exception as exc:  # protobuf's DecodeError, a truncated zip's, ...
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise SpecError(f"model: {path}: not {what} ({type(exc).__name__}: {first})") from None
 
 
 def callable_parts(text: str, prefix: str) -> tuple[str, str]:

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.catalog.inputs import TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, file_model
-from fwbench.models.sources.torch_common import torch_source
+from fwbench.models.sources.common import digest, existing, file_model, user_model
 
 PREFIX = "hf:"
 CONTEXT = 512
@@ -46,7 +45,7 @@ SMALL: dict[str, tuple[bool, dict[str, Any]]] = {  # arch -> (causal, its settin
 }  # fmt: skip
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.startswith(PREFIX)
 
 
@@ -70,19 +69,17 @@ def _read_config(folder: Path, text: str) -> dict[str, Any]:
     return config
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     given = text[len(PREFIX) :].strip()
     if given in SMALL:
         causal, _ = SMALL[given]
-        return ModelSpec(
-            name=f"{PREFIX}{given}",
+        return user_model(
+            f"{PREFIX}{given}",
             family="transformers",
-            input_kind=TENSORS,
             builders={"torch": lambda **_: build(given)},
             description=f"transformers' {given}, fwbench's small configuration, random weights",
             objective="lm" if causal else "mean",
             context=CONTEXT if causal else None,
-            source=SOURCE.name,
         )
     if "/" not in given and not given.startswith(".") and not Path(given).exists():
         raise SpecError(
@@ -95,7 +92,7 @@ def _resolve(text: str) -> ModelSpec:
     context = config.get("max_position_embeddings") or config.get("n_positions")
     content = digest(folder / "config.json")
     return file_model(
-        SOURCE.name, f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
+        f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
         family="transformers",
         builders={"torch": lambda **_: build(str(folder))},
         description=f"transformers {config['model_type']} from {folder}, random weights",
@@ -128,7 +125,7 @@ def build(given: str) -> Any:
     return model
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     import transformers
 
     from fwbench.models.sources.torch_common import trainable
@@ -144,14 +141,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
         "outputs": "logits over the vocabulary" if spec.context else "hidden states",
         "version": f"transformers {transformers.__version__}",
     }
-
-
-SOURCE = torch_source(
-    name="hf",
-    label="a transformers architecture",
-    syntax="hf:ARCH or hf:DIR",
-    example="hf:gpt2",
-    claims=_claims,
-    resolve=_resolve,
-    describe=_describe,
-)

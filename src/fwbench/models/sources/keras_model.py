@@ -33,7 +33,6 @@ from typing import Any
 
 from fwbench.catalog.inputs import BATCH, DTYPES, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
 from fwbench.models.sources.common import (
     call,
@@ -49,11 +48,11 @@ SUFFIX = ".keras"
 _NAME = re.compile(r"[^A-Za-z0-9_.:/\-]")
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.startswith(f"{PREFIX}:") or text.lower().endswith(SUFFIX)
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     if text.startswith(f"{PREFIX}:"):
         module, function = callable_parts(text, PREFIX)
         path = module_file(module, text)
@@ -69,7 +68,7 @@ def _resolve(text: str) -> ModelSpec:
         reference, name, description = str(path), path.name, f"Keras model file {path}"
     content = digest(path)
     return file_model(
-        SOURCE.name, reference, content, name,
+        reference, content, name,
         family="keras",
         builders={
             "tensorflow": lambda **_: build(reference),
@@ -190,7 +189,7 @@ def _dims(shape: Any) -> tuple[int | str | None, ...]:
     return (BATCH, *dims[1:]) if dims and dims[0] is None else dims
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     model = build(spec.reference)  # before importing Keras: see build
     import keras
 
@@ -210,42 +209,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     ]
     params = sum(math.prod(v.shape) for v in model.trainable_weights)
     return {"inputs": format_signature(inputs), "params": params, "outputs": ", ".join(outputs)}
-
-
-# The runtimes' way to it: loaded on Keras' PyTorch backend and exported by torch.onnx.
-_EXPORTED = (
-    "loaded on Keras' PyTorch backend and exported to ONNX by torch.onnx (as Keras' own "
-    "export(format='onnx') does there, and as the zoo's models are)"
-)
-
-SOURCE = register_source(
-    Source(
-        name="keras",
-        label="a Keras 3 model",
-        syntax="PATH.keras, keras:module:function",
-        example="./net.keras",
-        claims=_claims,
-        resolve=_resolve,
-        native="tensorflow",
-        runs=(
-            ("tensorflow", "natively: Keras 3 on TensorFlow"),
-            ("keras-jax", "natively: Keras 3 on JAX"),
-            ("keras-torch", "natively: Keras 3 on PyTorch"),
-            ("onnxruntime", _EXPORTED),
-            ("openvino", _EXPORTED),
-            (
-                "litert",
-                "exported as a SavedModel and converted by TensorFlow's converter (builtin "
-                "ops), as LiteRT runs the zoo's Keras models",
-            ),
-        ),
-        cannot=(
-            (
-                "torch",
-                "a Keras model runs on Keras 3's backends (keras-torch is Keras on PyTorch) "
-                "and the runtimes it exports to",
-            ),
-        ),
-        describe=_describe,
-    )
-)

@@ -10,16 +10,15 @@ from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, digest_text, existing, file_model
+from fwbench.models.sources.common import digest, digest_text, existing, file_model, read_model
 
 # ONNX's TensorProto element types, by number, as fwbench names them.
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool",
            10: "float16", 11: "float64", 16: "bfloat16"}  # fmt: skip
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.lower().endswith(".onnx")
 
 
@@ -27,19 +26,16 @@ def load(path: str) -> Any:
     """The file's graph (with its external data, if it keeps weights beside it)."""
     import onnx
 
-    try:
-        return onnx.load(path)
-    except Exception as exc:  # protobuf's DecodeError, a truncated file's, ...
-        raise SpecError(f"model: {path}: not an ONNX model ({type(exc).__name__}: {exc})") from None
+    return read_model(path, "an ONNX model", onnx.load)
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     path = existing(text, "an ONNX model")
     # Weights kept beside the graph (torch.onnx's FILE.onnx.data) are the model too.
     data = path.with_name(path.name + ".data")
     content = digest(path) if not data.is_file() else digest_text(digest(path) + digest(data))
     return file_model(
-        SOURCE.name, str(path), content, path.name,
+        str(path), content, path.name,
         family="onnx",
         builders={"onnx": lambda **_: load(str(path))},
         description=f"ONNX file {path}",
@@ -68,7 +64,7 @@ def signature(proto: Any) -> tuple[TensorSpec, ...]:
     return tuple(found)
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -85,22 +81,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
     )
     outputs = ", ".join(o.name for o in proto.graph.output)
     return {"inputs": format_signature(signature(proto)), "params": params, "outputs": outputs}
-
-
-SOURCE = register_source(
-    Source(
-        name="onnx_file",
-        label="an ONNX file",
-        syntax="PATH.onnx",
-        example="./net.onnx",
-        claims=_claims,
-        resolve=_resolve,
-        native="onnxruntime",
-        runs=(("onnxruntime", "the file as it is"), ("openvino", "the file as it is")),
-        cannot=(
-            ("torch", "an ONNX file runs on the inference runtimes only"),
-            ("tensorflow", "an ONNX file runs on the inference runtimes only"),
-        ),
-        describe=_describe,
-    )
-)

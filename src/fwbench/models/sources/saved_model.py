@@ -24,10 +24,8 @@ from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, file_model
-from fwbench.tasks.train import TRAIN
+from fwbench.models.sources.common import digest, existing, file_model, read_model
 
 PROTO = "saved_model.pb"
 # The signature TensorFlow serves by default; a SavedModel with one signature of another
@@ -42,7 +40,7 @@ _DTYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 6: "int8", 9: "in
            10: "bool", 14: "bfloat16", 19: "float16"}  # fmt: skip
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     # Any folder, or any path no source before it claimed (asked last: a transformers
     # folder is `hf:DIR`, every other source a file's suffix or a prefix; a zoo name has
     # no "/"). A folder that is not a SavedModel, or a path that does not exist, is then
@@ -55,7 +53,7 @@ def _claims(text: str) -> bool:
         return False
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     if not Path(text).expanduser().exists():
         # Claimed as a path: it may have been meant as a file of another source.
         raise SpecError(f"model: {text}: no such file or folder")
@@ -67,7 +65,7 @@ def _resolve(text: str) -> ModelSpec:
         )
     content = digest(folder)
     return file_model(
-        SOURCE.name, str(folder), content, folder.name,
+        str(folder), content, folder.name,
         family="saved_model",
         builders={"tensorflow": lambda **_: build(str(folder)), FOLDER: lambda **_: folder},
         description=f"TensorFlow SavedModel {folder}",
@@ -200,13 +198,7 @@ def trainable_params(folder: str | Path) -> int:
 def load(folder: str) -> Any:
     import tensorflow as tf
 
-    try:
-        return tf.saved_model.load(folder)
-    except Exception as exc:
-        raise SpecError(
-            f"model: {folder}: not a SavedModel TensorFlow can load ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''})"
-        ) from None
+    return read_model(folder, "a SavedModel TensorFlow can load", tf.saved_model.load)
 
 
 def serving(loaded: Any, folder: str) -> Any:
@@ -259,7 +251,7 @@ def build(folder: str) -> Served:
     return Served(loaded, fn, [name for name, _ in _inputs(fn, folder)])
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     loaded = load(spec.reference)
     fn = serving(loaded, spec.reference)
     inputs = []
@@ -280,60 +272,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
         "params": trainable_params(spec.reference),
         "outputs": ", ".join(names),
     }
-
-
-SOURCE = register_source(
-    Source(
-        name="saved_model",
-        label="a TensorFlow SavedModel",
-        syntax="PATH/ (a SavedModel folder)",
-        example="./exported_model/",
-        claims=_claims,
-        resolve=_resolve,
-        native="tensorflow",
-        runs=(
-            ("tensorflow", "its serving signature, inside a tf.function (graph, xla)"),
-            ("openvino", "the folder as it is (openvino.convert_model reads SavedModels)"),
-            (
-                "litert",
-                "converted as it is by TensorFlow's converter "
-                "(tf.lite.TFLiteConverter.from_saved_model, builtin ops)",
-            ),
-        ),
-        cannot=(
-            ("torch", "a SavedModel is a TensorFlow graph; PyTorch cannot read it"),
-            (
-                "keras-jax",
-                "a SavedModel is a traced TensorFlow graph, not a Keras model: Keras' other "
-                "backends cannot run it (pass the .keras file to compare them)",
-            ),
-            (
-                "keras-torch",
-                "a SavedModel is a traced TensorFlow graph, not a Keras model: Keras' other "
-                "backends cannot run it (pass the .keras file to compare them)",
-            ),
-            (
-                "onnxruntime",
-                "ONNX Runtime reads ONNX only, and converting a SavedModel needs tf2onnx, "
-                "which fwbench does not use: convert it yourself (python -m tf2onnx.convert "
-                "--saved-model DIR --output net.onnx) and pass the .onnx file",
-            ),
-        ),
-        refuses=(
-            (
-                TRAIN.name,
-                "a SavedModel's signature is a traced inference graph, with no training "
-                "step to run; pass the model it came from (a .keras file) to train it",
-            ),
-        ),
-        mode_limits=(
-            (
-                "tensorflow",
-                ("eager",),
-                "a SavedModel's signature is a graph: TensorFlow runs it as one in any mode, "
-                "so eager would time graph execution under another name; use graph or xla",
-            ),
-        ),
-        describe=_describe,
-    )
-)

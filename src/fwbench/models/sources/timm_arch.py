@@ -8,14 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from fwbench.catalog.inputs import TensorSpec, format_signature
-from fwbench.catalog.models import TENSORS, ModelSpec
+from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.torch_common import torch_source
+from fwbench.models.sources.common import user_model
 
 PREFIX = "timm:"
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.startswith(PREFIX)
 
 
@@ -31,22 +31,19 @@ def build(name: str) -> Any:
     return timm.create_model(name, pretrained=False)
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     name = text[len(PREFIX) :].strip()
     if not name or not all(c.isalnum() or c in "_.-" for c in name):
         raise SpecError(f"model: {text!r}: write timm:NAME (an architecture timm lists)")
-    return ModelSpec(
-        name=f"{PREFIX}{name}",
+    return user_model(
+        f"{PREFIX}{name}",
         family="timm",
-        input_kind=TENSORS,
         builders={"torch": lambda **_: build(name)},
         description=f"timm's {name}, random weights",
-        objective="mean",
-        source=SOURCE.name,
     )
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     import timm
 
     from fwbench.models.sources.torch_common import trainable
@@ -64,14 +61,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
         "outputs": outputs,
         "version": f"timm {timm.__version__}",
     }
-
-
-SOURCE = torch_source(
-    name="timm",
-    label="a timm architecture",
-    syntax="timm:NAME",
-    example="timm:convnext_tiny",
-    claims=_claims,
-    resolve=_resolve,
-    describe=_describe,
-)

@@ -17,12 +17,11 @@ from fwbench.models.sources.common import (
     file_model,
     module_file,
 )
-from fwbench.models.sources.torch_common import torch_source
 
 PREFIX = "torch"
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.startswith(f"{PREFIX}:")
 
 
@@ -37,32 +36,21 @@ def build(text: str) -> Any:
     return check_module(call(module, function, text), text)
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     module, function = callable_parts(text, PREFIX)
     path = module_file(module, text)
     content = digest(path)
     reference = f"{PREFIX}:{path}:{function}" if module.endswith(".py") else text
     return file_model(
-        SOURCE.name, reference, content, f"{path.stem}.{function}",
+        reference, content, f"{path.stem}.{function}",
         family="pytorch",
         builders={"torch": lambda **_: build(reference)},
         description=f"{function}() of {path}",
     )  # fmt: skip
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     from fwbench.models.sources.torch_common import trainable
 
     found = build(spec.reference)
     return {"inputs": "", "params": trainable(found), "outputs": ""}
-
-
-SOURCE = torch_source(
-    name="torch_callable",
-    label="a PyTorch module from a function",
-    syntax="torch:module:function",
-    example="torch:nets.py:build",
-    claims=_claims,
-    resolve=_resolve,
-    describe=_describe,
-)

@@ -1,31 +1,10 @@
-"""What the PyTorch sources share: their registration (the frameworks that run a
-PyTorch model: PyTorch itself, and the inference runtimes through torch.onnx's export,
-as for the zoo's models), and, in a worker (torch imported where they compute), a
-module's trainable parameters and tensors' dtypes as fwbench names them."""
+"""What the PyTorch sources share in a worker (torch imported where they compute): a
+module's trainable parameters, tensors' dtypes as fwbench names them, a check that a
+function returned a module."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from fwbench.catalog.sources import Source, register_source
-
-# How the runtimes get a PyTorch source's model: as they get the zoo's.
-RUNS_TORCH = (
-    ("torch", "natively, in every mode"),
-    ("onnxruntime", "exported to ONNX by torch.onnx (as the zoo's models)"),
-    ("openvino", "exported to ONNX by torch.onnx (as the zoo's models)"),
-)
-CANNOT_TORCH = (
-    ("tensorflow", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
-    ("keras-jax", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
-    ("keras-torch", "a Keras 3 model runs there; this is a plain PyTorch module"),
-)
-
-
-def torch_source(**fields: Any) -> Source:
-    """A source of PyTorch modules, registered: PyTorch reads what they declare and runs
-    them; the runtimes run them through torch.onnx's export."""
-    return register_source(Source(native="torch", runs=RUNS_TORCH, cannot=CANNOT_TORCH, **fields))
 
 
 def dtype_name(dtype: Any) -> str:

@@ -13,23 +13,17 @@ from typing import Any
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, file_model
-from fwbench.models.sources.torch_common import torch_source
+from fwbench.models.sources.common import digest, existing, file_model, read_model
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return text.lower().endswith(".pt2")
 
 
 def _program(path: str) -> Any:
     import torch
 
-    try:
-        return torch.export.load(path)
-    except Exception as exc:
-        raise SpecError(
-            f"model: {path}: not a saved torch.export program ({type(exc).__name__}: {exc})"
-        ) from None
+    return read_model(path, "a saved torch.export program", torch.export.load)
 
 
 def build(path: str) -> Any:
@@ -53,18 +47,18 @@ def build(path: str) -> Any:
     return Exported(_program(path).module())
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     path = existing(text, "a torch.export program")
     content = digest(path)
     return file_model(
-        SOURCE.name, str(path), content, path.name,
+        str(path), content, path.name,
         family="torch.export",
         builders={"torch": lambda **_: build(str(path))},
         description=f"torch.export program {path}",
     )  # fmt: skip
 
 
-def _describe(spec: ModelSpec) -> dict[str, Any]:
+def describe(spec: ModelSpec) -> dict[str, Any]:
     import torch
 
     from fwbench.models.sources.torch_common import dtype_name
@@ -90,14 +84,3 @@ def _describe(spec: ModelSpec) -> dict[str, Any]:
         if name in program.state_dict
     )
     return {"inputs": format_signature(inputs), "params": params, "outputs": ""}
-
-
-SOURCE = torch_source(
-    name="torch_export",
-    label="a torch.export program",
-    syntax="PATH.pt2",
-    example="./net.pt2",
-    claims=_claims,
-    resolve=_resolve,
-    describe=_describe,
-)

@@ -14,18 +14,17 @@ import dataclasses
 import re
 
 from fwbench.catalog.models import ModelSpec
-from fwbench.catalog.sources import Source, register_source
 from fwbench.errors import SpecError
 from fwbench.models.sources.common import digest, existing, load_module, named
 
 _FORM = re.compile(r"^(?P<file>.+\.py):(?P<name>[A-Za-z_][A-Za-z0-9_]*)$")
 
 
-def _claims(text: str) -> bool:
+def claims(text: str) -> bool:
     return _FORM.match(text) is not None and not text.startswith(("torch:", "keras:"))
 
 
-def _resolve(text: str) -> ModelSpec:
+def resolve(text: str) -> ModelSpec:
     found = _FORM.match(text)
     assert found is not None
     path = existing(found["file"], "a Python file of twins")
@@ -47,21 +46,6 @@ def _resolve(text: str) -> ModelSpec:
         spec,
         name=named(spec.name, content),
         workload="",  # its own name: never compared with another file's
-        source=SOURCE.name,
         reference=f"{path}:{found['name']}",
         digest=content,
     )
-
-
-SOURCE = register_source(
-    Source(
-        name="twins",
-        label="twins from a Python file",
-        syntax="path/file.py:NAME",
-        example="nets.py:mlp",
-        claims=_claims,
-        resolve=_resolve,
-        native="",
-        runs=(),  # whichever frameworks its builders cover (ModelSpec.builder says)
-    )
-)
