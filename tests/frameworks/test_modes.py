@@ -175,3 +175,32 @@ def test_invalid_combinations_are_refused_with_their_reason() -> None:
     assert Case.build(**base, framework="torch", precision="fp32", layout="channels_first") == (
         Case.build(**base, framework="torch")
     )
+
+
+def test_tensorflow_xla_keeps_its_programs_for_the_next_command(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """TensorFlow's XLA mode compiles into XLA's persistent cache in the user's cache: the
+    first command writes its programs (its misses), the next writes none, loading them."""
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    case = Case.build(
+        framework="tensorflow", mode="xla", model="resnet18", input_size=32, num_classes=10,
+        task="infer", batch_size=2, threads=2,
+    )  # fmt: skip
+
+    def command() -> dict[str, object]:
+        timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
+        with ResultStore(tmp_path / "r.duckdb") as store:
+            (found,) = run_cases([case], store, "xla", RunOptions(timing=timing))
+        assert found.status == "ok", found.error
+        return found.settings
+
+    cold, warm = command(), command()
+    assert str(cold["compile_cache"]).startswith("XLA executables (TensorFlow's")
+    assert cold["compile_cache_scope"] == "between commands"
+    assert isinstance(cold["compile_cache_misses"], int) and cold["compile_cache_misses"] >= 1
+    assert warm["compile_cache_misses"] == 0
+    assert list((tmp_path / "cache" / "compile").glob("*/tensorflow-*-cpu/tf-xla/*.pb"))

@@ -212,9 +212,9 @@ RequireIdleOption = Annotated[
 CompileCacheOption = Annotated[
     bool,
     typer.Option(
-        help="Keep what JAX and torch.compile compile in the user's cache, by host and "
-        "framework version, so a program is compiled once, not in every run of every "
-        "command (each result says whether its compiles hit the cache); "
+        help="Keep what JAX, torch.compile and TensorFlow's XLA mode compile in the user's "
+        "cache, by host and framework version, so a program is compiled once, not in every "
+        "run of every command (each result says whether its compiles hit the cache); "
         "--no-compile-cache compiles in every run (a cold start each time)."
     ),
 ]

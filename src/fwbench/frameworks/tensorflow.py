@@ -268,6 +268,28 @@ def count_trainable(model: keras.Model) -> int:
 class TensorFlowAdapter(Adapter):
     name = "tensorflow"
 
+    def compile_cache(self, directory: str, case: Case) -> dict[str, Any]:
+        if case.mode != "xla":
+            return {}  # eager and graph modes compile no XLA program
+        # XLA's persistent cache (TF_XLA_FLAGS, read at the first XLA compile, not at
+        # import: the fork server's TensorFlow takes it). Files are named by the program's
+        # fingerprint, so a later run loads what an earlier one compiled.
+        folder = os.path.join(directory, "tf-xla")
+        os.makedirs(folder, exist_ok=True)
+        flags = os.environ.get("TF_XLA_FLAGS", "")
+        os.environ["TF_XLA_FLAGS"] = f"{flags} --tf_xla_persistent_cache_directory={folder}"
+        self.xla_cache = (folder, set(os.listdir(folder)))
+        return {"compile_cache": f"XLA executables (TensorFlow's persistent cache), in {directory}"}
+
+    def compile_cache_state(self) -> dict[str, Any]:
+        found = getattr(self, "xla_cache", None)
+        if found is None:
+            return {}
+        folder, before = found
+        # TensorFlow counts no lookups: a program it compiled is written to the cache, one
+        # it loaded is not. Misses are the programs written; no count of hits is recorded.
+        return {"compile_cache_misses": len(set(os.listdir(folder)) - before)}
+
     def configure(self, device: str, threads: int) -> dict[str, Any]:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)

@@ -115,14 +115,16 @@ def serve_case(
     loop serves a single process and each rank of a data-parallel case alike."""
     case = request.case
     adapter = load_adapter(case.framework)
+    # Compiled programs go to the cache every command shares (launch.rounds.compile_dir),
+    # or, with --no-compile-cache, to this run's own folder (removed when it ends): never
+    # to a framework's default, which every command on the machine shares unseen. Set
+    # before the framework is configured: TensorFlow reads XLA's flags when its runtime
+    # starts.
+    kept = request.compile_cache or os.path.join(tempfile.gettempdir(), "compile-cache")
+    cached = adapter.compile_cache(kept, case)
     settings = adapter.configure(case.device, case.threads) | {"env": _thread_env()}
     spec = case.model_spec
     settings |= {"loss": LOSSES[case.loss], "optimizer": spec.optimizer.describe()}
-    # Compiled programs go to the cache every command shares (launch.rounds.compile_dir),
-    # or, with --no-compile-cache, to this run's own folder (removed when it ends): never
-    # to a framework's default, which every command on the machine shares unseen.
-    kept = request.compile_cache or os.path.join(tempfile.gettempdir(), "compile-cache")
-    cached = adapter.compile_cache(kept, case)
     if cached:
         scope = "between commands" if request.compile_cache else "this run only"
         settings |= cached | {"compile_cache_scope": scope}
