@@ -53,8 +53,8 @@ from fwbench.case import Case
 from fwbench.catalog.inputs import parse_signature
 from fwbench.frameworks.agreement import within
 from fwbench.frameworks.base import OutputCheck, Workload, tensors_in, workload_class
-from fwbench.frameworks.keras_common import KerasModelsAdapter, check_policy
-from fwbench.frameworks.tensorflow import count_trainable, synthetic_inputs
+from fwbench.frameworks.keras_common import KerasModelsAdapter, check_policy, count_trainable
+from fwbench.frameworks.tensorflow import synthetic_inputs
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.sources.saved_model import FOLDER as SAVED_MODEL
 from fwbench.models.sources.saved_model import signature_key
