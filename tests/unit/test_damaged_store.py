@@ -250,6 +250,18 @@ def test_output_to_a_full_device_is_one_line(stored: Path) -> None:
     assert proc.stderr == "error: cannot write the output: No space left on device\n"
 
 
+def with_damaged_row(db: Path, statement: str) -> Path:
+    """A database of two results, PyTorch's and TensorFlow's, with PyTorch's row changed
+    by `statement` (an UPDATE without its WHERE) as a damaged disk or a hand edit would."""
+    with ResultStore(db) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+        store.add(result("tensorflow", "graph", 0.2, 0.001))
+    con = duckdb.connect(str(db))
+    con.execute(statement + " WHERE framework = 'torch'")
+    con.close()
+    return db
+
+
 @pytest.mark.parametrize(
     ("statement", "says"),
     [
@@ -261,13 +273,7 @@ def test_output_to_a_full_device_is_one_line(stored: Path) -> None:
 def test_a_damaged_cell_leaves_its_row_out_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], statement: str, says: str, command: str
 ) -> None:
-    db = tmp_path / "r.duckdb"
-    with ResultStore(db) as store:
-        store.add(result("torch", "eager", 0.1, 0.001))
-        store.add(result("tensorflow", "graph", 0.2, 0.001))
-    con = duckdb.connect(str(db))
-    con.execute(statement + " WHERE framework = 'torch'")
-    con.close()
+    db = with_damaged_row(tmp_path / "r.duckdb", statement)
     out = tmp_path / "out"
     argv = {
         "results": ["results"],

@@ -112,13 +112,20 @@ def test_json_nested_deeper_than_the_reader_goes_is_one_line(
     assert code in (0, 2) and err.count("\n") == 1, err
 
 
+def derived_free(tmp_path: Path, **changes: Any) -> Path:
+    """An export of one record with `changes`, without the fields fwbench derives on
+    export (case_key, throughput, ...): what a user or a plugin's fwbench wrote."""
+    rec = record(**changes)
+    for derived in ("case_key", "throughput", "global_batch_size", "different_work"):
+        rec.pop(derived)
+    return write(tmp_path / "x.json", [rec])
+
+
 def test_a_model_no_plugin_registers_here_is_imported_with_a_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rec = record(model="plugin-net")
-    for derived in ("case_key", "throughput", "global_batch_size", "different_work"):
-        rec.pop(derived)
-    export = write(tmp_path / "x.json", [rec])
+    export = derived_free(tmp_path, model="plugin-net")
+    rec = json.loads(export.read_text())[0]
     db = tmp_path / "r.duckdb"
     code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
     assert code == 0, err
@@ -139,10 +146,7 @@ def test_what_reading_shows_an_import_takes_with_the_same_warning(
     """A row edited to framework caffe or task fly was shown by results, report and
     export, and then its export was refused by import (issue 43, defect 7): both read
     it alike, its fields checked, named as not registered here (a plugin's?)."""
-    rec = record(**{field: value})
-    for derived in ("case_key", "throughput", "global_batch_size", "different_work"):
-        rec.pop(derived)
-    export = write(tmp_path / "x.json", [rec])
+    export = derived_free(tmp_path, **{field: value})
     db = tmp_path / "r.duckdb"
     code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
     assert code == 0, err
@@ -158,17 +162,9 @@ def test_a_damaged_row_is_left_out_with_a_warning_and_the_rest_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """One bad row blocked every command on the whole database (issue 43, defect 7)."""
-    import duckdb
+    from .test_damaged_store import with_damaged_row
 
-    from .test_parity_and_summary import result
-
-    db = tmp_path / "r.duckdb"
-    with ResultStore(db) as store:
-        store.add(result("torch", "eager", 0.1, 0.001))
-        store.add(result("tensorflow", "graph", 0.2, 0.001))
-    con = duckdb.connect(str(db))
-    con.execute("UPDATE results SET batch_size = 0 WHERE framework = 'torch'")
-    con.close()
+    db = with_damaged_row(tmp_path / "r.duckdb", "UPDATE results SET batch_size = 0")
     code, out, err = cli(["results", "--db", str(db), "--json"], capsys)
     assert code == 0, err
     assert [r["framework"] for r in json.loads(out)] == ["tensorflow"]
