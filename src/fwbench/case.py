@@ -131,7 +131,10 @@ class Case(BaseModel):
                 if mode is not None:
                     data["mode"] = mode
         if isinstance(data, dict) and isinstance(data.get("model"), str):
-            data = _user_model(data)
+            # A record is data (an export from elsewhere): its model is never resolved,
+            # which would import the Python it names.
+            recorded = bool((validation.context or {}).get(PLUGIN_MODELS))
+            data = _zoo_name(data) if recorded else _user_model(data)
             spec = find_model(data["model"])
             if spec is not None:
                 defaults = {d: v for d, v in spec.dims.items() if data.get(d) is None}
@@ -207,7 +210,14 @@ class Case(BaseModel):
                 "strategy: data-parallel cases run fp32 in the framework's native layout "
                 "for now; leave out precision, layout and autotune"
             )
-        if find_model(self.model) is None and (validation.context or {}).get(PLUGIN_MODELS):
+        if recorded and self.model_path:
+            # A user's model in a record: its name carries its content hash, and what
+            # resolves it (a file, a module) is not opened, let alone imported, here.
+            zoo = find_model(self.model)
+            if zoo is not None and zoo.source == ZOO:
+                raise ValueError(f"model_path: {self.model} is the zoo's; nothing resolves it")
+            return self
+        if find_model(self.model) is None and recorded:
             # A recorded case of a plugin's (or a user's) model that is not loaded here:
             # everything but the model's own dimensions is checked.
             return self
@@ -462,6 +472,11 @@ class Case(BaseModel):
             f"{self.variant} {self.model} {self.task} b{self.batch_size}{workers} "
             f"{self.shape}{precision} {self.device} t{self.threads}"
         )
+
+
+def _zoo_name(data: dict[str, Any]) -> dict[str, Any]:
+    text = data["model"]
+    return {**data, "model": text.lower()} if text.lower() in all_models() else data
 
 
 def _user_model(data: dict[str, Any]) -> dict[str, Any]:

@@ -229,3 +229,48 @@ def test_a_long_import_shows_its_progress(
     assert code == 0, err
     assert "checking x.json" in err and "writing" in err and "5/5" in err
     assert err.rstrip().endswith("5 results imported into " + str(tmp_path / "r.duckdb"))
+
+
+HOSTILE = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n\ndef fn():\n    return 1\n"
+
+
+@pytest.mark.parametrize(
+    ("model", "model_path"),
+    [
+        ("resnet18", "{file}:fn"),  # a zoo name with a path: the check resolved the path
+        ("resnet18", "torch:{file}:fn"),
+        ("resnet18", "keras:{file}:fn"),
+        ("resnet18", "torch:evilpkg.mod:fn"),  # finding the module ran its package
+        ("{file}:fn", None),  # a source's syntax as the name: resolving it imported it
+        ("nets.fn@0123456789ab", "{file}:fn"),  # a user's model, as fwbench records one
+    ],
+)
+def test_importing_a_record_never_runs_the_code_it_names(
+    model: str,
+    model_path: str | None,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 52, item 2: a record is data. A colleague's export whose model_path names a
+    Python file (or a package on the path) made `fwbench import` run it."""
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.py"
+    evil.write_text(HOSTILE.format(marker=str(marker)))
+    package = tmp_path / "evilpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(HOSTILE.format(marker=str(marker)))
+    (package / "mod.py").write_text("def fn():\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    changes: dict[str, Any] = {"model": model.format(file=evil)}
+    if model_path is not None:
+        changes["model_path"] = model_path.format(file=evil)
+    export = derived_free(tmp_path, **changes)
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", str(export), "--db", str(db)], capsys)
+    assert not marker.exists(), "importing a record ran the file it names"
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.count("\n") == 1 and not db.exists(), err
+    if model == "resnet18":
+        assert code == 2 and "model_path: resnet18 is the zoo's" in err, err

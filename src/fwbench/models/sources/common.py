@@ -97,6 +97,8 @@ def read_model(path: str, what: str, read: Callable[[str], T]) -> T:
     reason, not the reader's traceback."""
     try:
         return read(path)
+    except SpecError:
+        raise
     except Exception as exc:  # protobuf's DecodeError, a truncated zip's, ...
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise SpecError(f"model: {path}: not {what} ({type(exc).__name__}: {first})") from None

@@ -7,6 +7,7 @@ read takes only this process with it."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -25,11 +26,19 @@ def describe(text: str) -> dict[str, Any]:
     return {"name": spec.name, "inputs": "", "params": None, "outputs": "", **found}
 
 
+def _unnamed(error: str, text: str) -> str:
+    """The error without the model's name: the command's process says it once."""
+    error = error.removeprefix("model: ")
+    for name in (text, os.path.realpath(os.path.expanduser(text))):
+        error = error.removeprefix(f"{name}: ")
+    return error
+
+
 def main(argv: list[str]) -> int:
     try:
         found: dict[str, Any] = {"ok": True, **describe(argv[1])}
     except SpecError as exc:
-        found = {"ok": False, "error": str(exc).removeprefix("model: ")}
+        found = {"ok": False, "error": _unnamed(str(exc), argv[1])}
     except Exception as exc:  # the user's code, or a file the framework cannot read
         found = {"ok": False, "error": one_line(exc)}
     # Whatever the model's code printed came before: the last marked line is ours.

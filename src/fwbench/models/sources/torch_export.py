@@ -8,6 +8,13 @@ dimension it fixed stays fixed (an export with a static batch takes that batch o
 
 from __future__ import annotations
 
+import io
+import json
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
@@ -20,10 +27,99 @@ def claims(text: str) -> bool:
     return text.lower().endswith(".pt2")
 
 
+# torch's own switch: every torch.load in the process takes weights_only=True, whatever its
+# caller asked (torch.export.load asks for weights_only=False on pickled weights and
+# constants, and falls back to it when a safe load of its sample inputs fails).
+FORCE_SAFE_LOAD = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
+# What torch.export.load would run besides tensors: native code compiled by AOTInductor,
+# and constants it unpickles with plain pickle (opaque objects) or TorchScript's unpickler
+# (custom classes). The names are torch's (torch.export.pt2_archive.constants).
+COMPILED_DIR = "data/aotinductor/"
+CONSTANTS_CONFIG = "data/constants/{}_constants_config.json"
+UNPICKLED_CONSTANTS = ("custom_obj_", "opaque_obj_")
+REFUSED = "fwbench reads a .pt2 as data: its graph and its tensors, never code or pickled objects"
+
+
 def _program(path: str) -> Any:
+    """The saved program, read so that nothing in the file can run: its bytes are read
+    once (what is checked is what is loaded), an archive that holds compiled code or
+    objects beyond tensors is refused, and every pickle in it is unpickled as
+    `weights_only=True` allows (tensors, containers, plain types)."""
+    import pickle
+
     import torch
 
-    return read_model(path, "a saved torch.export program", torch.export.load)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise SpecError(f"model: {path}: cannot be read ({exc.strerror or exc})") from None
+    _refuse_code(path, data)
+
+    def load(_: str) -> Any:
+        try:
+            with _safe_loads():
+                return torch.export.load(io.BytesIO(data))
+        except pickle.UnpicklingError as exc:
+            # torch's message goes on to say how to load it unsafely: not ours to suggest.
+            found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+            what = f" ({found[1]})" if found else ""
+            raise SpecError(
+                f"model: {path}: refused: it holds a pickle of more than tensors{what}; {REFUSED}"
+            ) from None
+
+    return read_model(path, "a saved torch.export program", load)
+
+
+def _refuse_code(path: str, data: bytes) -> None:
+    """A one-line refusal where torch.export.load would run what the file holds."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # not a zip: torch.export.load says so in its words
+    # Entries lie under the archive's root folder (its name is the writer's choice).
+    inner = {n.split("/", 1)[1]: n for n in names if "/" in n}
+    if any(name.startswith(COMPILED_DIR) for name in inner):
+        raise SpecError(
+            f"model: {path}: refused: it holds a program compiled by AOTInductor (native "
+            f"code); {REFUSED}. Save the program with torch.export.save"
+        )
+    for name in inner:
+        model = _model_of_config(name)
+        if model is None:
+            continue
+        try:
+            config = json.loads(archive.read(inner[name])).get("config", {})
+            paths = [str(entry.get("path_name", "")) for entry in config.values()]
+        except (ValueError, AttributeError, KeyError, zipfile.BadZipFile, OSError):
+            continue  # torch.export.load refuses a damaged config in its words
+        unpickled = [p for p in paths if p.startswith(UNPICKLED_CONSTANTS)]
+        if unpickled:
+            raise SpecError(
+                f"model: {path}: refused: constant {unpickled[0]} of program {model!r} is a "
+                f"pickled object; {REFUSED}"
+            )
+
+
+def _model_of_config(name: str) -> str | None:
+    prefix, suffix = CONSTANTS_CONFIG.split("{}")
+    if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix + suffix):
+        return name[len(prefix) : -len(suffix)]
+    return None
+
+
+@contextmanager
+def _safe_loads() -> Iterator[None]:
+    before = os.environ.get(FORCE_SAFE_LOAD)
+    os.environ[FORCE_SAFE_LOAD] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(FORCE_SAFE_LOAD, None)
+        else:
+            os.environ[FORCE_SAFE_LOAD] = before
 
 
 def build(path: str) -> Any:
