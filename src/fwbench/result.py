@@ -49,6 +49,9 @@ so `Result.from_record` reads exported JSON of every earlier version):
      measuring without it meant (`UNRECORDED`: each run's median, runs that stopped on
      their precision, one of them, one untimed step after a switch, no shared compile
      cache), or else its default.
+ 18  runs[].reopened: the run was made after its comparison, stopped when its share of a
+     sweep's budget was spent, was re-opened with the time the budget had left (false
+     before this version).
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
@@ -173,6 +176,9 @@ class Run(Blocks):
     finish_s: float | None = Field(None, ge=0)
     # Its task's figures beyond the step time, by name ({} for train and infer).
     figures: dict[str, RunFigure] = Field(default_factory=dict)
+    # Made after its comparison, stopped by its share of a sweep's budget, was re-opened
+    # with the time the budget had left (False before version 18).
+    reopened: bool = False
 
     @property
     def steady_s(self) -> float:
@@ -212,6 +218,11 @@ class Measurement(Blocks):
         if figure == STEP_TIME.name:
             return tuple(run.index for run in self.runs) or (0,)
         return tuple(run.index for run in self.runs if figure in run.figures)
+
+    @property
+    def reopened(self) -> bool:
+        """Some of its runs were made after its comparison was re-opened (Run.reopened)."""
+        return any(run.reopened for run in self.runs)
 
     def figure(self, name: str = STEP_TIME.name) -> StepTime:
         """The case's estimate of `figure` over its runs, with its interval."""

@@ -170,10 +170,22 @@ def test_html_report_renders_in_a_real_browser(sweep_db: Path, tmp_path: Path) -
         charts = page.locator(".js-plotly-plot").count()
         rendered = page.locator(".js-plotly-plot .main-svg").count()
         bars = page.locator(".js-plotly-plot .point").count()
+        # The answer first (issue 54): after the title, one sentence per comparison (a
+        # busy machine's line may come before them), each with its verdict and interval.
+        lines = [line for line in page.inner_text("body").splitlines() if line.strip()]
+        opening = page.locator("section.answer p").all_inner_texts()
+        answers = page.locator("section.answer p.verdict").all_inner_texts()
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         browser.close()
     assert errors == []
+    assert lines[1 : 1 + len(opening)] == opening
+    assert len(answers) == 4, answers  # infer b1, infer b2, the oom pair, train b2
+    measured = [a for a in answers if "nothing measured" not in a]
+    assert len(measured) == 3, answers
+    for answer in measured:
+        assert answer.startswith("ResNet-18 ") and "interval" in answer, answer
+        assert any(w in answer for w in (" faster than ", "no difference", "undecided")), answer
     assert charts >= 4  # train, infer, per-sample, memory
     assert rendered >= charts
     assert bars > 0

@@ -25,7 +25,12 @@ def command(
 ) -> None:
     """List stored results (every invocation's, oldest first)."""
     # The work's modules load when it runs: --help reads only the signature.
-    from fwbench.report.terminal import report_tables, results_table, summary_table
+    from fwbench.report.terminal import (
+        answer_text,
+        report_tables,
+        results_table,
+        summary_table,
+    )
     from fwbench.store.db import ResultStore
 
     invocation = invocation_of(invocation, run)
@@ -35,6 +40,8 @@ def command(
         print_json([r.to_record() for r in results])
         return
     if summary:
+        if results:
+            out.print(answer_text(results))
         out.print(summary_table(results, title=f"Results in {db}"))
         for table in report_tables(results):
             out.print(table)

@@ -110,6 +110,7 @@ def command(
     from fwbench.api import RunOptions, executor_named
     from fwbench.cli.execute import execute
     from fwbench.report.terminal import (
+        answer_text,
         describe_result,
         report_tables,
         scaling_table,
@@ -170,6 +171,7 @@ def command(
     for result in results:
         console.print(describe_result(result))
     if len(results) > 1:
+        console.print(answer_text(results))
         console.print(summary_table(results, title="Comparison"))
     for table in report_tables(results):
         console.print(table)

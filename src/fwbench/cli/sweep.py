@@ -102,7 +102,7 @@ def command(
     # The work's modules load when it runs: --help reads only the signature.
     from fwbench.api import RunOptions, executor_named
     from fwbench.cli.execute import execute
-    from fwbench.report.terminal import report_tables, summary_table
+    from fwbench.report.terminal import answer_text, report_tables, summary_table
 
     if (file is None) == (preset is None):
         raise SpecError(
@@ -181,6 +181,8 @@ def command(
     if json:
         print_json([r.to_record() for r in results])
     else:
+        if results:
+            console.print(answer_text(results, band=None))
         console.print(summary_table(results, title=f"Sweep {sweep.name}"))
         for table in report_tables(results):
             console.print(table)

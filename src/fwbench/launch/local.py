@@ -36,7 +36,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -87,10 +87,11 @@ class RoundKind:
 
 
 def _case_stop(live: list[CaseRuns]) -> Sequence[str | None]:
+    found = _comparison(live)
     return case_runs.group_stop(
         [state.runs for state in live],
         [state.request.plan for state in live],
-        _decided(live),
+        None if found is None else found.decided,
     )
 
 
@@ -121,13 +122,77 @@ class _Group:
         self.max_rounds = max(r.plan.max_runs for r in requests)
         # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
         self.deadline = deadline
+        self.round_s: list[float] = []  # the wall time of each of its rounds
+        # Re-opened with the time a budget had left once every group had its share.
+        self.reopened = False
 
     @property
     def active(self) -> bool:
         return self.rounds < self.max_rounds and any(s.active for s in self.states)
 
+    @property
+    def round_cost(self) -> float | None:
+        """Seconds a round of it takes (their mean so far; None before the first)."""
+        return sum(self.round_s) / len(self.round_s) if self.round_s else None
+
+    @property
+    def parked(self) -> bool:
+        """Stopped by its share of the budget with its comparison still open and rounds
+        left: the time the budget has left at the end may decide it."""
+        cases = [s for s in self.states if isinstance(s, CaseRuns)]
+        if self.kind is not CASES or self.rounds >= self.max_rounds:
+            return False
+        if not any(s.stop == "time_share" for s in cases):
+            return False
+        live = [s for s in cases if s.ended is None and s.runs]
+        found = _comparison(live)
+        return found is not None and not found.decided
+
+    def to_decide(self) -> float:
+        """The seconds it would likely take to decide its comparison, were the ratio and
+        the spread what its runs show (Verdict.runs_needed at its round's cost): the
+        order in which parked groups are re-opened, most promising first."""
+        live = [s for s in self.states if isinstance(s, CaseRuns) and s.ended is None and s.runs]
+        found = _comparison(live)
+        verdict = found.verdict() if found is not None else None
+        if verdict is None or verdict.runs_needed is None or self.round_cost is None:
+            return math.inf
+        more = max(verdict.runs_needed - min(verdict.runs), 1)
+        return more * self.round_cost
+
+    def reopen(self) -> None:
+        """Take more rounds after its share was spent: the variants it stopped go on,
+        their runs from now on marked as made after the re-opening. The sequential plan
+        is the same (the same looks, from min_runs to max_runs runs a side): a group
+        that is paused and resumed looks at the runs it would have looked at anyway."""
+        self.reopened = True
+        for state in self.states:
+            if isinstance(state, CaseRuns) and state.stop == "time_share":
+                state.stop = None
+                state.reopened = True
+
+    def stop_open(self, reason: str) -> None:
+        """Stop the variants still going, for `reason` (a budget that another round would
+        overrun)."""
+        for state in self.states:
+            if state.active:
+                state.stop = reason
+
     def round(
         self, timeout_s: float, on_phase: Callable[[str], None] | None, servers: ForkServers
+    ) -> None:
+        began = time.monotonic()
+        try:
+            self._round(timeout_s, on_phase, servers, began)
+        finally:
+            self.round_s.append(time.monotonic() - began)
+
+    def _round(
+        self,
+        timeout_s: float,
+        on_phase: Callable[[str], None] | None,
+        servers: ForkServers,
+        began: float,
     ) -> None:
         active = [s for s in self.states if s.active]
         order = active if self.rounds % 2 == 0 else active[::-1]  # ABBA
@@ -143,7 +208,10 @@ class _Group:
         self.kind.run_round(order, self.rounds, timeout_s, on_phase, servers)
         live = [state for state in active if state.active]
         reasons = self.kind.stop(live)
-        spent = self.deadline is not None and time.monotonic() >= self.deadline
+        # Spent when another round, at what its rounds took so far, would end past it.
+        now = time.monotonic()
+        rounds = [*self.round_s, now - began]
+        spent = self.deadline is not None and now + sum(rounds) / len(rounds) > self.deadline
         if spent and all(len(s.runs) >= s.request.plan.min_runs for s in live):
             # Its share of the budget is spent and every variant has its minimum (a stop
             # that never looks at the data keeps the sequential plan's error rate).
@@ -154,6 +222,17 @@ class _Group:
 
     def outcomes(self) -> list[Outcome]:
         return [self._grouped(state.outcome()) for state in self.states]
+
+    def parked_outcomes(self) -> list[Outcome]:
+        """What it found when its share was spent, stored while it waits to be re-opened:
+        its variants stopped by "time_share" (their driver trackers left running)."""
+        found = []
+        for state in self.states:
+            if isinstance(state, CaseRuns) and state.stop == "time_share":
+                found.append(self._grouped(state.waiting()))
+            else:
+                found.append(self._grouped(state.outcome()))
+        return found
 
     def so_far(self) -> list[Outcome] | None:
         """The outcomes if the command ended now (see CaseRuns.so_far); None before every
@@ -167,15 +246,17 @@ class _Group:
         return dataclasses.replace(outcome, group_id=self.group_id)
 
 
-def _decided(live: list[CaseRuns]) -> bool | None:
-    """Whether the comparison of a group's variants is decided after this round, read
-    under its sequential plan (from min_runs to max_runs runs a side); None where the
-    verdict does not stop it (a case alone, or `stop_on: precision` or `runs`)."""
+def _comparison(live: list[CaseRuns]) -> verdicts.Comparison | None:
+    """The comparison of a group's variants after this round, read under its sequential
+    plan (from min_runs to max_runs runs a side), as its stopping rule reads it: decided
+    or not, and what would likely decide it; None where the verdict does not stop it (a
+    case alone, or `stop_on: precision` or `runs`), or before every variant has
+    min_runs runs (nothing is decided before)."""
     plans = [state.request.plan for state in live]
     if len(live) < 2 or any(p.stop_on != "verdict" for p in plans):
         return None
     if min(len(state.runs) for state in live) < max(p.min_runs for p in plans):
-        return False
+        return _UNDECIDED
     looks = verdicts.widest(p.looks for p in plans)
     assert looks is not None  # every plan stops on its verdict
     readings = [state.request.reading for state in live]
@@ -188,7 +269,11 @@ def _decided(live: list[CaseRuns]) -> bool | None:
     runs = [state.figure_runs(verdict_figure(live[0].request.case.task)) for state in live]
     if any(r is None for r in runs):
         runs = [state.figure_runs(STEP_TIME.name) for state in live]
-    return verdicts.as_they_come([r or [] for r in runs], reading, looks).decided
+    return verdicts.as_they_come([r or [] for r in runs], reading, looks)
+
+
+# A group before its first min_runs rounds: undecided, nothing estimated.
+_UNDECIDED = verdicts.Comparison.of({})
 
 
 def run_group(
@@ -221,6 +306,48 @@ def run_group(
     return group.outcomes()
 
 
+@dataclass
+class _Budget:
+    """A sweep's wall-clock budget (`--budget`), shared among its groups in two passes.
+
+    First, each window of groups (one, or `spread` taking turns) gets a share of what is
+    left, in proportion to what a round of it costs against the groups still to run (a
+    training comparison's round costs several inference ones'); until its first round
+    is timed, an equal share. A group that stops when its share is spent, its
+    comparison still open, is parked. Then the time left goes to the parked groups, the
+    one likeliest to be decided soonest first (`_Group.to_decide`), a round at a time
+    while a round of it still fits, until each is decided, reaches max_runs, or the
+    budget is spent."""
+
+    total_s: float
+    groups: int
+    started: float = field(default_factory=lambda: time.monotonic())
+    # Seconds of the first round of each group measured so far.
+    costs: list[float] = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        return self.started + self.total_s
+
+    def left(self) -> float:
+        return max(self.end - time.monotonic(), 0.0)
+
+    def equal(self, index: int, size: int) -> float:
+        """When a window of `size` groups starting at group `index` stops adding rounds
+        beyond min_runs, before any of its rounds is timed: an equal share each."""
+        return time.monotonic() + self.left() * size / (self.groups - index)
+
+    def weighed(self, index: int, began: float, left: float, costs: Sequence[float]) -> float:
+        """The same window's deadline once its first round is timed (`costs`: a round of
+        each of its groups; `left`: the budget left when the window began at `began`):
+        its share weighed by its cost against the groups after it, each estimated at the
+        mean cost of the groups timed so far."""
+        self.costs += costs
+        mine = sum(costs)
+        rest = (self.groups - index - len(costs)) * (sum(self.costs) / len(self.costs))
+        return began + left * (mine / (mine + rest) if mine + rest > 0 else 1.0)
+
+
 class LocalExecutor:
     """This machine: one group at a time, so no two cases share the hardware. Fork
     servers live as long as the executor runs, so each framework is imported once.
@@ -228,6 +355,10 @@ class LocalExecutor:
     `spread` > 1 lets that many consecutive groups take turns round by round (round 1 of
     each, then round 2 of each, ...): a case's runs are then minutes apart instead of
     seconds, so its interval over runs includes the machine's drift over that time.
+
+    `budget_s` of wall-clock time is shared among the groups (`_Budget`): a group whose
+    share is spent while its comparison is open is re-opened with the time left at the
+    end; it is handed back as it stood (its cases stopped by "time_share") until then.
 
     After each round of a group that goes on, its outcomes so far are handed back too
     (`GroupDone.final` False: cases stopped by "unfinished"), so a command killed in the
@@ -242,15 +373,6 @@ class LocalExecutor:
             raise ValueError(f"budget: must be a positive number of seconds (got {budget_s})")
         self.spread = spread
         self.budget_s = budget_s
-
-    def _deadline(self, started: float, groups_left: int, size: int) -> float | None:
-        """When the next `size` groups stop adding rounds beyond their minimum: an equal
-        share of what is left of the budget for each group still to run, so time a
-        decided comparison did not use goes to the open ones after it."""
-        if self.budget_s is None:
-            return None
-        left = self.budget_s - (time.monotonic() - started)
-        return time.monotonic() + max(left, 0.0) * size / groups_left
 
     def connect(self) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
@@ -267,7 +389,8 @@ class LocalExecutor:
     ) -> Iterator[GroupDone]:
         directory = Path(tempfile.mkdtemp(prefix="fwbench-servers-"))
         servers = ForkServers(directory)
-        started = time.monotonic()
+        budget = _Budget(self.budget_s, len(groups)) if self.budget_s is not None else None
+        parked: list[tuple[int, _Group]] = []
         try:
             window: list[tuple[int, list[GroupRequest]]] = []
             for index, group in enumerate(groups):
@@ -276,18 +399,18 @@ class LocalExecutor:
                         on_start(request.case)
                 if any(r.case.strategy for r in group):
                     # Data-parallel groups run alone, whole (their ranks fill the cores).
-                    deadline = self._deadline(started, len(groups) - index, 1)
+                    deadline = budget.equal(index, 1) if budget else None
                     outcomes = run_group(list(group), timeout_s, on_status, servers, deadline)
                     yield GroupDone(index, outcomes)
                     continue
                 window.append((index, list(group)))
                 if len(window) == self.spread:
-                    yield from self._turns(
-                        window, started, len(groups), timeout_s, on_status, servers
-                    )
+                    yield from self._turns(window, budget, parked, timeout_s, on_status, servers)
                     window = []
             if window:
-                yield from self._turns(window, started, len(groups), timeout_s, on_status, servers)
+                yield from self._turns(window, budget, parked, timeout_s, on_status, servers)
+            if budget is not None:
+                yield from _reopen(parked, budget, timeout_s, on_status, servers)
         finally:
             servers.close()
             shutil.rmtree(directory, ignore_errors=True)
@@ -295,16 +418,59 @@ class LocalExecutor:
     def _turns(
         self,
         window: list[tuple[int, list[GroupRequest]]],
-        started: float,
-        total: int,
+        budget: _Budget | None,
+        parked: list[tuple[int, _Group]],
         timeout_s: float,
         on_status: OnStatus | None,
         servers: ForkServers,
     ) -> Iterator[GroupDone]:
-        """Run a window of `spread` groups taking turns, within their share of the budget."""
-        deadline = self._deadline(started, total - window[0][0], len(window))
+        """Run a window of `spread` groups taking turns, within their share of the
+        budget; a group its share stopped with its comparison open joins `parked`."""
+        first = window[0][0]
+        began, left = time.monotonic(), budget.left() if budget else 0.0
+        deadline = budget.equal(first, len(window)) if budget else None
         turns = [(i, _Group(g, deadline)) for i, g in window]
-        yield from _take_turns(turns, timeout_s, on_status, servers)
+
+        def weigh() -> None:
+            if budget is not None:
+                costs = [g.round_s[0] for _, g in turns if g.round_s]
+                weighed = budget.weighed(first, began, left, costs)
+                for _, group in turns:
+                    group.deadline = weighed
+
+        yield from _take_turns(
+            turns, timeout_s, on_status, servers, weigh, parked if budget else None
+        )
+
+
+def _reopen(
+    parked: list[tuple[int, _Group]],
+    budget: _Budget,
+    timeout_s: float,
+    on_status: OnStatus | None,
+    servers: ForkServers,
+) -> Iterator[GroupDone]:
+    """The budget's time left, to the parked groups (`_Budget`); each handed back final
+    once it stops, and so far after each of its rounds before that."""
+    while parked:
+        parked.sort(key=lambda found: found[1].to_decide())
+        index, group = parked.pop(0)
+        fits = group.round_cost is not None and budget.left() >= group.round_cost
+        if fits:
+            group.reopen()
+            group.deadline = budget.end
+            if on_status:
+                case = group.states[0].request.case
+                on_status(f"re-opened with the budget's time left: {case.label()}")
+            while group.active:
+                cost = group.round_cost or 0.0
+                if budget.left() < cost:
+                    group.stop_open("time_share")  # another round would overrun it
+                    break
+                group.round(timeout_s, on_status, servers)
+                if group.active and (so_far := group.so_far()) is not None:
+                    yield GroupDone(index, so_far, final=False)
+        yield GroupDone(index, group.outcomes())
 
 
 def _take_turns(
@@ -312,11 +478,16 @@ def _take_turns(
     timeout_s: float,
     on_status: OnStatus | None,
     servers: ForkServers,
+    after_first: Callable[[], None] | None = None,
+    parked: list[tuple[int, _Group]] | None = None,
 ) -> Iterator[GroupDone]:
     """Round r of every group of the window, then round r + 1; each group handed back as
     soon as its last round is done (so a group of one run each is stored at once), and
-    its outcomes so far after each round before that."""
+    its outcomes so far after each round before that. `after_first` is called once the
+    window's first round is done (its cost is then known). With `parked`, a group its
+    share stopped while its comparison is open joins it, handed back as it stands."""
     pending = list(window)
+    first = True
     while pending:
         still = []
         for index, group in pending:
@@ -324,8 +495,16 @@ def _take_turns(
                 group.round(timeout_s, on_status, servers)
             if group.active:
                 still.append((index, group))
+        if first and after_first is not None:
+            after_first()
+        first = False
+        for index, group in pending:
+            if group.active:
                 if (so_far := group.so_far()) is not None:
                     yield GroupDone(index, so_far, final=False)
+            elif parked is not None and group.parked:
+                parked.append((index, group))
+                yield GroupDone(index, group.parked_outcomes(), final=False)
             else:
                 yield GroupDone(index, group.outcomes())
         pending = still

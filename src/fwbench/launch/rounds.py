@@ -61,6 +61,9 @@ class CaseRuns:
     warnings: list[str] = field(default_factory=list)
     # The outcome once made: its trackers' results are read once.
     final: CaseOutcome | None = None
+    # Its runs from now on are made after its group was re-opened (LocalExecutor's
+    # budget: the time left once every group had its share).
+    reopened: bool = False
 
     @classmethod
     def of(cls, request: GroupRequest) -> CaseRuns:
@@ -108,19 +111,28 @@ class CaseRuns:
             return self.outcome() if self.ended is not None or self.report else None
         if self.report is None:
             return None
-        stop = "unfinished"
+        return self._interim(
+            "unfinished",
+            f"unfinished: the command ended after {len(self.runs)} of this case's runs, "
+            "before its stopping rule was met; --resume measures it again",
+        )
+
+    def waiting(self) -> CaseOutcome:
+        """The outcome of a case stopped by its share of a budget whose group may be
+        re-opened with the time left at the end: "time_share", its runs so far, its driver
+        trackers left running (it may go on)."""
+        assert self.report is not None
+        return self._interim("time_share")
+
+    def _interim(self, stop: str, *said: str) -> CaseOutcome:
+        assert self.report is not None
         return CaseOutcome(
             self.report,
             None,
             tuple(self.runs),
             {},
             stop,
-            (
-                *self.warnings,
-                *case_runs.warnings(self.runs, stop, self.request.plan),
-                f"unfinished: the command ended after {len(self.runs)} of this case's runs, "
-                "before its stopping rule was met; --resume measures it again",
-            ),
+            (*self.warnings, *case_runs.warnings(self.runs, stop, self.request.plan), *said),
         )
 
 
@@ -380,6 +392,7 @@ def _finish(runner: _Runner, run: Steady, other: float | None) -> bool:
             warnings=timing.warnings,
             start_s=runner.start_s,
             finish_s=finish_s,
+            reopened=state.reopened,
             figures={
                 name: RunFigure(samples=tuple(values), median_s=statistics.median(values))
                 for name, values in runner.figures.items()

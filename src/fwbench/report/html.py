@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 
 from fwbench.report import figures, generation, scaling, warnings
 from fwbench.report import serving as serving_report
+from fwbench.report.answer import opening
 from fwbench.report.side_by_side import side_by_side
 from fwbench.report.style import colour, dash, pattern
 from fwbench.report.summary import (
@@ -39,6 +40,8 @@ th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: ta
 .warn { color: #a15c00; } .fail { color: #b00020; font-weight: 600; }
 .panel-empty { border: 2px dashed #bbb; padding: 1.5em; color: #555; background: #fafafa; }
 details pre { background: #f7f7f7; padding: .5em; overflow-x: auto; font-size: 12px; }
+.answer p { font-size: 17px; margin: .35em 0; } .answer p.busy { color: #a15c00; }
+details.how > summary { font-size: 1.5em; font-weight: bold; margin: .83em 0; cursor: pointer; }
 """
 
 
@@ -357,6 +360,7 @@ def _breakdown_figures(results: Sequence[Result]) -> list[tuple[str, go.Figure]]
 
 
 def _verdicts(results: Sequence[Result], band: float | None) -> str:
+    """The verdict table (the notes on how to read it are under "How to read this")."""
     variants, rows = summarise(results, band)
     names = workload_head(rows, always=("device",))
     head = [*names, *variants, "verdict"]
@@ -370,9 +374,44 @@ def _verdicts(results: Sequence[Result], band: float | None) -> str:
             ]
         )
     numeric = {names.index("batch"), names.index("shape")}
-    table = _table(head, body, numeric={*numeric, *range(len(names), len(names) + len(variants))})
-    notes = "".join(f'<p class="sub">{html.escape(n)}</p>' for n in verdict_notes(rows))
-    return table + notes
+    return _table(head, body, numeric={*numeric, *range(len(names), len(names) + len(variants))})
+
+
+def _answer(results: Sequence[Result], band: float | None) -> str:
+    """The answer, one sentence per comparison, and the busy machine: the report's first
+    words after its title."""
+    _, rows = summarise(results, band)
+    lines = opening(results, rows)
+    busy = len(lines) - len(rows)
+    return (
+        '<section class="answer">'
+        + "".join(
+            f'<p class="{"busy" if i < busy else "verdict"}">{html.escape(line)}</p>'
+            for i, line in enumerate(lines)
+        )
+        + "</section>"
+    )
+
+
+# How a verdict is read, said once in a report, after its tables and charts.
+_METHOD = (
+    "Each case is several worker processes (runs); its time is the geometric mean over its "
+    "runs of the value its verdict reads (each run's 25th-percentile block by default; a "
+    "note says which), with a 95% interval over runs, and x its ratio to the fastest. A "
+    "verdict says “faster” when the interval of the ratio lies beyond the equivalence band "
+    "(±2% unless a note says otherwise), “equivalent” when it lies within, “inconclusive” "
+    "otherwise."
+)
+
+
+def _how_to_read(results: Sequence[Result], band: float | None) -> str:
+    _, rows = summarise(results, band)
+    notes = [_METHOD, *verdict_notes(rows)]
+    return (
+        '<details class="how"><summary>How to read this</summary>'
+        + "".join(f"<p>{html.escape(n)}</p>" for n in notes)
+        + "</details>"
+    )
 
 
 def _trend_table(panels: list[figures.CurvePanel]) -> str:
@@ -566,16 +605,13 @@ def render(
     failures = [r for r in results if r.status != "ok"]
     grouped = warnings.group((r.case.label(), w) for r in results for w in r.warnings)
     warn_rows = [[g.text(), g.where()] for g in grouped]
-    body = [
-        f"<h1>{html.escape(title)}</h1>",
-        f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}. '
-        "Each case is several worker processes (runs); its time is the geometric mean over "
-        "its runs of the value its verdict reads (each run's 25th-percentile block by "
-        "default; a note under the table says which), with a 95% interval over runs, and "
-        "x its ratio to the fastest. A verdict says “faster” when the interval of the "
-        "ratio lies beyond the equivalence band (±2% unless a note says otherwise), "
-        "“equivalent” when it lies within, “inconclusive” otherwise.</p>",
-    ]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if results:
+        body.append(_answer(results, band))
+    body.append(
+        f'<p class="sub">{len(results)} results, generated {datetime.now():%Y-%m-%d %H:%M}; '
+        "how each figure and verdict is read: “How to read this”, after the charts.</p>"
+    )
     if results:
         body += ["<h2>Verdicts</h2>", _verdicts(results, band)]
     if study:
@@ -585,6 +621,8 @@ def render(
             _table(*reproduction_table(found, results)),
         ]
     body += sections
+    if results:
+        body.append(_how_to_read(results, band))
     if failures:
         body += [
             "<h2>Cases without a measurement</h2>",

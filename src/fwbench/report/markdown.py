@@ -8,6 +8,7 @@ from datetime import datetime
 
 from fwbench.measure.verdicts import ESTIMATOR_TEXT
 from fwbench.report import generation, scaling, warnings
+from fwbench.report.answer import opening
 from fwbench.report.serving import tables as serving_tables
 from fwbench.report.summary import (
     estimator_of,
@@ -47,10 +48,13 @@ def render(
     `band`: the band verdicts read instead of the one the results recorded."""
     variants, rows = summarise(results, band)
     counted = f"{len(results)} results" + (f", {len(serving)} serving points" if serving else "")
-    out = [
-        f"# {md(title)}",
-        "",
-        f"Generated {datetime.now():%Y-%m-%d %H:%M} from {counted}.",
+    out = [f"# {md(title)}", ""]
+    if results:
+        # The answer first, one line per comparison (our words, from md-safe names).
+        out += [f"- {md(line)}" for line in opening(results, rows)] + [""]
+    out += [
+        f"Generated {datetime.now():%Y-%m-%d %H:%M} from {counted}; how each figure and verdict "
+        "is read: *How to read this*, after the charts.",
         "",
     ]
     for table in [*serving_tables(serving, band), *generation.tables(results, band)]:
@@ -78,8 +82,6 @@ def render(
             cells = [md(c) for c in workload_cells(row, names)]
             cells += [md(row.cell(v)) for v in variants]
             out.append("| " + " | ".join(cells) + f" | {md(row.verdict())} |")
-    for note in verdict_notes(rows):
-        out += ["", note]  # our own words: no escaping
     scaled = scaling.scaling(results)
     if scaled:
         head, body = scaling.rows(scaled)
@@ -104,6 +106,11 @@ def render(
         # In angle brackets: a path with spaces (a report named "my report.md") is still
         # one link target (CommonMark).
         out += ["", f"![{md(caption)}](<{path}>)"]
+    notes = verdict_notes(rows)
+    if notes:
+        out += ["", "## How to read this"]
+        for note in notes:
+            out += ["", note]  # our own words: no escaping
     failures = [r for r in results if r.status != "ok"]
     if failures:
         out += ["", "## Cases without a measurement", ""]

@@ -229,20 +229,40 @@ def figure_note(rows: Iterable[SummaryRow]) -> str | None:
     )
 
 
-def budget_note(rows: Iterable[SummaryRow]) -> str | None:
-    """How many comparisons ended because their share of --budget was spent."""
+def budget_note(rows: Sequence[SummaryRow]) -> str | None:
+    """Which comparisons the budget's time left re-opened and what came of it, and how
+    many ended because the budget was spent."""
+    measured = [[r.measurement for r in row.ok.values() if r.measurement] for row in rows]
+    reopened = [row for row, ms in zip(rows, measured, strict=True) if any(m.reopened for m in ms)]
     ended = [
         row
-        for row in rows
-        if any(r.measurement.stop_reason == "time_share" for r in row.ok.values() if r.measurement)
+        for row, ms in zip(rows, measured, strict=True)
+        if any(m.stop_reason == "time_share" for m in ms)
     ]
-    if not ended:
-        return None
-    open_ = sum(1 for row in ended if (v := row.comparison()) and v.outcome == "inconclusive")
-    return (
-        f"--budget: {len(ended)} of the comparisons stopped when their share of the time was "
-        f"spent ({open_} of them inconclusive); a larger budget gives them more runs."
-    )
+    notes = []
+    if reopened:
+        names = "; ".join(
+            f"{_workload_text(row)} ({v.short() if (v := row.comparison()) else 'no verdict'})"
+            for row in reopened
+        )
+        notes.append(
+            f"Re-opened with the budget's time left, once every comparison had had its share: "
+            f"{names}. A re-opened comparison goes on under the same sequential plan, so its "
+            "verdict keeps its error rate."
+        )
+    if ended:
+        open_ = sum(1 for row in ended if (v := row.comparison()) and v.outcome == "inconclusive")
+        notes.append(
+            f"--budget: {len(ended)} of the comparisons stopped when the time was spent "
+            f"({open_} of them inconclusive); a larger budget gives them more runs."
+        )
+    return " ".join(notes) or None
+
+
+def _workload_text(row: SummaryRow) -> str:
+    """A row's workload in a few words: `resnet18 train b8 64px c1000`."""
+    w = dict(zip(WORKLOAD_FIELDS, row.workload, strict=True))
+    return f"{w['model']} {w['task']} b{batch_text(w)} {w['shape']}".strip()
 
 
 def unfinished_note(rows: Iterable[SummaryRow]) -> str | None:

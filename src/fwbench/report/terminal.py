@@ -11,10 +11,12 @@ from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from fwbench import tune
 from fwbench.report import generation, scaling
 from fwbench.report import serving as serving_report
+from fwbench.report.answer import opening
 from fwbench.report.regression import Change
 from fwbench.report.serving import Table as ReportTable
 from fwbench.report.side_by_side import CategoryRow
@@ -75,6 +77,18 @@ def summary_table(
             style=style,
         )
     return table
+
+
+def answer_text(results: Sequence[Result], band: float | None = None) -> Text:
+    """The answer first (fwbench.report.answer): the busy machine, then one line per
+    comparison, printed before the verdict table."""
+    _, rows = summarise(results, band)
+    lines = opening(results, rows)
+    busy = len(lines) - len(rows)
+    text = Text()
+    for i, line in enumerate(lines):
+        text.append(("" if i == 0 else "\n") + line, style="yellow" if i < busy else "bold")
+    return text
 
 
 def report_tables(results: Sequence[Result]) -> list[Table]:

@@ -42,6 +42,8 @@ are in one place: fwbench.result. The tables of each version:
      columns, by who reads them: run_timing, run_plan and reading (the estimator and the
      equivalence band). Each row's are made from its timing_config as
      fwbench.result.settings_of_old reads an exported record of its version.
+ 18  (no table changes: each run in results.runs may say it was made after its
+     comparison was re-opened, `reopened`; absent before this version: read as false.)
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -292,6 +294,11 @@ def _to_v17(con: Any) -> None:
     _altering_results(con, "ALTER TABLE results DROP COLUMN timing_config")
 
 
+def _to_v18(con: Any) -> None:
+    """Nothing to alter: a run's `reopened` is a key of the runs JSON, absent (false) in
+    rows of earlier versions."""
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -310,6 +317,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     14: _to_v15,
     15: _to_v16,
     16: _to_v17,
+    17: _to_v18,
 }
 
 
