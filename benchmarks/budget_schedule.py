@@ -1,16 +1,17 @@
 """A sweep's budget shared by its comparisons, on synthetic runs and a fake clock: how
 often identical variants are called different, and how many real differences are
-decided, when shares are equal slices and a comparison its share stopped stays
-stopped (before), and when shares follow a round's cost and the time left at the end
-re-opens the comparisons still open (now: fwbench.launch.local._Budget).
+decided, when each comparison gets an equal slice of what is left and stops there
+(before), and when each first gets its minimum and the time left then goes, a round at
+a time, to the open comparison likeliest to be decided soonest (now:
+fwbench.launch.local._Budget). Both arms start no round past their slice or budget.
 
 Each simulated sweep is the quick preset's shape: six comparisons, training rounds
-costing three times an inference round, under a budget that gives each comparison
-about five rounds; per-run values from tests/unit/test_sequential.py's generator
-(process offsets, noise shared within a round, drift, runs correlated in time, one-sided
-slowdowns). The real LocalExecutor schedules them; only the rounds are synthetic.
+costing three times an inference round; per-run values from
+tests/unit/test_sequential.py's generator (process offsets, noise shared within a
+round, drift, runs correlated in time, one-sided slowdowns). The real LocalExecutor
+schedules them; only the rounds are synthetic.
 
-    .venv/bin/python benchmarks/budget_schedule.py [--sweeps 300]
+    .venv/bin/python benchmarks/budget_schedule.py [--sweeps 300] [--budget 110]
 """
 
 from __future__ import annotations
@@ -69,10 +70,13 @@ def schedule(now: bool) -> Iterator[Rounds]:
     patch.setattr(local, "CASES", local.RoundKind(CaseRuns.of, rounds, local._case_stop,
                                                   local.CASES.end))  # fmt: skip
     if not now:
-        patch.setattr(local._Group, "parked", property(lambda self: False))
-        patch.setattr(local._Budget, "weighed",
-                      lambda self, index, began, left, costs:
-                      began + left * len(costs) / (self.groups - index))  # fmt: skip
+
+        def equal_slices(self: Any, window: Any, budget: Any, parked: Any, *rest: Any) -> Any:
+            deadline = budget.equal(window[0][0], len(window))
+            turns = [(i, local._Group(g, deadline)) for i, g in window]
+            return local._take_turns(turns, *rest)
+
+        patch.setattr(local.LocalExecutor, "_turns", equal_slices)
     try:
         yield rounds
     finally:
@@ -141,14 +145,14 @@ def main() -> int:
                 found, seconds = sweep(seed, ratios, args.budget, now)
                 outcomes += found
                 took.append(seconds)
-            arm = "now (by cost, re-opened)" if now else "before (equal, no re-open)"
+            arm = "now (minimum, then where it decides)" if now else "before (equal slices)"
             n = len(outcomes)
             share = {k: outcomes.count(k) / n for k in
                      ("faster", "faster-wrong", "equivalent", "inconclusive")}  # fmt: skip
             real = [o for o, r in zip(outcomes, ratios * args.sweeps, strict=True) if r > 1]
             decided = sum(o == "faster" for o in real) / len(real) if real else float("nan")
             line = (
-                f"{name:10} {arm:27} called faster {share['faster']:.1%}, the wrong way "
+                f"{name:10} {arm:37} called faster {share['faster']:.1%}, the wrong way "
                 f"{share['faster-wrong']:.1%}, equivalent {share['equivalent']:.1%}, "
                 f"inconclusive {share['inconclusive']:.1%}; "
             )

@@ -204,20 +204,21 @@ def test_a_budget_stops_each_workload_at_its_minimum_once_its_share_is_spent(
         assert [(len(o.runs), o.stop_reason) for o in d.outcomes] == [(2, "time_share")] * 2
 
 
-def test_a_budget_is_shared_among_the_workloads_still_to_run() -> None:
+def test_a_budget_gives_a_workload_run_whole_an_equal_share_of_what_is_left() -> None:
+    """Data-parallel groups run whole, each with an equal share of what is left (the
+    others' schedule, minimum first and then the time left where it decides, is
+    tests/unit/test_budget.py's)."""
     import pytest
 
     from fwbench.api import executor_named
     from fwbench.errors import SpecError
-    from fwbench.launch.local import LocalExecutor
+    from fwbench.launch.local import _Budget
 
-    executor = LocalExecutor(budget_s=100.0)
     now = time.monotonic()
-    deadline = executor._deadline(now, groups_left=4, size=1)
-    assert deadline is not None and 24 < deadline - now <= 25.1
-    spent = executor._deadline(now - 200, groups_left=2, size=1)  # over budget: no more
-    assert spent is not None and spent <= time.monotonic()
-    assert LocalExecutor()._deadline(now, 4, 1) is None
+    deadline = _Budget(100.0, groups=4, started=now).equal(0, 1)
+    assert 24 < deadline - now <= 25.1
+    spent = _Budget(100.0, groups=4, started=now - 200).equal(2, 1)  # over budget
+    assert spent <= time.monotonic()
     with pytest.raises(SpecError, match="--budget: applies to the local executor"):
         executor_named("ray", budget_s=60.0)
 

@@ -123,7 +123,7 @@ class _Group:
         # time.monotonic() after which no round beyond min_runs starts (a sweep's budget).
         self.deadline = deadline
         self.round_s: list[float] = []  # the wall time of each of its rounds
-        # Re-opened with the time a budget had left once every group had its share.
+        # Re-opened with the time a budget had left once every group had its minimum.
         self.reopened = False
 
     @property
@@ -137,16 +137,16 @@ class _Group:
 
     @property
     def parked(self) -> bool:
-        """Stopped by its share of the budget with its comparison still open and rounds
-        left: the time the budget has left at the end may decide it."""
+        """Stopped by the budget while its own rule would go on (its comparison open, or,
+        measured alone, its precision not reached) with rounds left: the budget's time
+        left may finish it."""
         cases = [s for s in self.states if isinstance(s, CaseRuns)]
         if self.kind is not CASES or self.rounds >= self.max_rounds:
             return False
         if not any(s.stop == "time_share" for s in cases):
             return False
         live = [s for s in cases if s.ended is None and s.runs]
-        found = _comparison(live)
-        return found is not None and not found.decided
+        return bool(live) and any(reason is None for reason in _case_stop(live))
 
     def to_decide(self) -> float:
         """The seconds it would likely take to decide its comparison, were the ratio and
@@ -161,7 +161,7 @@ class _Group:
         return more * self.round_cost
 
     def reopen(self) -> None:
-        """Take more rounds after its share was spent: the variants it stopped go on,
+        """Take more rounds after the budget stopped it: the variants it stopped go on,
         their runs from now on marked as made after the re-opening. The sequential plan
         is the same (the same looks, from min_runs to max_runs runs a side): a group
         that is paused and resumed looks at the runs it would have looked at anyway."""
@@ -224,7 +224,7 @@ class _Group:
         return [self._grouped(state.outcome()) for state in self.states]
 
     def parked_outcomes(self) -> list[Outcome]:
-        """What it found when its share was spent, stored while it waits to be re-opened:
+        """What it found when the budget stopped it, stored while it waits for more rounds:
         its variants stopped by "time_share" (their driver trackers left running)."""
         found = []
         for state in self.states:
@@ -308,22 +308,20 @@ def run_group(
 
 @dataclass
 class _Budget:
-    """A sweep's wall-clock budget (`--budget`), shared among its groups in two passes.
+    """A sweep's wall-clock budget (`--budget`), spent in two passes.
 
-    First, each window of groups (one, or `spread` taking turns) gets a share of what is
-    left, in proportion to what a round of it costs against the groups still to run (a
-    training comparison's round costs several inference ones'); until its first round
-    is timed, an equal share. A group that stops when its share is spent, its
-    comparison still open, is parked. Then the time left goes to the parked groups, the
-    one likeliest to be decided soonest first (`_Group.to_decide`), a round at a time
-    while a round of it still fits, until each is decided, reaches max_runs, or the
-    budget is spent."""
+    First, every comparison gets its minimum (min_runs rounds), in the sweep's order:
+    those it decides are done. Then the time left goes, a round at a time, to the one
+    still open that would likely be decided soonest (`_Group.to_decide`: the runs its
+    verdict says it still needs, at what a round of it costs, measured), the estimates
+    read again after every round, while a round of it still fits in what is left; each
+    stops once decided, at max_runs, or when the budget is spent. So a comparison that
+    costs most per run (training) is not cut first by an equal slice, and no time is left
+    unused while a comparison could still be decided."""
 
     total_s: float
     groups: int
     started: float = field(default_factory=lambda: time.monotonic())
-    # Seconds of the first round of each group measured so far.
-    costs: list[float] = field(default_factory=list)
 
     @property
     def end(self) -> float:
@@ -333,19 +331,9 @@ class _Budget:
         return max(self.end - time.monotonic(), 0.0)
 
     def equal(self, index: int, size: int) -> float:
-        """When a window of `size` groups starting at group `index` stops adding rounds
-        beyond min_runs, before any of its rounds is timed: an equal share each."""
+        """The deadline of `size` groups from group `index` that run whole (data-parallel
+        ones): an equal share each of what is left."""
         return time.monotonic() + self.left() * size / (self.groups - index)
-
-    def weighed(self, index: int, began: float, left: float, costs: Sequence[float]) -> float:
-        """The same window's deadline once its first round is timed (`costs`: a round of
-        each of its groups; `left`: the budget left when the window began at `began`):
-        its share weighed by its cost against the groups after it, each estimated at the
-        mean cost of the groups timed so far."""
-        self.costs += costs
-        mine = sum(costs)
-        rest = (self.groups - index - len(costs)) * (sum(self.costs) / len(self.costs))
-        return began + left * (mine / (mine + rest) if mine + rest > 0 else 1.0)
 
 
 class LocalExecutor:
@@ -356,9 +344,10 @@ class LocalExecutor:
     each, then round 2 of each, ...): a case's runs are then minutes apart instead of
     seconds, so its interval over runs includes the machine's drift over that time.
 
-    `budget_s` of wall-clock time is shared among the groups (`_Budget`): a group whose
-    share is spent while its comparison is open is re-opened with the time left at the
-    end; it is handed back as it stood (its cases stopped by "time_share") until then.
+    `budget_s` of wall-clock time is shared among the groups (`_Budget`): each first gets
+    its minimum; one whose comparison is still open is then handed back as it stands
+    (its cases stopped by "time_share") and re-opened with the time left, where it decides
+    most.
 
     After each round of a group that goes on, its outcomes so far are handed back too
     (`GroupDone.final` False: cases stopped by "unfinished"), so a command killed in the
@@ -424,23 +413,12 @@ class LocalExecutor:
         on_status: OnStatus | None,
         servers: ForkServers,
     ) -> Iterator[GroupDone]:
-        """Run a window of `spread` groups taking turns, within their share of the
-        budget; a group its share stopped with its comparison open joins `parked`."""
-        first = window[0][0]
-        began, left = time.monotonic(), budget.left() if budget else 0.0
-        deadline = budget.equal(first, len(window)) if budget else None
+        """Run a window of `spread` groups taking turns: to the end without a budget;
+        with one, their minimum, a group still open joining `parked`."""
+        # A deadline already past: no round beyond min_runs starts in this pass.
+        deadline = time.monotonic() if budget else None
         turns = [(i, _Group(g, deadline)) for i, g in window]
-
-        def weigh() -> None:
-            if budget is not None:
-                costs = [g.round_s[0] for _, g in turns if g.round_s]
-                weighed = budget.weighed(first, began, left, costs)
-                for _, group in turns:
-                    group.deadline = weighed
-
-        yield from _take_turns(
-            turns, timeout_s, on_status, servers, weigh, parked if budget else None
-        )
+        yield from _take_turns(turns, timeout_s, on_status, servers, parked if budget else None)
 
 
 def _reopen(
@@ -450,26 +428,34 @@ def _reopen(
     on_status: OnStatus | None,
     servers: ForkServers,
 ) -> Iterator[GroupDone]:
-    """The budget's time left, to the parked groups (`_Budget`); each handed back final
-    once it stops, and so far after each of its rounds before that."""
+    """The budget's time left, a round at a time, to the parked group likeliest to be
+    decided soonest whose round still fits (`_Budget`); each handed back final once it
+    stops, and so far after each of its rounds before that."""
+    opened: set[int] = set()
     while parked:
-        parked.sort(key=lambda found: found[1].to_decide())
-        index, group = parked.pop(0)
-        fits = group.round_cost is not None and budget.left() >= group.round_cost
-        if fits:
-            group.reopen()
-            group.deadline = budget.end
-            if on_status:
-                case = group.states[0].request.case
-                on_status(f"re-opened with the budget's time left: {case.label()}")
-            while group.active:
-                cost = group.round_cost or 0.0
-                if budget.left() < cost:
-                    group.stop_open("time_share")  # another round would overrun it
-                    break
-                group.round(timeout_s, on_status, servers)
-                if group.active and (so_far := group.so_far()) is not None:
-                    yield GroupDone(index, so_far, final=False)
+        fits = [
+            (index, group)
+            for index, group in parked
+            if group.round_cost is not None and budget.left() >= group.round_cost
+        ]
+        if not fits:
+            break
+        index, group = min(fits, key=lambda found: found[1].to_decide())
+        group.reopen()
+        group.deadline = budget.end
+        if on_status and index not in opened:
+            case = group.states[0].request.case
+            on_status(f"re-opened with the budget's time left: {case.label()}")
+        opened.add(index)
+        group.round(timeout_s, on_status, servers)
+        if group.active:
+            group.stop_open("time_share")  # parked again until it is chosen
+        if group.parked:
+            yield GroupDone(index, group.parked_outcomes(), final=False)
+        else:
+            parked.remove((index, group))
+            yield GroupDone(index, group.outcomes())
+    for index, group in parked:
         yield GroupDone(index, group.outcomes())
 
 
@@ -478,16 +464,13 @@ def _take_turns(
     timeout_s: float,
     on_status: OnStatus | None,
     servers: ForkServers,
-    after_first: Callable[[], None] | None = None,
     parked: list[tuple[int, _Group]] | None = None,
 ) -> Iterator[GroupDone]:
     """Round r of every group of the window, then round r + 1; each group handed back as
     soon as its last round is done (so a group of one run each is stored at once), and
-    its outcomes so far after each round before that. `after_first` is called once the
-    window's first round is done (its cost is then known). With `parked`, a group its
-    share stopped while its comparison is open joins it, handed back as it stands."""
+    its outcomes so far after each round before that. With `parked`, a group its share
+    stopped while its comparison is open joins it, handed back as it stands."""
     pending = list(window)
-    first = True
     while pending:
         still = []
         for index, group in pending:
@@ -495,9 +478,6 @@ def _take_turns(
                 group.round(timeout_s, on_status, servers)
             if group.active:
                 still.append((index, group))
-        if first and after_first is not None:
-            after_first()
-        first = False
         for index, group in pending:
             if group.active:
                 if (so_far := group.so_far()) is not None:

@@ -246,7 +246,7 @@ def budget_note(rows: Sequence[SummaryRow]) -> str | None:
             for row in reopened
         )
         notes.append(
-            f"Re-opened with the budget's time left, once every comparison had had its share: "
+            f"Re-opened with the budget's time left, once every comparison had had its minimum: "
             f"{names}. A re-opened comparison goes on under the same sequential plan, so its "
             "verdict keeps its error rate."
         )
