@@ -20,6 +20,19 @@ os.environ.setdefault("FWBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="fwbench-test
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
 DATA = Path(__file__).parent / "data"
+# Where every test starts worker processes, a framework or the CLI as a user runs it: the
+# inner loop leaves them out (`pytest -m "not slow"`, under five minutes on 2 cores), CI
+# runs everything. A unit test that takes seconds says so itself (@pytest.mark.slow).
+SLOW_FOLDERS = ("frameworks", "e2e", "launch")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(root).parts if item.path.is_relative_to(root) else ()
+        if parts and parts[0] in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
 
 # Enough to exercise every stage of the timing loop, quickly: one short run per case
 # (tests about the statistics over runs ask for more).
@@ -65,7 +78,7 @@ def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, s
     monkeypatch.setattr(tasks, "_TASKS", dict(tasks._TASKS))
     monkeypatch.setattr(tasks, "_loaded", False)
     monkeypatch.setattr(models, "_MODELS", dict(models._MODELS))
-    monkeypatch.setattr(models, "_loaded", False)
+    monkeypatch.setattr(models, "_BUILDERS", {k: dict(v) for k, v in models._BUILDERS.items()})
     monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
     monkeypatch.setattr(trackers, "_TRACKERS", dict(trackers._TRACKERS))
     monkeypatch.setattr(plugins, "_loaded", False)

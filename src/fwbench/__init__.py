@@ -11,6 +11,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# The zoo, its builders and the model sources register in the catalog first, before any
+# plugin and whatever is imported next (fwbench.models: no framework is imported).
+import fwbench.models  # noqa: F401
+
 _EXPORTS = {
     "Case": "fwbench.case",
     "Result": "fwbench.result",

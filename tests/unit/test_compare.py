@@ -35,6 +35,7 @@ def run_medians(rng: np.random.Generator, median: float, runs: int, **noise: flo
     return [stats.median(run_blocks(rng, median, **noise)) for _ in range(runs)]
 
 
+@pytest.mark.slow
 def test_a_3_percent_process_effect_does_not_make_identical_workloads_faster() -> None:
     seeds, called = 1000, 0
     for seed in range(seeds):

@@ -169,6 +169,7 @@ CASE_COLUMNS = {
 }
 
 
+@pytest.mark.slow
 @settings(
     max_examples=12,
     deadline=None,

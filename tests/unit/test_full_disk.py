@@ -53,6 +53,7 @@ def full_disk_for(table: str, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return failures
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_keeps_its_result_for_import(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

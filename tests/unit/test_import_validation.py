@@ -190,6 +190,7 @@ values = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40,
     deadline=None,

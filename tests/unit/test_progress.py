@@ -23,6 +23,7 @@ TINY = ["--batch-size", "2", "--input-size", "32", "--num-classes", "10", "--thr
 ONE_SHORT_RUN = ["--min-runs", "1", "--max-runs", "1", "--max-time", "0.3", "--no-flops"]
 
 
+@pytest.mark.slow
 def test_a_run_whose_stderr_is_not_a_terminal_says_a_line_per_case(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,6 +62,7 @@ keys = st.one_of(st.sampled_from([*sweeps.AXES, *sweeps.OTHER_KEYS]), st.text(ma
 documents = st.dictionaries(keys, values, max_size=8)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -185,6 +186,7 @@ def test_7_and_12_report_paths_and_formats_are_checked_up_front(tmp_path: Path) 
         write_report([], tmp_path, "html", "t")
 
 
+@pytest.mark.slow
 def test_8_small_inputs_cannot_exhaust_the_machine(tmp_path: Path) -> None:
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n"
     for level in "bcdefghij":

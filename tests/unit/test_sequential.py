@@ -57,6 +57,7 @@ def test_the_levels_of_a_plan() -> None:
     assert Looks(3, 200).confidence == pytest.approx(1 - 0.05 * 0.6 / 198)  # Bonferroni
 
 
+@pytest.mark.slow
 def test_identical_variants_read_every_round_are_called_different_at_most_5_percent() -> None:
     sequential = [until_decided(interleaved_runs(s, 10), 3, 10) for s in range(SEEDS)]
     false = sum(outcome == "faster" for outcome, _, _ in sequential) / SEEDS
@@ -97,6 +98,7 @@ def block_runs(seed: int, rounds: int, ratio: float = 1.0) -> dict[str, list[Blo
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", list(ESTIMATORS))
 def test_every_estimator_keeps_identical_variants_under_5_percent(estimator: str) -> None:
     false = 0
@@ -108,6 +110,7 @@ def test_every_estimator_keeps_identical_variants_under_5_percent(estimator: str
     assert false / SEEDS <= 0.05, false / SEEDS
 
 
+@pytest.mark.slow
 def test_a_low_quantile_decides_sooner_where_interference_only_adds_time() -> None:
     """Why the choice exists: with one-sided noise the 25th percentile of a run's blocks
     spreads less between runs than its median, so a 1.05x difference is decided more
@@ -123,6 +126,7 @@ def test_a_low_quantile_decides_sooner_where_interference_only_adds_time() -> No
     assert decided["p25"] > 1.2 * decided["median"], decided
 
 
+@pytest.mark.slow
 def test_paired_by_round_identical_variants_are_called_different_at_most_5_percent() -> None:
     for first, last in ((3, 10), (3, 3)):
         found = [until_decided(interleaved_runs(s, last), first, last, paired=True)
@@ -150,6 +154,7 @@ def shared_rounds(
     return out
 
 
+@pytest.mark.slow
 def test_pairing_by_round_decides_what_the_rounds_shared_would_hide() -> None:
     decided = {False: 0, True: 0}
     for seed in range(300):
@@ -160,6 +165,7 @@ def test_pairing_by_round_decides_what_the_rounds_shared_would_hide() -> None:
     assert decided[True] >= 0.9 * 300 and decided[True] > 2 * decided[False], decided
 
 
+@pytest.mark.slow
 def test_runs_leaned_apart_within_a_round_keep_5_percent_only_when_paired() -> None:
     """Why pairing is the reading of an interleaved design, not only a sharper one: when
     what slows one side's blocks in a round speeds the other's, the two sides' runs of a

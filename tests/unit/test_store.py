@@ -203,6 +203,7 @@ def test_a_bad_json_export_is_one_line_naming_the_record(
     assert "\n" not in str(found.value)
 
 
+@pytest.mark.slow
 def test_exports_of_every_earlier_schema_read_as_their_migrated_databases(
     tmp_path: Path,
 ) -> None:

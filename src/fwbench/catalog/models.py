@@ -1,15 +1,23 @@
-"""Model registry: name -> ModelSpec, readable without importing any framework.
+"""Model registry: name -> ModelSpec, readable without importing any framework; and
+each framework's builders of the zoo's models.
 
-Builders import their framework inside the function body, so registering a model never
-loads a framework. Users add models with a module that calls `register(...)`, found
-through the `fwbench.models` entry-point group or the FWBENCH_PLUGINS environment
+A model is declared once, as what it is (its input, dimensions, objective, optimizer);
+how a framework builds it is that framework's: a table of builders registered under
+the framework's name for the zoo's names (`register_builders`, fwbench.models.*_zoo), so
+a new framework adds its builders without editing the zoo. A model of a plugin's or of
+the user's may bring its own builders (`ModelSpec.builders`). Builders import their
+framework inside the function body, so registering never loads a framework.
+
+The zoo registers when `fwbench.models` is imported, which `import fwbench` does first,
+before any plugin: registration flows down to this table, and every edge is an import
+the layer contract sees. Users add models with a module that calls `register(...)`,
+found through the `fwbench.models` entry-point group or the FWBENCH_PLUGINS environment
 variable (comma-separated module names; fwbench.plugins), see docs/adding-a-model.md.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,7 +93,9 @@ class ModelSpec:
     name: str
     family: str
     input_kind: str
-    builders: dict[str, Builder] = field(repr=False)
+    # Its own builders, by framework (a plugin's or a user's model); the zoo's models
+    # have none: each framework registers its builders for them (register_builders).
+    builders: dict[str, Builder] = field(default_factory=dict, repr=False)
     description: str = ""
     # Image models may give only these two; `dims` then defaults to side and classes.
     default_input_size: int = 224
@@ -134,17 +144,27 @@ class ModelSpec:
             object.__setattr__(self, "workload", self.name)
 
     def builder(self, framework: str) -> Builder:
+        """How `framework` builds it: its own builder, else the one the framework (or the
+        framework whose models it runs: its entry's `models_from`) registered for it."""
         from fwbench.catalog.frameworks import FRAMEWORKS
 
         info = FRAMEWORKS.get(framework)
         source = info.models_from if info is not None and info.models_from else framework
-        try:
-            return self.builders[source]
-        except KeyError:
+        found = self.builders.get(source) or _BUILDERS.get(source, {}).get(self.name)
+        if found is None:
             raise SpecError(
                 f"model {self.name!r} has no {framework} implementation; "
-                f"it has: {', '.join(sorted(self.builders))}"
-            ) from None
+                f"it has: {', '.join(self.built_by()) or 'none'}"
+            )
+        return found
+
+    def built_by(self) -> list[str]:
+        """The names its builders are registered under: its own, and the frameworks'
+        that registered one for it (a runtime that builds from another framework's
+        models is not among them: its entry's `models_from` names the one it uses)."""
+        found = dict.fromkeys(self.builders)
+        found.update(dict.fromkeys(k for k, table in _BUILDERS.items() if self.name in table))
+        return sorted(found)
 
     def build(self, framework: str, dims: Mapping[str, int]) -> Any:
         return self.builder(framework)(**dims)
@@ -158,15 +178,13 @@ class ModelSpec:
 
 
 _MODELS: dict[str, ModelSpec] = {}
-_loaded = False
-_BUILT_IN = ("vision", "language", "speech")
+# Each framework's builders of the zoo's models: framework -> model name -> builder.
+_BUILDERS: dict[str, dict[str, Builder]] = {}
 
 
 def register(spec: ModelSpec) -> ModelSpec:
     """Add a model (the zoo's modules, and plugins). A name that is taken is refused: a
     plugin's `resnet18` would silently be one of the two."""
-    if not _loading:
-        _load_built_in()
     found = _MODELS.get(spec.name)
     if found is not None and found is not spec:
         raise SpecError(
@@ -177,24 +195,22 @@ def register(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-_loading = False
-
-
-def _load_built_in() -> None:
-    """The zoo's modules, first: a plugin's model registered before them would take a
-    built-in name and be replaced without a word."""
-    global _loaded, _loading
-    if not _loaded:
-        _loaded = _loading = True
-        try:
-            for module in _BUILT_IN:
-                importlib.import_module(f"fwbench.models.{module}")
-        finally:
-            _loading = False
+def register_builders(framework: str, builders: Mapping[str, Builder]) -> None:
+    """How `framework` builds models declared elsewhere (the zoo's, or a plugin's), by
+    model name: its builders module calls this once. A model it names that no one
+    declares is fine (a plugin's, not loaded here); a builder registered twice for one
+    model is refused, as a second `resnet18` would be."""
+    table = _BUILDERS.setdefault(framework, {})
+    taken = sorted(n for n, b in builders.items() if n in table and table[n] is not b)
+    if taken:
+        raise SpecError(
+            f"{framework} builders for {', '.join(taken)} are registered already; "
+            "register each model's builder once"
+        )
+    table.update(builders)
 
 
 def _load() -> None:
-    _load_built_in()
     # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
 
@@ -207,6 +223,16 @@ def all_models() -> dict[str, ModelSpec]:
 # Users' models resolved in this process (fwbench.catalog.sources), by the text given and
 # by their name: a worker resolves its case's again from its reference.
 _RESOLVED: dict[str, ModelSpec] = {}
+# How a text that names no registered model becomes one: set by fwbench.catalog.sources
+# when it loads (the model sources register into this table; it imports none of them).
+_resolver: Callable[[str, Sequence[str]], ModelSpec] | None = None
+
+
+def set_resolver(resolve: Callable[[str, Sequence[str]], ModelSpec]) -> None:
+    """Called once by the model sources: `resolve(text, zoo names)` makes a user's model
+    of a text, or raises SpecError naming what a text may be."""
+    global _resolver
+    _resolver = resolve
 
 
 def get_model(name: str) -> ModelSpec:
@@ -218,15 +244,9 @@ def get_model(name: str) -> ModelSpec:
         return models[key]
     if name in _RESOLVED:
         return _RESOLVED[name]
-    from fwbench.catalog.sources import source_of, syntaxes
-
-    source = source_of(name)
-    if source is None:
-        raise SpecError(
-            f"unknown model {name!r}; valid choices: {', '.join(sorted(models))}, or a model "
-            f"of your own: {syntaxes()}"
-        )
-    spec = source.resolve(name)
+    if _resolver is None:
+        raise SpecError(f"unknown model {name!r}; valid choices: {', '.join(sorted(models))}")
+    spec = _resolver(name, sorted(models))
     _RESOLVED[name] = _RESOLVED[spec.name] = spec
     return spec
 

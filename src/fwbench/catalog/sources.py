@@ -10,28 +10,30 @@ source, and why the others cannot, is data on its entry, checked before any work
 A source is one module of `fwbench.models.sources` (or a plugin's) that reads it
 (`claims`, `resolve` and, where the model declares something, `describe`) and one entry:
 the built-ins' are the table below, a plugin's a `register_source` call. An entry names
-its module, which is imported by name when a text is first asked about (as the zoo's
-are), so this table imports nothing above it and what it declares is readable without
-reading any model. Resolving a text is pure: files are hashed, nothing imports a
-framework; what only the framework can read (the declared inputs, the parameter count)
-`describe` reads in a worker.
+its module; the built-ins' are loaded with the zoo (`import fwbench` imports
+`fwbench.models`), a plugin's is imported by name when a text is first asked about, so
+this table imports nothing above it and what it declares is readable without reading
+any model. This module resolves a text that names no registered model
+(fwbench.catalog.models.get_model asks it, through `set_resolver`). Resolving a text is
+pure: files are hashed, nothing imports a framework; what only the framework can read
+(the declared inputs, the parameter count) `describe` reads in a worker.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fwbench import plugins
+from fwbench.catalog import models
+from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
 from fwbench.tasks.train import TRAIN
-
-if TYPE_CHECKING:
-    from fwbench.catalog.models import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ class Source:
 
     def _code(self) -> ModuleType:
         dotted = self.module if "." in self.module else f"fwbench.models.sources.{self.module}"
-        return importlib.import_module(dotted)
+        # A built-in's module is loaded with the zoo; a plugin's by its dotted name.
+        return sys.modules.get(dotted) or importlib.import_module(dotted)
 
     def claims(self, text: str) -> bool:
         return bool(self._code().claims(text))
@@ -252,3 +255,16 @@ def source_of(text: str) -> Source | None:
 def syntaxes() -> str:
     """Every source's syntax, for messages and help."""
     return ", ".join(s.syntax for s in all_sources().values())
+
+
+def _resolve(text: str, zoo: Sequence[str]) -> ModelSpec:
+    source = source_of(text)
+    if source is None:
+        raise SpecError(
+            f"unknown model {text!r}; valid choices: {', '.join(zoo)}, or a model of your "
+            f"own: {syntaxes()}"
+        )
+    return source.resolve(text)
+
+
+models.set_resolver(_resolve)

@@ -1,29 +1,11 @@
 """Language models: BERT-base, GPT-2, the base Transformer, and an LSTM language model in
-two implementations (the fused library layer and a generic cell loop)."""
+two implementations (the fused library layer and a generic cell loop). What each is;
+each framework's builders are its own (fwbench.models.torch_zoo, keras_zoo)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from fwbench.catalog.models import ModelSpec, Optimizer, register
 from fwbench.models import shapes
-
-
-def builders(
-    name: str, torch_module: str = "torch_sequence", keras_module: str = "keras_sequence"
-) -> dict[str, Any]:
-    """Builders of a model whose twins live in a PyTorch and a Keras module of
-    fwbench.models (imported in the worker, when the model is built)."""
-
-    def torch_build(**dims: int) -> Any:
-        return importlib.import_module(f"fwbench.models.{torch_module}").build(name, **dims)
-
-    def keras_build(**dims: int) -> Any:
-        return importlib.import_module(f"fwbench.models.{keras_module}").build(name, **dims)
-
-    return {"torch": torch_build, "tensorflow": keras_build}
-
 
 # Adam at BERT's fine-tuning and the Transformer's learning rates, no warmup schedule:
 # the schedule changes nothing a step costs.
@@ -32,7 +14,6 @@ register(
         name="bert_base",
         family="language",
         input_kind="tokens",
-        builders=builders("bert_base"),
         description="BERT-base encoder + classification head (transformers on PyTorch)",
         dims={"seq_len": 128, "vocab_size": 30522, "num_classes": 2},
         # Positions beyond BERT's 512 get an extended table; the model stays BERT-base.
@@ -52,7 +33,6 @@ for _name, _what, _seq in (
             name=_name,
             family="language",
             input_kind="tokens",
-            builders=builders(_name, "torch_gpt", "keras_gpt"),
             description=_what,
             dims={"seq_len": _seq, "vocab_size": 50257 if _name == "gpt2" else 512},
             objective="lm",
@@ -65,7 +45,6 @@ register(
         name="transformer_base",
         family="language",
         input_kind="token_pair",
-        builders=builders("transformer_base"),
         description="Transformer base encoder-decoder, teacher forcing (6+6 layers, 512 wide)",
         dims={"seq_len": 64, "vocab_size": 32000},
         objective="lm",
@@ -81,7 +60,6 @@ for _name, _impl, _what in (
             name=_name,
             family="language",
             input_kind="tokens",
-            builders=builders(_name),
             description=f"2-layer LSTM language model, PTB medium (650 wide): {_what}",
             dims={"seq_len": 35, "vocab_size": 10000},
             objective="lm",

@@ -1,16 +1,15 @@
-"""Speech models: DeepSpeech2 (convolutions over a spectrogram, bidirectional LSTMs, CTC)."""
+"""Speech models: DeepSpeech2 (convolutions over a spectrogram, bidirectional LSTMs, CTC);
+its builders are each framework's (fwbench.models.torch_zoo, keras_zoo)."""
 
 from __future__ import annotations
 
 from fwbench.catalog.models import ModelSpec, Optimizer, register
-from fwbench.models.language import builders
 
 register(
     ModelSpec(
         name="deepspeech2",
         family="speech",
         input_kind="spectrogram",
-        builders=builders("deepspeech2"),
         description="DeepSpeech2 (deepspeech.pytorch): 2 conv + 5 bi-LSTM(1024), CTC",
         # 2 s of 10 ms frames of a 161-bin (20 ms window, 16 kHz) spectrogram; 29 characters
         # (blank, space, apostrophe, a-z).
