@@ -5,16 +5,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # CPU flavours of TensorFlow and ONNX Runtime; GPU machines:
-#   make EXTRAS=torch,tensorflow-cuda,jax,onnx-cuda,openvino,litert,energy,serve,dev
-EXTRAS ?= torch,tensorflow,jax,onnx,openvino,litert,serve,dev
+#   make EXTRAS=torch,tensorflow-cuda,jax,llm,onnx-cuda,openvino,litert,energy,serve,dev
+EXTRAS ?= torch,tensorflow,jax,llm,onnx,openvino,litert,serve,dev
 RESULTS := fwbench-results
 
 .PHONY: setup demo test lint browser clean
 
+# keras-hub goes in without its requirements (pyproject.toml, extra `llm`, says why).
 $(BIN)/fwbench: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[$(EXTRAS)]'
+	$(BIN)/pip install --quiet --no-deps 'keras-hub==0.32.*'
 	touch $@
 
 setup: $(BIN)/fwbench

@@ -500,7 +500,7 @@ def _check_source(case: Case, spec: Any, label: str) -> None:
     """What a user's model's source allows, checked before any work (its entry's data)."""
     source = get_source(spec.source)
     if source.runs:
-        ok, why = source.can(case.framework)
+        ok, why = source.can(case.framework, spec)
         if not ok:
             raise ValueError(f"model: {label} cannot run {spec.name}: {why}")
     refused = dict(source.refuses).get(case.task)

@@ -1,5 +1,5 @@
 """Task `generate`: a greedy generation with a key/value cache, timed token by token, in
-PyTorch, TensorFlow and Keras-JAX from one set of weights (real frameworks, GPT-2 at the
+PyTorch, TensorFlow, Keras-JAX and Keras on PyTorch from one set of weights (real frameworks, GPT-2 at the
 test size): the same tokens everywhere, the figures of a generation with their
 intervals, no recompilation while timed, and bad input refused before any work."""
 
@@ -25,11 +25,12 @@ FIGURES = {"ttft_s", "tpot_s", "tpot_p50_s", "tpot_p90_s"}
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
     """One sweep: gpt2_tiny generating 6 tokens after an 8-token prompt, batch 2, in the
-    three frameworks that generate (their default modes: eager, graph, jit)."""
+    four frameworks that generate (their default modes: eager, graph, jit, eager)."""
     tmp = tmp_path_factory.mktemp("generate")
     spec = tmp / "s.yaml"
     spec.write_text(
-        "framework: [torch, tensorflow, keras-jax]\nmodel: gpt2_tiny\ntask: generate\n"
+        "framework: [torch, tensorflow, keras-jax, keras-torch]\nmodel: gpt2_tiny\n"
+        "task: generate\n"
         "batch_size: 2\nseq_len: 8\nnew_tokens: 6\nthreads: 1\n" + FAST_TIMING_YAML
     )
     db = tmp / "r.duckdb"
@@ -42,7 +43,12 @@ def test_every_framework_generates_the_same_tokens_and_reports_a_generations_fig
     generated: tuple[Path, list[dict]],
 ) -> None:
     db, records = generated
-    assert sorted(r["framework"] for r in records) == ["keras-jax", "tensorflow", "torch"]
+    assert sorted(r["framework"] for r in records) == [
+        "keras-jax",
+        "keras-torch",
+        "tensorflow",
+        "torch",
+    ]
     for r in records:
         assert r["status"] == "ok", r["error"]
         assert r["task_dims"] == "new_tokens=6"
@@ -50,7 +56,9 @@ def test_every_framework_generates_the_same_tokens_and_reports_a_generations_fig
         assert len(settings["generated_tokens"]) == 6
         # Keys and values: 2 layers x batch 2 x (8 + 6) positions x 64 wide, fp32.
         assert settings["kv_cache_bytes"] == 2 * 2 * 2 * 14 * 64 * 4
-        assert settings["token_check"].startswith("passed: keras-jax/jit, tensorflow/graph, ")
+        assert settings["token_check"].startswith(
+            "passed: keras-jax/jit, keras-torch/eager, tensorflow/graph, "
+        )
         assert not r["different_work"]
         # Each figure over the runs, with its interval; each run's a value per block.
         assert set(r["figures"]) == FIGURES

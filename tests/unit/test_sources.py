@@ -69,3 +69,47 @@ def test_a_keras_model_runs_on_keras_backends_and_the_runtimes_but_not_pytorch()
     ok, why = get_source("keras").can("torch")
     assert not ok and "Keras 3's backends" in why
     assert "saved_model" in all_sources()
+
+
+def test_a_decoder_runs_on_keras_where_keras_hub_reads_its_architecture(
+    tmp_path: Path,
+) -> None:
+    """Issue 53: which frameworks run an hf: model is declared per architecture (what
+    keras-hub reads), and a framework that cannot is refused before any work, with why."""
+    import json
+
+    from fwbench.case import Case
+    from fwbench.catalog.models import get_model
+
+    hf = get_source("hf")
+    llama, neox = get_model("hf:llama@tiny"), get_model("hf:gpt_neox")
+    for framework in ("torch", "tensorflow", "keras-jax", "keras-torch", "onnxruntime"):
+        assert hf.can(framework, llama)[0], framework
+    for framework in ("tensorflow", "keras-jax", "keras-torch"):
+        ok, why = hf.can(framework, neox)
+        assert not ok and "keras-hub reads no checkpoint of this architecture" in why
+    assert hf.can("torch", neox)[0]
+    with pytest.raises(SpecError, match="cannot run hf:gpt_neox: keras-hub reads no checkpoint"):
+        Case.build(framework="keras-jax", model="hf:gpt_neox", task="infer",
+                   inputs="input_ids=Bx8:int64<32000")  # fmt: skip
+    # A folder is read by its config's model_type.
+    for kind, runs in (("qwen2", True), ("gpt_neox", False)):
+        folder = tmp_path / kind
+        folder.mkdir()
+        config = {"model_type": kind, "architectures": ["XForCausalLM"], "vocab_size": 100}
+        (folder / "config.json").write_text(json.dumps(config))
+        assert hf.can("keras-jax", get_model(f"hf:{folder}"))[0] is runs
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("hf:llama@huge", "no size 'huge'; valid: small, tiny, 1b, 8b"),
+        ("hf:nope", "no built-in configuration for 'nope'; valid choices: hf:gpt2[@tiny]"),
+    ],
+)
+def test_a_size_or_architecture_fwbench_does_not_hold_is_named(text: str, says: str) -> None:
+    from fwbench.catalog.models import get_model
+
+    with pytest.raises(SpecError, match=says.replace("[", r"\[")):
+        get_model(text)

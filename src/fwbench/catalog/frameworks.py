@@ -435,8 +435,8 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         workloads=(
             (TRAIN.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
             (INFER.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
+            (GENERATE.name, "fwbench.frameworks.keras_torch:KerasTorchGenerate"),
         ),
-        task_reasons=((GENERATE.name, "Keras on PyTorch has no generation workload yet"),),
         preload=("keras",),
         forks_on_cuda=True,
         distributions=("keras",),

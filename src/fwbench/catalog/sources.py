@@ -82,10 +82,22 @@ class Source:
         )
         return found
 
-    def can(self, framework: str) -> tuple[bool, str]:
-        """Whether `framework` runs this source's models, and how, or why not."""
+    def can(self, framework: str, spec: ModelSpec | None = None) -> tuple[bool, str]:
+        """Whether `framework` runs this source's models (`spec`, where given: this one of
+        them), and how, or why not. A source whose frameworks depend on the model (which
+        architectures keras-hub reads) says so per model: its module's
+        `can_run(spec, builder)`, None where its entry's table decides."""
         runs = dict(self.runs)
         if framework in runs:
+            refine = getattr(self._code(), "can_run", None) if spec is not None else None
+            if refine is not None:
+                from fwbench.catalog.frameworks import FRAMEWORKS
+
+                info = FRAMEWORKS.get(framework)
+                builder = info.models_from if info is not None and info.models_from else framework
+                found: tuple[bool, str] | None = refine(spec, builder)
+                if found is not None:
+                    return found
             return True, runs[framework]
         why = dict(self.cannot).get(framework)
         if why is None:
@@ -104,6 +116,8 @@ _CANNOT_TORCH = (
     ("keras-jax", "a PyTorch model runs on PyTorch and the runtimes it exports to"),
     ("keras-torch", "a Keras 3 model runs there; this is a plain PyTorch module"),
 )
+# A transformers decoder on Keras 3: keras-hub reads the same checkpoint PyTorch does.
+_KERAS_HUB = "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
 # The runtimes' way to a Keras model: loaded on Keras' PyTorch backend, exported by
 # torch.onnx.
 _KERAS_EXPORTED = (
@@ -146,8 +160,16 @@ _BUILT_IN = (
     ),
     Source(
         name="hf", module="hf",
-        label="a transformers architecture", syntax="hf:ARCH or hf:DIR", example="hf:gpt2",
-        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+        label="a transformers architecture", syntax="hf:ARCH[@SIZE] or hf:DIR",
+        example="hf:llama",
+        native="torch",
+        # Keras' backends where keras-hub reads the architecture (hf.can_run says which).
+        runs=(
+            *_RUNS_TORCH,
+            ("tensorflow", _KERAS_HUB),
+            ("keras-jax", _KERAS_HUB),
+            ("keras-torch", _KERAS_HUB),
+        ),
     ),
     Source(
         name="keras", module="keras_model",

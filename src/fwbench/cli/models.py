@@ -177,7 +177,9 @@ def _user_model(text: str) -> dict[str, Any]:
     declared = user_models.describe(spec)
     frameworks = {}
     for name, info in FRAMEWORKS.items():
-        ok, how = source.can(name) if source.runs else (name in spec.built_by(), "its builder")
+        ok, how = (
+            source.can(name, spec) if source.runs else (name in spec.built_by(), "its builder")
+        )
         if ok and not info.installed():
             ok, how = False, f"not installed here (pip install 'fwbench[{name}]')"
         frameworks[name] = {"runs": ok, "how": how}

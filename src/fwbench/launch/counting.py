@@ -128,11 +128,12 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     if len(named) > 1:
         return named
     others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
-    users = {c.model_spec.source for c in cases if c.model_path or c.inputs}
-    for name in users:
-        source = get_source(name)
+    for spec in {
+        c.model_spec.name: c.model_spec for c in cases if c.model_path or c.inputs
+    }.values():
+        source = get_source(spec.source)
         if source.runs:
-            others = [fw for fw in others if source.can(fw)[0]]
+            others = [fw for fw in others if source.can(fw, spec)[0]]
     return sorted({*named, *others})
 
 

@@ -1,23 +1,70 @@
-"""A transformers architecture with random weights: `hf:DIR` (a local model folder: its
-`config.json`, no weights read) or `hf:ARCH` (a small configuration fwbench holds for
-each architecture in SMALL). Nothing is downloaded; the same weights in every worker (a
-fixed seed). Decoder-only (causal) models also run the task `generate`.
+"""A transformers architecture: `hf:ARCH` (a configuration fwbench holds for it: its small
+one, or `hf:ARCH@SIZE`, a tiny one for tests or a published model's dimensions) or
+`hf:DIR` (a local model folder: its `config.json`, and its weights where it has them).
+Nothing is downloaded, ever.
+
+One set of weights serves every framework. A folder's own safetensors are read as they
+are; otherwise random weights are made once per configuration (transformers' own
+initialisation under a fixed seed, in a PyTorch process) and kept as safetensors in the
+user's cache, keyed by the configuration's hash (never in the user's folder).
+transformers reads them for PyTorch, and keras-hub's converters for Keras 3's three
+backends (TensorFlow, JAX, PyTorch), where keras-hub reads the architecture
+(`ARCHS[...].keras_hub`; `fwbench models --model hf:X` says which frameworks run it).
+Decoder-only (causal) models also run the task `generate`.
 
 Its input is `input_ids` (B x sequence, token ids below the vocabulary); the sequence
 length is the user's to give (`--input-shape input_ids=Bx128`), up to its context."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwbench.cache import cache_dir
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, existing, file_model, user_model
+from fwbench.models.sources.common import digest_text, existing, file_model, user_model
 
 PREFIX = "hf:"
+SEED = 0  # transformers' random initialisation, the same in every process
+KERAS = ("tensorflow",)  # the builder Keras 3's backends build from (their `models_from`)
+WEIGHTS = "hf-weights"  # the cache's folder of random weights, one per configuration
+
+
+@dataclass(frozen=True)
+class Arch:
+    """What fwbench holds for one transformers architecture: its configurations (the
+    small default, a tiny one for tests, published sizes with random weights) and how
+    keras-hub reads its checkpoints, or why it cannot."""
+
+    causal: bool
+    small: dict[str, Any]
+    tiny: dict[str, Any] = field(default_factory=dict)
+    # Published models' dimensions (random weights, written in bfloat16: a 7B model's
+    # fp32 weights would not fit most hosts twice).
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The keras-hub CausalLM that reads its checkpoints ("" when none does), and why not.
+    keras_hub: str = ""
+    keras_why: str = ""
+    model_type: str = ""  # transformers' name, where it differs from the arch's
+
+    def config(self, size: str) -> dict[str, Any]:
+        if size == "small":
+            return self.small
+        if size == "tiny":
+            return {**self.small, **self.tiny}
+        return self.sizes[size]
+
+
 CONTEXT = 512
 VOCAB = 32000
 # The small configurations: 4 layers of width 256 (a few million parameters besides the
@@ -30,19 +77,160 @@ _COMMON = {
     "max_position_embeddings": CONTEXT,
     "vocab_size": VOCAB,
 }
-SMALL: dict[str, tuple[bool, dict[str, Any]]] = {  # arch -> (causal, its settings)
-    "gpt2": (True, {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_positions": CONTEXT,
-                    "vocab_size": VOCAB}),
-    "llama": (True, {**_COMMON, "num_key_value_heads": 4}),
-    "mistral": (True, {**_COMMON, "num_key_value_heads": 4, "sliding_window": None}),
-    "qwen2": (True, {**_COMMON, "num_key_value_heads": 4}),
-    "gpt_neox": (True, _COMMON),
-    "opt": (True, {"hidden_size": 256, "ffn_dim": 1024, "num_hidden_layers": 4,
-                   "num_attention_heads": 4, "max_position_embeddings": CONTEXT,
-                   "vocab_size": VOCAB, "word_embed_proj_dim": 256}),
-    "bert": (False, _COMMON),
-    "roberta": (False, {**_COMMON, "max_position_embeddings": CONTEXT + 2}),
+# The tiny ones, for tests on 2 cores: 2 layers of width 64, context 128, vocabulary 512.
+_TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+    "vocab_size": 512,
+}
+# Token ids every architecture's vocabulary holds: no special token is generated, so a
+# generation's tokens are the model's argmax alone (keras-hub stops at none either).
+_NO_SPECIALS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": 0}
+# keras-hub's decoders: decoder-only, grouped-query attention, rotary positions.
+_DECODER = {**_COMMON, "num_key_value_heads": 2, "tie_word_embeddings": False, **_NO_SPECIALS}
+_LLAMA_3 = {"rope_theta": 500000.0, "head_dim": 64, **_NO_SPECIALS}
+_MOE = {"num_experts_per_tok": 2, "moe_intermediate_size": 256}
+_MOE_TINY = {"moe_intermediate_size": 64}
+# Gemma 2 and 3 scale queries by query_pre_attn_scalar; keras-hub by the head's width
+# unless the two agree (its converter checks): they do here.
+_GEMMA = {"head_dim": 64, "query_pre_attn_scalar": 64}
+_GEMMA_TINY = {"head_dim": 16, "query_pre_attn_scalar": 16, "sliding_window": 64}
+_NOT_CONVERTED = (
+    "keras-hub reads no checkpoint of this architecture; PyTorch and the runtimes it "
+    "exports to run it"
+)
+
+ARCHS: dict[str, Arch] = {
+    "gpt2": Arch(
+        True,
+        {"n_embd": 256, "n_layer": 4, "n_head": 4, "n_positions": CONTEXT, "vocab_size": VOCAB},
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 512,
+         **_NO_SPECIALS},
+        keras_hub="GPT2CausalLM",
+    ),
+    "llama": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 4},
+        {**_TINY, "tie_word_embeddings": False, **_NO_SPECIALS},
+        sizes={
+            # Llama 3.2 1B and Llama 3.1 8B, their context cut to 8,192 positions.
+            "1b": {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                   "max_position_embeddings": 8192, "tie_word_embeddings": True, **_LLAMA_3},
+            "8b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+                   "max_position_embeddings": 8192, "tie_word_embeddings": False,
+                   **_LLAMA_3, "head_dim": 128},
+        },
+        keras_hub="Llama3CausalLM",
+    ),
+    "mistral": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 4, "sliding_window": None},
+        {**_TINY, "tie_word_embeddings": False, **_NO_SPECIALS},
+        sizes={
+            # Mistral 7B v0.1 (its sliding window of 4,096 positions kept).
+            "7b": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+                   "max_position_embeddings": 8192, "sliding_window": 4096,
+                   "tie_word_embeddings": False, **_NO_SPECIALS},
+        },
+        keras_hub="MistralCausalLM",
+    ),
+    "mixtral": Arch(
+        True,
+        {**_DECODER, "num_local_experts": 4, "sliding_window": None, **_MOE},
+        {**_TINY, "num_local_experts": 4, "num_experts_per_tok": 2, **_NO_SPECIALS},
+        keras_hub="MixtralCausalLM",
+    ),
+    "gemma": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 1, "head_dim": 64, **_NO_SPECIALS},
+        {**_TINY, "head_dim": 16},
+        sizes={
+            # Gemma 2B.
+            "2b": {"hidden_size": 2048, "intermediate_size": 16384, "num_hidden_layers": 18,
+                   "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+                   "vocab_size": 256000, "max_position_embeddings": 8192, **_NO_SPECIALS},
+        },
+        keras_hub="GemmaCausalLM",
+    ),
+    "gemma2": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 2, "sliding_window": 256, **_GEMMA, **_NO_SPECIALS},
+        {**_TINY, **_GEMMA_TINY},
+        keras_hub="GemmaCausalLM",
+    ),
+    "gemma3": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 2, "sliding_window": 256, **_GEMMA, **_NO_SPECIALS},
+        {**_TINY, **_GEMMA_TINY},
+        keras_hub="Gemma3CausalLM",
+        model_type="gemma3_text",
+    ),
+    "qwen2": Arch(
+        True,
+        {**_COMMON, "num_key_value_heads": 4},
+        {**_TINY, "tie_word_embeddings": False, **_NO_SPECIALS},
+        keras_hub="QwenCausalLM",
+    ),
+    "qwen3": Arch(
+        True,
+        {**_DECODER, "head_dim": 64},
+        {**_TINY, "head_dim": 16},
+        keras_hub="Qwen3CausalLM",
+    ),
+    "qwen2_moe": Arch(
+        True,
+        {**_DECODER, "num_experts": 4, "shared_expert_intermediate_size": 512, **_MOE},
+        {**_TINY, "num_experts": 4, "num_experts_per_tok": 2,
+         "shared_expert_intermediate_size": 128, **_MOE_TINY, **_NO_SPECIALS},
+        keras_hub="QwenMoeCausalLM",
+    ),
+    "qwen3_moe": Arch(
+        True,
+        {**_DECODER, "head_dim": 64, "num_experts": 4, **_MOE},
+        {**_TINY, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2, **_MOE_TINY,
+         **_NO_SPECIALS},
+        keras_hub="Qwen3MoeCausalLM",
+    ),
+    "phi3": Arch(
+        True,
+        {**_DECODER, "rope_scaling": None},
+        {**_TINY, **_NO_SPECIALS},
+        # keras-hub has Phi-3's model but no converter of its checkpoints: fwbench's own
+        # (frameworks/keras_hub.py) reads them into it.
+        keras_hub="Phi3CausalLM",
+    ),
+    "smollm3": Arch(
+        True,
+        # keras-hub's SmolLM3 ties its embeddings (its converter reads no output head).
+        {**_DECODER, "tie_word_embeddings": True},
+        {**_TINY, "tie_word_embeddings": True, **_NO_SPECIALS},
+        keras_hub="SmolLM3CausalLM",
+    ),
+    "gpt_neox": Arch(True, _COMMON, keras_why=_NOT_CONVERTED),
+    "opt": Arch(
+        True,
+        {"hidden_size": 256, "ffn_dim": 1024, "num_hidden_layers": 4, "num_attention_heads": 4,
+         "max_position_embeddings": CONTEXT, "vocab_size": VOCAB, "word_embed_proj_dim": 256},
+        keras_why=_NOT_CONVERTED,
+    ),
+    "bert": Arch(False, _COMMON, keras_why="an encoder: fwbench reads decoders from keras-hub"),
+    "roberta": Arch(
+        False,
+        {**_COMMON, "max_position_embeddings": CONTEXT + 2},
+        keras_why="an encoder: fwbench reads decoders from keras-hub",
+    ),
 }  # fmt: skip
+# keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
+KERAS_HUB = {
+    arch.model_type or name: arch.keras_hub for name, arch in ARCHS.items() if arch.keras_hub
+}
 
 
 def claims(text: str) -> bool:
@@ -69,60 +257,235 @@ def _read_config(folder: Path, text: str) -> dict[str, Any]:
     return config
 
 
+def _named(given: str) -> tuple[str, str] | None:
+    """`ARCH` or `ARCH@SIZE` as (arch, size), or None when it names no configuration."""
+    arch, _, size = given.partition("@")
+    found = ARCHS.get(arch)
+    if found is None:
+        return None
+    size = size or "small"
+    if size == "small" or (size == "tiny" and found.tiny) or size in found.sizes:
+        return arch, size
+    return None
+
+
+def _sizes_text() -> str:
+    named = []
+    for name, arch in ARCHS.items():
+        extra = (["tiny"] if arch.tiny else []) + list(arch.sizes)
+        named.append(f"hf:{name}" + (f"[@{'|'.join(extra)}]" if extra else ""))
+    return ", ".join(named)
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """A folder's safetensors weights (one file, or the shards its index names)."""
+    return sorted(folder.glob("*.safetensors"))
+
+
+def _folder_digest(folder: Path, config_text: str) -> str:
+    """What names an hf:DIR: its config, and, where it has weights, each weight file's
+    name, size and first and last MiB (the header, which says every tensor's place, and
+    data at both ends): cheap enough for every command, and two folders of other weights
+    never share it."""
+    h = hashlib.sha256(config_text.encode())
+    for path in weight_files(folder):
+        size = path.stat().st_size
+        h.update(f"\0{path.name}\0{size}\0".encode())
+        with path.open("rb") as f:
+            h.update(f.read(1 << 20))
+            f.seek(max(size - (1 << 20), 0))
+            h.update(f.read(1 << 20))
+    return h.hexdigest()[:12]
+
+
 def resolve(text: str) -> ModelSpec:
     given = text[len(PREFIX) :].strip()
-    if given in SMALL:
-        causal, _ = SMALL[given]
+    named = _named(given)
+    if named is not None:
+        arch, size = named
+        found = ARCHS[arch]
+        config = found.config(size)
+        context = config.get("max_position_embeddings") or config.get("n_positions")
+        label = "fwbench's small configuration" if size == "small" else f"its {size} size"
         return user_model(
             f"{PREFIX}{given}",
             family="transformers",
-            builders={"torch": lambda **_: build(given)},
-            description=f"transformers' {given}, fwbench's small configuration, random weights",
-            objective="lm" if causal else "mean",
-            context=CONTEXT if causal else None,
+            builders=_builders(given, found.keras_hub),
+            description=f"transformers' {arch}, {label}, random weights",
+            objective="lm" if found.causal else "mean",
+            context=int(context) if found.causal and context else None,
         )
+    if "@" in given and _named(given.partition("@")[0]) is not None:
+        family = ARCHS[given.partition("@")[0]]
+        sizes = ", ".join(["small", *(["tiny"] if family.tiny else []), *family.sizes])
+        raise SpecError(f"model: {text!r}: no size {given.partition('@')[2]!r}; valid: {sizes}")
     if "/" not in given and not given.startswith(".") and not Path(given).exists():
         raise SpecError(
             f"model: {text!r}: no built-in configuration for {given!r}; valid choices: "
-            f"{', '.join(f'hf:{a}' for a in SMALL)}, or hf:DIR (a folder with a config.json)"
+            f"{_sizes_text()}, or hf:DIR (a folder with a config.json)"
         )
     folder = existing(given, "a transformers model", folder=True)
     config = _read_config(folder, text)
     causal = _causal_dir(config)
     context = config.get("max_position_embeddings") or config.get("n_positions")
-    content = digest(folder / "config.json")
+    content = _folder_digest(folder, (folder / "config.json").read_text())
+    weights = "its weights" if weight_files(folder) else "random weights"
     return file_model(
         f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
         family="transformers",
-        builders={"torch": lambda **_: build(str(folder))},
-        description=f"transformers {config['model_type']} from {folder}, random weights",
+        builders=_builders(str(folder), KERAS_HUB.get(config["model_type"], "") if causal else ""),
+        description=f"transformers {config['model_type']} from {folder}, {weights}",
         objective="lm" if causal else "mean",
         context=int(context) if causal and context else None,
     )  # fmt: skip
 
 
+def _builders(given: str, keras_class: str) -> dict[str, Any]:
+    found: dict[str, Any] = {"torch": lambda **_: build(given)}
+    if keras_class:
+        found |= dict.fromkeys(KERAS, lambda **_: build_keras(given))
+    return found
+
+
+def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
+    """Whether the Keras builders (`framework_models`: the builder a framework builds
+    from) read this model, and how or why not; None where the source's entry says."""
+    if framework_models not in KERAS:
+        return None
+    if framework_models in spec.builders:
+        return True, "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
+    given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
+    named = _named(given)
+    if named is not None:
+        return False, ARCHS[named[0]].keras_why or _NOT_CONVERTED
+    return False, (
+        f"keras-hub reads the checkpoints of {', '.join(sorted(KERAS_HUB))} decoders only; "
+        "PyTorch and the runtimes it exports to run this one"
+    )
+
+
+# --- in a worker ---------------------------------------------------------------------
+
+
 def config_of(given: str) -> Any:
     from transformers import AutoConfig
 
-    if given in SMALL:
-        return AutoConfig.for_model(given, **SMALL[given][1])
+    named = _named(given)
+    if named is not None:
+        arch, size = named
+        found = ARCHS[arch]
+        return AutoConfig.for_model(found.model_type or arch, **found.config(size))
     return AutoConfig.from_pretrained(given, local_files_only=True)
 
 
-def build(given: str) -> Any:
-    """The model with random weights (in a worker: imports transformers and torch)."""
+def _causal(given: str, config: Any) -> bool:
+    named = _named(given)
+    return ARCHS[named[0]].causal if named else _causal_dir(config.to_dict())
+
+
+def weights_folder(given: str) -> Path:
+    """The folder of the model's weights: an hf:DIR's own when it has them, else the
+    random weights of its configuration in the user's cache (made first where missing)."""
+    if _named(given) is None and weight_files(Path(given)):
+        return Path(given)
+    named = _named(given)
+    if named is not None:
+        arch, size = named
+        config_text = json.dumps(
+            {"model_type": ARCHS[arch].model_type or arch, **ARCHS[arch].config(size)},
+            sort_keys=True,
+        )
+        name = f"{arch}-{size}"
+    else:
+        config_text = (Path(given) / "config.json").read_text()
+        name = Path(given).name
+    key = digest_text(f"{config_text}\0seed {SEED}\0dtype {_dtype_of(given)}")
+    folder = cache_dir() / WEIGHTS / f"{name}-{key}"
+    if not weight_files(folder):
+        _make_weights(given, folder)
+    return folder
+
+
+def _dtype_of(given: str) -> str:
+    """What random weights are written in: a published size's in bfloat16 (an 8B model's
+    fp32 weights, twice in memory while written, would not fit most hosts), else fp32."""
+    named = _named(given)
+    return "bfloat16" if named is not None and named[1] in ARCHS[named[0]].sizes else "float32"
+
+
+def _make_weights(given: str, folder: Path) -> None:
+    """Random weights of `given`'s configuration, written by transformers under SEED into
+    `folder` (made aside, then renamed: a reader never sees half). In a process of Keras
+    (TensorFlow and PyTorch are never imported into one process), a PyTorch process of
+    its own writes them."""
+    if "keras" in sys.modules or "tensorflow" in sys.modules:
+        done = subprocess.run(
+            [sys.executable, "-m", "fwbench.models.sources.hf", given],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not weight_files(folder):
+            last = (done.stderr.strip().splitlines() or ["no error shown"])[-1]
+            raise SpecError(f"model: hf:{given}: its random weights could not be written: {last}")
+        return
     import torch
     from transformers import AutoModel, AutoModelForCausalLM
 
     config = config_of(given)
-    causal = SMALL[given][0] if given in SMALL else _causal_dir(config.to_dict())
-    torch.manual_seed(0)
+    dtype = getattr(torch, _dtype_of(given))
+    torch.manual_seed(SEED)
+    cls = AutoModelForCausalLM if _causal(given, config) else AutoModel
+    model = cls.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        model.save_pretrained(made)
+        _keras_hub_config(made)
+        os.replace(made, folder)
+    except OSError:
+        if not weight_files(folder):  # another process renamed its copy first: fine
+            raise
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+def _keras_hub_config(folder: Path) -> None:
+    """What keras-hub reads under other names than transformers 5 writes: Qwen3-MoE's
+    number of experts (keras-hub's `num_experts`, transformers' `num_local_experts`)."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if "num_local_experts" in config and "num_experts" not in config:
+        path.write_text(json.dumps({**config, "num_experts": config["num_local_experts"]}))
+
+
+def build(given: str) -> Any:
+    """The model, with the weights every framework reads (in a worker: imports
+    transformers and torch)."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    config = config_of(given)
+    causal = _causal(given, config)
     cls = AutoModelForCausalLM if causal else AutoModel
-    model = cls.from_config(config)  # type: ignore[no-untyped-call]
+    if causal:
+        model = cls.from_pretrained(weights_folder(given), dtype="float32")
+    else:
+        # An encoder: PyTorch runs it alone, from its seeded random initialisation.
+        import torch
+
+        torch.manual_seed(SEED)
+        model = cls.from_config(config)  # type: ignore[no-untyped-call]
     # A forward pass (train, infer) builds no key/value cache it would throw away; the
     # generation asks for one on every call.
     model.config.use_cache = False
     return model
+
+
+def build_keras(given: str) -> Any:
+    """The same model in Keras 3, read by keras-hub from the same weights (in a worker of
+    a Keras backend: its module, which imports keras-hub, by name, as the zoo's builders
+    import theirs)."""
+    import importlib
+
+    return importlib.import_module("fwbench.models.keras_hub_lm").load(weights_folder(given))
 
 
 def describe(spec: ModelSpec) -> dict[str, Any]:
@@ -141,3 +504,9 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
         "outputs": "logits over the vocabulary" if spec.context else "hidden states",
         "version": f"transformers {transformers.__version__}",
     }
+
+
+if __name__ == "__main__":
+    # `python -m fwbench.models.sources.hf GIVEN`: write GIVEN's random weights (the
+    # PyTorch process a Keras worker starts for them).
+    weights_folder(sys.argv[1])

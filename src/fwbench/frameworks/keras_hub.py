@@ -1,0 +1,175 @@
+"""Greedy generation of a decoder read by keras-hub (fwbench.models.keras_hub_lm), the
+same on Keras 3's three backends: keras-hub's own cached call (`call_with_cache`), the
+prefill over the prompt, then one token a step, the key/value cache allocated once for
+the whole generation in keras-hub's layout (its position written in place), so no
+step's shapes change. Each backend runs it on its fast path: on JAX, the prefill and
+the decoding step are each one jitted, stateless function of the weights (the cache
+donated); on TensorFlow, each a tf.function (XLA-compiled in mode xla); on PyTorch,
+eagerly under no_grad (Keras on PyTorch compiles nothing).
+
+keras-hub's own `generate()` runs its prefill over the whole padded length (prompt and
+the tokens still to come) and recomputes the prompt's last token in its first decoding
+step: other work than transformers' prefill over the prompt alone. This loop is the
+same work as PyTorch's, token for token (docs/decisions.md).
+
+Imported in a worker of a Keras backend only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fwbench.case import Case
+from fwbench.catalog.models import ModelSpec
+from fwbench.frameworks import generation
+from fwbench.frameworks.base import Workload
+from fwbench.frameworks.generation import GenerateWorkload
+from fwbench.frameworks.keras_common import count_trainable, keras_module
+
+
+def is_keras_hub(model: Any) -> bool:
+    """A decoder keras-hub read (fwbench.models.keras_hub_lm.TokenIds)."""
+    return type(model).__name__ == "TokenIds" and hasattr(model, "lm")
+
+
+def _cache_shape(backbone: Any, batch: int, length: int) -> tuple[int, ...]:
+    kv = getattr(backbone, "num_key_value_heads", None) or backbone.num_heads
+    heads = next(
+        getattr(backbone, name)
+        for name in ("num_query_heads", "num_attention_heads", "num_heads")
+        if hasattr(backbone, name)
+    )
+    width = getattr(backbone, "head_dim", None) or backbone.hidden_dim // heads
+    return (batch, backbone.num_layers, 2, length, kv, width)
+
+
+class KerasHubGenerate(GenerateWorkload):
+    """See the module's docstring. `mode` is the case's: jit or eager on JAX, graph, xla
+    or eager on TensorFlow, eager on PyTorch."""
+
+    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+        super().__init__(case)
+        keras = keras_module()
+        ops = keras.ops
+        lm = model.lm
+        self.param_count = count_trainable(model)
+        self.backend = keras.backend.backend()
+        batch, context = case.batch_size, self.prompt_len + self.new_tokens
+        shape = _cache_shape(lm.backbone, batch, context)
+        dtype = lm.compute_dtype
+        gemma3 = type(lm).__name__ == "Gemma3CausalLM"
+
+        def empty() -> Any:
+            if gemma3:  # keras-hub 0.32's Gemma3: a (key, value) pair per layer
+                b, layers, _, length, kv, width = shape
+                zeros = (b, length, kv, width)
+                return tuple(
+                    (ops.zeros(zeros, dtype), ops.zeros(zeros, dtype)) for _ in range(layers)
+                )
+            return ops.zeros(shape, dtype)
+
+        def next_of(ids: Any, cache: Any, index: Any) -> Any:
+            logits, _, cache = lm.call_with_cache(ids, cache, index)
+            return ops.cast(ops.argmax(logits[:, -1, :], axis=-1), "int32"), cache
+
+        self.compiled = case.mode in ("jit", "graph", "xla")
+        # The prefill and the decoding step (each compiled where the backend compiles),
+        # and the calls that feed them this generation's prompt, token and cache.
+        self._first: Any = None
+        self._following: Any = None
+        self.first: Any = None
+        self.following: Any = None
+        ids = generation.prompt(case)
+        if self.backend == "jax":
+            self._jax(lm, next_of, empty, ids)
+        elif self.backend == "tensorflow":
+            self._tensorflow(next_of, empty, ids, xla=case.mode == "xla")
+        else:
+            self._torch(next_of, empty, ids)
+        cache = f"keras-hub's layout, static, {context} positions (written in place)"
+        self.settings_ = self.cache_settings(case, cache)
+        self.token: Any = None
+        self.cache: Any = None
+
+    def _jax(self, lm: Any, next_of: Any, empty: Any, ids: np.ndarray) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        keras = keras_module()
+        variables = list(lm.variables)
+        self.values = [v.value for v in variables]
+
+        def first(values: Any, ids: Any) -> Any:
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return next_of(ids, empty(), 0)
+
+        def following(values: Any, token: Any, cache: Any, position: Any) -> Any:
+            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
+                return next_of(token[:, None], cache, position)
+
+        self._first = jax.jit(first) if self.compiled else first
+        self._following = jax.jit(following, donate_argnums=2) if self.compiled else following
+        self.ids = jnp.asarray(ids)
+        self.at = [jnp.asarray(p, jnp.int32) for p in range(self.prompt_len + self.new_tokens)]
+        self.first = lambda: self._first(self.values, self.ids)
+        self.following = lambda position: self._following(
+            self.values, self.token, self.cache, self.at[position]
+        )
+
+    def _tensorflow(self, next_of: Any, empty: Any, ids: np.ndarray, xla: bool) -> None:
+        import tensorflow as tf
+
+        def first(ids: Any) -> Any:
+            return next_of(ids, empty(), 0)
+
+        def following(token: Any, cache: Any, position: Any) -> Any:
+            return next_of(token[:, None], cache, position)
+
+        self._first = tf.function(first, jit_compile=xla) if self.compiled else first
+        self._following = tf.function(following, jit_compile=xla) if self.compiled else following
+        self.ids = tf.constant(ids)
+        self.at = [tf.constant(p, tf.int32) for p in range(self.prompt_len + self.new_tokens)]
+        self.first = lambda: self._first(self.ids)
+        self.following = lambda position: self._following(self.token, self.cache, self.at[position])
+
+    def _torch(self, next_of: Any, empty: Any, ids: np.ndarray) -> None:
+        import torch
+
+        keras = keras_module()
+
+        def first() -> Any:
+            with torch.no_grad():
+                return next_of(keras.ops.convert_to_tensor(ids), empty(), 0)
+
+        def following(position: int) -> Any:
+            with torch.no_grad():
+                return next_of(self.token[:, None], self.cache, position)
+
+        self.first, self.following = first, following
+
+    def prefill(self) -> np.ndarray:
+        self.token, self.cache = self.first()
+        return np.asarray(keras_module().ops.convert_to_numpy(self.token))
+
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        self.token, self.cache = self.following(position)
+        return np.asarray(keras_module().ops.convert_to_numpy(self.token))
+
+    def compile_count(self) -> int | None:
+        if not self.compiled or self.backend == "torch":
+            return None
+        if self.backend == "jax":
+            return int(self._first._cache_size() + self._following._cache_size())
+        traces = self._first.experimental_get_tracing_count()
+        return int(traces + self._following.experimental_get_tracing_count())
+
+    def counters(self) -> dict[str, Any]:
+        count = self.compile_count()
+        name = "jit_compilations" if self.backend == "jax" else "tf_function_traces"
+        return ({name: count} if count is not None else {}) | super().counters()
+
+
+def generation_of(model: Any, case: Case, spec: ModelSpec) -> Workload | None:
+    """The generation workload of a decoder keras-hub read, or None for another model."""
+    return KerasHubGenerate(model, case, spec) if is_keras_hub(model) else None

@@ -1,0 +1,180 @@
+"""A transformers decoder's checkpoint (config.json and safetensors) read by keras-hub into
+Keras 3, on whichever backend the worker runs: the same weights as PyTorch's, so the
+frameworks compute the same logits and generate the same tokens.
+
+keras-hub 0.32's converters are used as they are, but for what they get wrong against
+transformers 5 (each checked against transformers' logits on tiny random models):
+Mistral's weights are rounded to float16 on the way in (fwbench reads them at the
+case's precision), Qwen3's query and key norms take keras-hub's epsilon instead of the
+checkpoint's, Qwen3-MoE's number of experts goes by another name, and Phi-3's
+checkpoints have no converter at all (fwbench's reads them into keras-hub's Phi3CausalLM).
+
+Imported in a worker of a Keras backend only (it imports keras and keras_hub)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from fwbench.cache import cache_dir
+
+
+class TokenIds(keras.Model):  # type: ignore[misc]
+    """A keras-hub causal LM that takes token ids alone, every position attended (as the
+    other frameworks' models take them): its logits at every position. `lm` is the
+    CausalLM itself (its generation reads it)."""
+
+    def __init__(self, lm: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lm = lm
+        # Its one layer is built (read from a checkpoint): so is it (a stateless call,
+        # JAX's training step, refuses an unbuilt model).
+        self.built = True
+
+    def call(self, token_ids: Any, training: bool = False) -> Any:
+        ids = keras.ops.cast(token_ids, "int32")
+        mask = keras.ops.ones_like(ids, dtype="bool")
+        return self.lm({"token_ids": ids, "padding_mask": mask}, training=training)
+
+
+def load(folder: Path) -> TokenIds:
+    """The checkpoint in `folder` as a Keras model, under the global dtype policy (the
+    case's precision)."""
+    if keras.backend.backend() != "tensorflow" and "tensorflow" not in sys.modules:
+        # keras-hub imports TensorFlow wherever it can (tf.data for its preprocessors,
+        # which fwbench does not use): 3 s more to start on JAX, and on PyTorch both
+        # frameworks in one process, which fwbench never allows. It runs without.
+        sys.modules["tensorflow"] = None  # type: ignore[assignment]
+    import keras_hub
+
+    config = json.loads((folder / "config.json").read_text())
+    kind = config["model_type"]
+    policy = keras.mixed_precision.global_policy().name
+    if kind == "phi3":
+        return TokenIds(_phi3(folder, config, policy))
+    with _fp32_mistral() if kind == "mistral" else contextlib.nullcontext():
+        lm = keras_hub.models.CausalLM.from_preset(
+            str(_readable(folder, config)), preprocessor=None, dtype=policy
+        )
+    if kind in ("qwen3", "qwen3_moe"):
+        _qk_norm_epsilon(lm, float(config.get("rms_norm_eps", 1e-6)))
+    return TokenIds(lm)
+
+
+@contextlib.contextmanager
+def _fp32_mistral() -> Iterator[None]:
+    """keras-hub's Mistral converter casts every weight to float16 before assigning it
+    (a 2.5e-4 error in the logits of a tiny model, enough to flip a greedy token): read
+    them as they are stored instead, for the duration of the load."""
+    from keras_hub.src.utils.transformers import convert_mistral
+
+    class _AsStored:
+        def __getattr__(self, name: str) -> Any:
+            return np.float32 if name == "float16" else getattr(np, name)
+
+    before = convert_mistral.np
+    convert_mistral.np = _AsStored()
+    try:
+        yield
+    finally:
+        convert_mistral.np = before
+
+
+def _readable(folder: Path, config: dict[str, Any]) -> Path:
+    """`folder`, or, where keras-hub reads a setting under another name than the
+    checkpoint writes it (Qwen3-MoE's experts), a folder in the cache that holds the
+    config under both names beside links to the same weights: the user's folder is never
+    written."""
+    if "num_local_experts" not in config or "num_experts" in config:
+        return folder
+    where = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    shadow = cache_dir() / "hf-readable" / f"{folder.name}-{where}"
+    shadow.mkdir(parents=True, exist_ok=True)
+    for path in folder.iterdir():
+        link = shadow / path.name
+        if path.name != "config.json" and not link.exists():
+            os.symlink(path.resolve(), link)
+    (shadow / "config.json").write_text(
+        json.dumps({**config, "num_experts": config["num_local_experts"]})
+    )
+    return shadow
+
+
+def _qk_norm_epsilon(lm: Any, epsilon: float) -> None:
+    """Qwen3's query and key norms with the checkpoint's epsilon (keras-hub builds them
+    with its own 1e-5; transformers uses rms_norm_eps)."""
+    for layer in lm.backbone.transformer_layers:
+        attention = getattr(layer, "_self_attention_layer", None)
+        for name in ("_query_dense_layer_norm", "_key_dense_layer_norm"):
+            norm = getattr(attention, name, None)
+            if norm is not None:
+                norm.epsilon = epsilon
+
+
+def _tensors(folder: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    found: dict[str, np.ndarray] = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        found |= load_file(str(path))
+    return found
+
+
+def _phi3(folder: Path, config: dict[str, Any], policy: str) -> Any:
+    """Phi-3's checkpoint into keras-hub's Phi3CausalLM (keras-hub has no converter of
+    it): transformers fuses the query, key and value projections and the gate and up
+    projections, keras-hub keeps them apart."""
+    import keras_hub
+
+    if config.get("rope_scaling"):
+        raise ValueError("a Phi-3 checkpoint with rope scaling (longrope) is not read yet")
+    rope = config.get("rope_parameters") or {}
+    backbone = keras_hub.models.Phi3Backbone(
+        vocabulary_size=config["vocab_size"],
+        num_layers=config["num_hidden_layers"],
+        hidden_dim=config["hidden_size"],
+        intermediate_dim=config["intermediate_size"],
+        num_query_heads=config["num_attention_heads"],
+        num_key_value_heads=config["num_key_value_heads"],
+        layer_norm_epsilon=config["rms_norm_eps"],
+        max_sequence_length=config["max_position_embeddings"],
+        pretraining_sequence_length=config.get(
+            "original_max_position_embeddings", config["max_position_embeddings"]
+        ),
+        rope_max_wavelength=rope.get("rope_theta", config.get("rope_theta", 10000.0)),
+        dtype=policy,
+    )
+    w = _tensors(folder)
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    width = hidden // heads
+    backbone.token_embedding.embeddings.assign(w["model.embed_tokens.weight"])
+    backbone.token_embedding.reverse_embeddings.assign(w["lm_head.weight"].T)
+    backbone.layer_norm.scale.assign(w["model.norm.weight"])
+    for i, layer in enumerate(backbone.transformer_layers):
+        p = f"model.layers.{i}."
+        layer.pre_attention_layernorm.scale.assign(w[p + "input_layernorm.weight"])
+        layer.post_attention_layernorm.scale.assign(w[p + "post_attention_layernorm.weight"])
+        qkv = w[p + "self_attn.qkv_proj.weight"].T  # (hidden, (heads + 2 kv) x width): q, k, v
+        attention = layer.attention
+        attention.query_dense.kernel.assign(qkv[:, :hidden].reshape(hidden, heads, width))
+        keys = qkv[:, hidden : hidden + kv_heads * width]
+        attention.key_dense.kernel.assign(keys.reshape(hidden, kv_heads, width))
+        values = qkv[:, hidden + kv_heads * width :]
+        attention.value_dense.kernel.assign(values.reshape(hidden, kv_heads, width))
+        out = w[p + "self_attn.o_proj.weight"].T.reshape(heads, width, hidden)
+        attention.output_dense.kernel.assign(out)
+        gate_up = w[p + "mlp.gate_up_proj.weight"].T  # gate, then up
+        layer.feedforward_gate_dense.kernel.assign(gate_up[:, :inner])
+        layer.feedforward_intermediate_dense.kernel.assign(gate_up[:, inner:])
+        layer.feedforward_output_dense.kernel.assign(w[p + "mlp.down_proj.weight"].T)
+    return keras_hub.models.Phi3CausalLM(backbone=backbone, preprocessor=None)

@@ -1,0 +1,75 @@
+"""The decoders people ship, in every framework (issue 53): one set of weights (made once
+by transformers, kept in the cache) read by PyTorch and, through keras-hub, by Keras 3's
+three backends; the tokens a greedy generation makes are the same in all four, and so
+are the parameters counted. Tiny configurations of a few families (real frameworks,
+real workers): a dense decoder, a mixture of experts, Gemma 3 (its own cache layout and
+sliding window) and Phi-3 (read by fwbench's own converter). benchmarks/llm_families.py
+checks every family fwbench holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import FAST_TIMING_YAML, fwbench
+
+FAMILIES = ["llama", "mixtral", "gemma3", "phi3"]
+FRAMEWORKS = ["torch", "tensorflow", "keras-jax", "keras-torch"]
+
+pytest.importorskip("keras_hub", reason="keras-hub is not installed (make setup installs it)")
+
+
+def sweep(tmp_path: Path, task: str, models: list[str], extra: str = "") -> list[dict[str, Any]]:
+    spec = tmp_path / f"{task}.yaml"
+    spec.write_text(
+        f"name: llm-{task}\n"
+        f"framework: [{', '.join(FRAMEWORKS)}]\n"
+        f"model: [{', '.join(models)}]\n"
+        f"task: {task}\n"
+        "batch_size: 1\n"
+        "input_shape: input_ids=Bx8\n"
+        "threads: 2\n" + extra + FAST_TIMING_YAML
+    )
+    proc = fwbench("sweep", str(spec), "--db", str(tmp_path / f"{task}.duckdb"), "--json",
+                   timeout=1500)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records: list[dict[str, Any]] = json.loads(proc.stdout)
+    return records
+
+
+def test_every_framework_generates_the_same_tokens_from_the_same_weights(
+    tmp_path: Path,
+) -> None:
+    records = sweep(
+        tmp_path,
+        "generate",
+        [f"hf:{family}@tiny" for family in FAMILIES],
+        "new_tokens: 8\n",
+    )
+    assert len(records) == len(FAMILIES) * len(FRAMEWORKS)
+    for family in FAMILIES:
+        mine = [r for r in records if r["model"] == f"hf:{family}@tiny"]
+        assert all(r["status"] == "ok" for r in mine), [(r["framework"], r["error"]) for r in mine]
+        tokens = {r["framework"]: r["settings"]["generated_tokens"] for r in mine}
+        first = tokens["torch"]
+        assert len(first) == 8
+        assert all(t == first for t in tokens.values()), (family, tokens)
+        assert len({r["param_count"] for r in mine}) == 1, (family, mine)
+        assert not any(r["different_work"] for r in mine), family
+        keras = [r for r in mine if r["framework"] != "torch"]
+        assert all("keras-hub" in r["settings"]["kv_cache"] for r in keras), family
+
+
+def test_a_decoder_trains_and_infers_in_every_framework(tmp_path: Path) -> None:
+    for task in ("train", "infer"):
+        records = sweep(tmp_path, task, ["hf:llama@tiny"])
+        assert [r["status"] for r in records] == ["ok"] * len(FRAMEWORKS), [
+            (r["framework"], r["error"]) for r in records
+        ]
+        assert len({r["param_count"] for r in records}) == 1
+        assert not any(r["different_work"] for r in records), [
+            r["different_work_reason"] for r in records
+        ]
