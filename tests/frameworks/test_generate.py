@@ -1,7 +1,8 @@
 """Task `generate`: a greedy generation with a key/value cache, timed token by token, in
-PyTorch, TensorFlow, Keras-JAX and Keras on PyTorch from one set of weights (real frameworks, GPT-2 at the
-test size): the same tokens everywhere, the figures of a generation with their
-intervals, no recompilation while timed, and bad input refused before any work."""
+PyTorch, TensorFlow, Keras-JAX and Keras on PyTorch from one set of weights (real
+frameworks, GPT-2 at the test size): the same tokens everywhere, the figures of a
+generation with their intervals, no recompilation while timed, and bad input refused
+before any work."""
 
 from __future__ import annotations
 
