@@ -70,6 +70,9 @@ class KerasHubGenerate(GenerateWorkload):
             return ops.zeros(shape, dtype)
 
         def next_of(ids: Any, cache: Any, index: Any) -> Any:
+            if isinstance(index, int):
+                # A tensor, as the cache is: SmolLM3's layers refuse a call mixing the two.
+                index = ops.convert_to_tensor(index, "int32")
             logits, _, cache = lm.call_with_cache(ids, cache, index)
             return ops.cast(ops.argmax(logits[:, -1, :], axis=-1), "int32"), cache
 

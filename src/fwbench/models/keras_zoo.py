@@ -8,10 +8,10 @@ Framework-free: each builder imports Keras when it is called, in a worker."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from fwbench.catalog.models import Builder, register_builders
+from fwbench.models.builders import twin
 
 
 def _keras_app(name: str) -> Builder:
@@ -40,13 +40,6 @@ def _resnet(depth: int) -> Builder:
     return build
 
 
-def _twin(name: str, module: str = "keras_sequence") -> Builder:
-    def build(**dims: int) -> Any:
-        return importlib.import_module(f"fwbench.models.{module}").build(name, **dims)
-
-    return build
-
-
 register_builders(
     "tensorflow",
     {
@@ -57,9 +50,9 @@ register_builders(
         "mobilenet_v2": _keras_app("MobileNetV2"),
         "efficientnet_b4": _keras_app("EfficientNetB4"),
         "inception_v3": _keras_app("InceptionV3"),
-        **{name: _twin(name, "keras_gpt") for name in ("gpt2", "gpt2_tiny")},
+        **{name: twin("keras_gpt", name) for name in ("gpt2", "gpt2_tiny")},
         **{
-            name: _twin(name)
+            name: twin("keras_sequence", name)
             for name in ("bert_base", "transformer_base", "lstm_lm", "lstm_lm_cell", "deepspeech2")
         },
     },

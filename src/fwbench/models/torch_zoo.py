@@ -8,10 +8,10 @@ framework; the runtimes that export PyTorch's models read this table too)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from fwbench.catalog.models import Builder, register_builders
+from fwbench.models.builders import twin
 
 
 def _torchvision(name: str, **options: Any) -> Builder:
@@ -19,13 +19,6 @@ def _torchvision(name: str, **options: Any) -> Builder:
         import torchvision
 
         return getattr(torchvision.models, name)(weights=None, num_classes=num_classes, **options)
-
-    return build
-
-
-def _twin(name: str, module: str = "torch_sequence") -> Builder:
-    def build(**dims: int) -> Any:
-        return importlib.import_module(f"fwbench.models.{module}").build(name, **dims)
 
     return build
 
@@ -47,9 +40,9 @@ register_builders(
         # No auxiliary classifier: keras.applications' InceptionV3 has none, and it would
         # be extra work in training only.
         "inception_v3": _torchvision("inception_v3", aux_logits=False, init_weights=False),
-        **{name: _twin(name, "torch_gpt") for name in ("gpt2", "gpt2_tiny")},
+        **{name: twin("torch_gpt", name) for name in ("gpt2", "gpt2_tiny")},
         **{
-            name: _twin(name)
+            name: twin("torch_sequence", name)
             for name in ("bert_base", "transformer_base", "lstm_lm", "lstm_lm_cell", "deepspeech2")
         },
     },
