@@ -275,3 +275,18 @@ def test_importing_a_record_never_runs_the_code_it_names(
         assert err.count("\n") == 1 and not db.exists(), err
     if model == "resnet18":
         assert code == 2 and "model_path: resnet18 is the zoo's" in err, err
+
+
+def test_user_text_is_printed_as_written_never_as_an_emoji(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 52, item 11: the console turned `hf:llama` into `hf🦙` and a path holding
+    `:smile:` into a face."""
+    code, _, err = cli(["run", "--framework", "litert", "--model", "hf:llama", "--task",
+                        "infer"], capsys)  # fmt: skip
+    assert code == 2 and "hf:llama" in err, err
+    folder = tmp_path / "emo:smile:"
+    folder.mkdir()
+    code, _, err = cli(["run", "--framework", "torch", "--model", str(folder / "x.onnx"),
+                        "--task", "infer"], capsys)  # fmt: skip
+    assert code == 2 and "emo:smile:/x.onnx: no such file" in err, err

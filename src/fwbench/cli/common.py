@@ -30,9 +30,11 @@ from fwbench.measure.settings import PARTS, TimingConfig
 
 
 def _console(stderr: bool) -> Console:
+    # User text is printed as it was written: rich would turn `:name:` into an emoji
+    # (hf:llama's ":llama" is one, so is a path holding ":smile:"); markup is escaped.
     # Logs and CI are not terminals; rich would squeeze tables into 80 columns there.
-    probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=160)
+    probe = Console(stderr=stderr, emoji=False)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=160, emoji=False)
 
 
 # Human output goes to stderr so that stdout stays clean for --json.

@@ -20,10 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,6 +415,11 @@ def _make_weights(given: str, folder: Path) -> None:
     `folder` (made aside, then renamed: a reader never sees half). In a process of Keras
     (TensorFlow and PyTorch are never imported into one process), a PyTorch process of
     its own writes them."""
+    # Here, not at the top: the command's process resolves hf: texts and writes nothing.
+    import shutil
+    import subprocess
+    import tempfile
+
     if "keras" in sys.modules or "tensorflow" in sys.modules:
         done = subprocess.run(
             [sys.executable, "-m", "fwbench.models.sources.hf", given],

@@ -28,8 +28,8 @@ def claims(text: str) -> bool:
 
 
 # torch's own switch: every torch.load in the process takes weights_only=True, whatever its
-# caller asked (torch.export.load asks for weights_only=False on pickled weights and
-# constants, and falls back to it when a safe load of its sample inputs fails).
+# caller asked (torch.export.load asks for an unrestricted unpickling of pickled weights
+# and constants, and falls back to one when a safe load of its sample inputs fails).
 FORCE_SAFE_LOAD = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
 # What torch.export.load would run besides tensors: native code compiled by AOTInductor,
 # and constants it unpickles with plain pickle (opaque objects) or TorchScript's unpickler
