@@ -6,6 +6,7 @@ interference that only adds time)."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from datetime import datetime
 from pathlib import Path
@@ -249,6 +250,14 @@ def test_band_is_a_share_or_a_percentage_given_once(tmp_path: Path) -> None:
         band_flag("5")
     with pytest.raises(SpecError, match=r"^--band: "):
         band_flag("-1%")
+    # Issue 52, item 10: infinite and vanishing bands were taken, or named as "inf%".
+    for given, says in (
+        ("inf", "inf is not a finite share; valid: 0.1% to 99.9%"),
+        ("1e309", "inf is not a finite share"),
+        ("1e-300", "1e-300 is below 0.1%; valid: 0.1% to 99.9%"),
+    ):
+        with pytest.raises(SpecError, match=f"^--band: {re.escape(says)}"):
+            band_flag(given)
     assert timing_flags(TimingConfig(), band="2.5%").reading.band == pytest.approx(0.025)
     found = sweep.parse("model: resnet18\nband: 5%\n")
     assert found.timing.reading.band == pytest.approx(0.05)

@@ -119,6 +119,8 @@ DEFAULT_ESTIMATOR: Estimator = "p25"
 # Within +-2% two variants are the same for any decision a user makes on them; a user for
 # whom 5% is "the same" says so (--band 5%).
 DEFAULT_BAND = 0.02
+MIN_BAND = 0.001
+BAND_RANGE = "0.1% to 99.9% (0.001 to 0.999)"
 
 
 def band_value(value: object) -> float:
@@ -134,9 +136,15 @@ def band_value(value: object) -> float:
         value = number
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{value!r} is not a share (0.05) or a percentage (5%)")
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite share; valid: {BAND_RANGE}")
     if value >= 1:
         # "5" is far more likely meant as 5% than as 500%: said, not guessed.
         raise ValueError(f"{value:g} would be {value:.0%}; write {value:g}% or {value / 100:g}")
+    if 0 < value < MIN_BAND:
+        # No run's interval resolves a difference this small: every difference the
+        # intervals see would be a finding, which the band is there to prevent.
+        raise ValueError(f"{value:g} is below {percent(MIN_BAND)}; valid: {BAND_RANGE}")
     return float(value)
 
 
