@@ -123,3 +123,11 @@ def test_a_pt2_with_plainly_pickled_tensors_still_reads(archives: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)
     assert row["params"] == 15 and row["inputs"] == "input=2x4:float32", row
+
+
+def test_a_function_whose_module_exits_at_import_is_one_line(tmp_path: Path) -> None:
+    """Issue 52, item 8: the reading process ended without a word; it is said."""
+    (tmp_path / "nets.py").write_text("import sys\nsys.exit(0)\n\ndef build():\n    pass\n")
+    proc = fwbench("models", "--model", f"torch:{tmp_path / 'nets.py'}:build")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert "its code ended the process (exit code 0) before it was read" in proc.stderr

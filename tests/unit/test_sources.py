@@ -113,3 +113,16 @@ def test_a_size_or_architecture_fwbench_does_not_hold_is_named(text: str, says: 
 
     with pytest.raises(SpecError, match=says.replace("[", r"\[")):
         get_model(text)
+
+
+@pytest.mark.parametrize("code", ["0", "7"])
+def test_a_file_of_twins_that_exits_at_import_is_one_line(
+    code: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 52, item 8: `fwbench models` ended with the file's exit code and no word."""
+    from .test_robustness import cli
+
+    (tmp_path / "nets.py").write_text(f"import sys\nsys.exit({code})\n")
+    found, out, err = cli(["models", "--model", str(tmp_path / "nets.py") + ":mlp"], capsys)
+    assert found == 2 and out == "", err
+    assert f"importing nets.py called sys.exit({code})" in err and err.count("\n") == 1

@@ -38,4 +38,7 @@ def describe(text: str, timeout_s: float | None = None) -> dict[str, Any]:
                 raise SpecError(f"model: {text}: {found['error']}")
             return found
     last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+    if not done.stderr.strip():
+        # Its code ended the reading process (sys.exit, os._exit) before it answered.
+        last = f"its code ended the process (exit code {done.returncode}) before it was read"
     raise SpecError(f"model: {text}: reading it failed: {last}")

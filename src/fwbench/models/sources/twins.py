@@ -33,6 +33,12 @@ def resolve(text: str) -> ModelSpec:
         module = load_module(str(path))
     except SpecError:
         raise
+    except SystemExit as exc:
+        # A file that ends the process when imported would end fwbench without a word.
+        raise SpecError(
+            f"model: {text}: importing {path.name} called sys.exit({exc.code!r}); a file of "
+            "twins defines ModelSpecs, it runs nothing at import"
+        ) from None
     except Exception as exc:
         raise SpecError(f"model: {text}: importing {path.name} failed: {exc}") from None
     spec = getattr(module, found["name"], None)
