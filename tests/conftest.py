@@ -34,6 +34,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+# TensorFlow loaded in the test process makes a later import of triton there (torch's, by
+# an in-process test) a segmentation fault that ends the whole suite: collecting the tests
+# must not import it (look a package up with importlib.util.find_spec, not
+# pytest.importorskip, where importing it would load TensorFlow: keras, keras_hub).
+def pytest_collection_finish(session: pytest.Session) -> None:
+    loaded = [name for name in ("tensorflow", "keras") if name in sys.modules]
+    if loaded:
+        raise pytest.UsageError(
+            f"collecting the tests imported {', '.join(loaded)} into the test process; "
+            "import it inside the test, or in a worker"
+        )
+
+
 # Enough to exercise every stage of the timing loop, quickly: one short run per case
 # (tests about the statistics over runs ask for more).
 FAST_TIMING = TimingConfig(

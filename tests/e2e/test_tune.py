@@ -40,9 +40,12 @@ def test_tune_reports_each_frameworks_best_and_both_verdicts(
             assert best["result_id"] == default["result_id"] and f["speedup"] == 1
     assert by_fw["tensorflow"]["default"]["mode"] == "graph"  # Keras' usual way
     assert by_fw["tensorflow"]["default"]["options"] is None  # TensorFlow decides
+    # Every candidate but the default turned oneDNN off (tried == 9 above); the default
+    # may still be the fastest on a busy machine.
     tf_best = by_fw["tensorflow"]["best"]
-    assert tf_best["options"] == "onednn=off"
-    assert tf_best["environment"]["onednn_enabled"] is False
+    if tf_best["result_id"] != by_fw["tensorflow"]["default"]["result_id"]:
+        assert tf_best["options"] == "onednn=off"
+        assert tf_best["environment"]["onednn_enabled"] is False
     for key in ("best_vs_best", "default_vs_default"):
         verdict = found[key]
         assert verdict["ratio"] >= 1 and verdict["faster"] != verdict["slower"], verdict
