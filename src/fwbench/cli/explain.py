@@ -9,8 +9,8 @@ import typer
 
 from fwbench.catalog.frameworks import core_frameworks, get_framework
 from fwbench.cli import choices
+from fwbench.cli.bundles import takes
 from fwbench.cli.common import (
-    cases_per_framework,
     console,
     note,
     out,
@@ -20,31 +20,18 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.options import (
     DEFAULT_DB,
-    AutotuneOption,
-    BatchSizeOption,
     CoreFrameworksOption,
     DbOption,
-    DeviceOption,
-    FreqBinsOption,
-    InputSizeOption,
     JsonOption,
-    LayoutOption,
     ModesOption,
-    NumClassesOption,
     OneRunTimeOption,
     OptionsOption,
-    PrecisionOption,
-    SeqLenOption,
-    TaskDimsOption,
-    TaskOption,
-    ThreadsOption,
-    VocabSizeOption,
 )
+from fwbench.cli.workload import Workload
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, database, refuse_overwrite
-from fwbench.tasks.train import TRAIN
 
 if TYPE_CHECKING:
     from fwbench.case import Case
@@ -70,6 +57,7 @@ PHASE_TABLES = (
 )
 
 
+@takes(workload=Workload)
 def command(
     model: Annotated[
         str | None,
@@ -84,19 +72,7 @@ def command(
     framework: CoreFrameworksOption = None,
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
-    task: TaskOption = TRAIN.name,
-    task_dims: TaskDimsOption = None,
-    batch_size: BatchSizeOption = None,
-    input_size: InputSizeOption = None,
-    seq_len: SeqLenOption = None,
-    vocab_size: VocabSizeOption = None,
-    freq_bins: FreqBinsOption = None,
-    num_classes: NumClassesOption = None,
-    precision: PrecisionOption = None,
-    layout: LayoutOption = None,
-    autotune: AutotuneOption = False,
-    device: DeviceOption = "cpu",
-    threads: ThreadsOption = 0,
+    workload: Workload = Workload(),
     steps: Annotated[int, typer.Option(help="Steady-state steps to profile.")] = 5,
     categories: Annotated[
         Path | None, typer.Option(help="YAML 'category: [regex, ...]' tried before the defaults.")
@@ -120,12 +96,8 @@ def command(
     modes: list[str | None] = list(mode or [])
     if case is not None:
         stored = _stored_case(db, case)
-        model, task, batch_size = stored.model, stored.task, stored.batch_size
-        task_dims = task_dims or stored.task_dims
-        input_size, seq_len, vocab_size = stored.input_size, stored.seq_len, stored.vocab_size
-        freq_bins, num_classes, device = stored.freq_bins, stored.num_classes, stored.device
-        threads = stored.threads
-        precision, layout, autotune = stored.precision, stored.layout, bool(stored.autotune)
+        model = stored.model
+        workload = Workload.of(stored, task_dims=workload.task_dims or stored.task_dims)
         framework = framework or list(dict.fromkeys([stored.framework, *core_frameworks()]))
         # The stored case's own mode and options; the other frameworks in their defaults.
         if not modes:
@@ -149,25 +121,7 @@ def command(
         [store, *rules_file],
     )
     rules = tuple(load_rules(categories)) if categories else ()
-    cases = cases_per_framework(
-        frameworks,
-        modes,
-        options=framework_options,
-        model=model,
-        task=task,
-        task_dims=task_dims,
-        batch_size=batch_size,
-        input_size=input_size,
-        seq_len=seq_len,
-        vocab_size=vocab_size,
-        freq_bins=freq_bins,
-        num_classes=num_classes,
-        precision=precision,
-        layout=layout,
-        autotune=autotune,
-        device=device,
-        threads=threads,
-    )
+    cases = workload.cases(model, frameworks, modes, options=framework_options)
     options = RunOptions(
         # One run: the figure here is the profile; the timing is context for its overhead.
         timing=timing_config(max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1),

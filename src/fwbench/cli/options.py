@@ -221,9 +221,9 @@ CompileCacheOption = Annotated[
 BudgetOption = Annotated[
     str | None,
     typer.Option(
-        help="Wall-clock time for the whole measurement, e.g. 5m: each workload gets an "
-        "equal share of what is left (time a decided one does not use goes to the next) "
-        "and stops adding runs beyond its minimum once the share is spent."
+        help="Wall-clock time for the whole measurement, e.g. 5m: every workload measures "
+        "its minimum runs first, then the time left goes a round at a time to the "
+        "undecided one likeliest to be decided soonest, while a round still fits."
     ),
 ]
 TimeoutOption = Annotated[

@@ -14,27 +14,21 @@ import typer
 
 from fwbench.case import Case
 from fwbench.cli import choices
-from fwbench.cli.common import cases_per_framework, console, defer, print_json, storing
+from fwbench.cli.bundles import take, takes
+from fwbench.cli.common import console, defer, print_json, storing
 from fwbench.cli.options import (
     DEFAULT_DB,
     DbOption,
-    DeviceOption,
     FrameworksOption,
-    InputShapeOption,
-    InputSizeOption,
     JsonOption,
     ModelOption,
     ModesOption,
-    NumClassesOption,
     OptionsOption,
-    PrecisionOption,
     ReportOption,
     RequireIdleOption,
-    SeqLenOption,
-    TaskDimsOption,
-    ThreadsOption,
     TimeoutOption,
 )
+from fwbench.cli.workload import Workload
 from fwbench.errors import SpecError, StoreError, positive_seconds
 from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.measure.settings import TimingConfig
@@ -138,15 +132,24 @@ def print_tables(results: Sequence[ServingResult], band: float | None = None) ->
         console.print(table)
 
 
+# The workload but the batch, which serve sweeps, the training objective, and the layout
+# and autotuning it leaves to the framework; its task is one a server serves.
+@takes(
+    workload=take(
+        Workload,
+        omit=("batch_size", "objective", "layout", "autotune"),
+        replace={
+            "task": (
+                Annotated[str, typer.Option(help=choices.served_tasks_help())],
+                INFER.name,
+            )
+        },
+    )
+)
 def command(
     framework: FrameworksOption,
     model: ModelOption,
-    task: Annotated[
-        str,
-        typer.Option(help=choices.served_tasks_help()),
-    ] = INFER.name,
-    task_dims: TaskDimsOption = None,
-    input_shape: InputShapeOption = None,
+    workload: Workload = Workload(),
     scenario: Annotated[
         list[str] | None,
         typer.Option(help=f"{', '.join(SCENARIOS)}; repeat for several. [default: single_stream]"),
@@ -197,14 +200,8 @@ def command(
     runs: Annotated[
         int, typer.Option(help="Worker processes per point; intervals are over runs.")
     ] = 3,
-    input_size: InputSizeOption = None,
-    seq_len: SeqLenOption = None,
-    num_classes: NumClassesOption = None,
-    precision: PrecisionOption = None,
-    device: DeviceOption = "cpu",
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
-    threads: ThreadsOption = 0,
     db: DbOption = DEFAULT_DB,
     require_idle: RequireIdleOption = False,
     timeout: TimeoutOption = None,
@@ -248,21 +245,8 @@ def command(
     cases = [
         case
         for b in batch_size or [1]
-        for case in cases_per_framework(
-            framework,
-            mode or [],
-            options=framework_options,
-            input_shape=input_shape,
-            model=model,
-            task=task,
-            task_dims=task_dims,
-            batch_size=b,
-            input_size=input_size,
-            seq_len=seq_len,
-            num_classes=num_classes,
-            precision=precision,
-            device=device,
-            threads=threads,
+        for case in workload.cases(
+            model, framework, mode or [], options=framework_options, batch_size=b
         )
     ]
     reports = report or []

@@ -10,24 +10,18 @@ import typer
 
 from fwbench import sweep as sweeps
 from fwbench import user_models
-from fwbench.cli.common import console, print_json, timing_flags
+from fwbench.cli.bundles import takes
+from fwbench.cli.common import console, print_json
 from fwbench.cli.options import (
     DEFAULT_DB,
-    BandOption,
     BudgetOption,
-    CompileCacheOption,
     DbOption,
-    EstimatorOption,
     InterleaveOption,
     JsonOption,
-    MaxRunsOption,
-    MaxTimeOption,
-    MinRunsOption,
     ReportOption,
-    RequireIdleOption,
-    TargetCiOption,
     TimeoutOption,
 )
+from fwbench.cli.workload import Timing
 from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch import DEFAULT_SPREAD, DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
@@ -38,6 +32,7 @@ if TYPE_CHECKING:
     from fwbench.api import RunOptions
 
 
+@takes(timing_flags=Timing)
 def command(
     file: Annotated[Path | None, typer.Argument(help="Sweep YAML file.")] = None,
     preset: Annotated[
@@ -55,14 +50,7 @@ def command(
     max_cases: Annotated[
         int, typer.Option(help="Refuse a sweep whose axes combine into more cases than this.")
     ] = sweeps.MAX_CASES,
-    require_idle: RequireIdleOption = False,
-    compile_cache: CompileCacheOption = True,
-    target_ci: TargetCiOption = None,
-    max_time: MaxTimeOption = None,
-    min_runs: MinRunsOption = None,
-    max_runs: MaxRunsOption = None,
-    estimator: EstimatorOption = None,
-    band: BandOption = None,
+    timing_flags: Timing = Timing(),
     spread: Annotated[
         int | None,
         typer.Option(
@@ -127,17 +115,7 @@ def command(
     if not dry_run:
         check_output(db, "--db")
     # Flags win over the file's `timing` and `budget`.
-    timing = timing_flags(
-        sweep.timing,
-        target_ci=target_ci,
-        max_time=max_time,
-        min_runs=min_runs,
-        max_runs=max_runs,
-        estimator=estimator,
-        band=band,
-        require_idle=require_idle,
-        compile_cache=compile_cache,
-    )
+    timing = timing_flags.over(sweep.timing)
     budget_s = duration_seconds(budget, "--budget") if budget is not None else sweep.budget_s
     if budget is None and budget_s is not None and executor == "ray":
         # A file's budget (the quick preset's) orders the local executor's work; Ray runs

@@ -10,46 +10,43 @@ import typer
 from fwbench.case import default_threads
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli import choices
+from fwbench.cli.bundles import take, takes
 from fwbench.cli.common import console, out, print_json, timing_config
 from fwbench.cli.options import (
     DEFAULT_DB,
     BandOption,
     CoreFrameworksOption,
     DbOption,
-    DeviceOption,
-    FreqBinsOption,
-    InputSizeOption,
     JsonOption,
-    NumClassesOption,
     OneRunTimeOption,
-    SeqLenOption,
-    TaskDimsOption,
-    TaskOption,
     ThreadCountsOption,
     TimeoutOption,
-    VocabSizeOption,
 )
+from fwbench.cli.workload import Workload
 from fwbench.errors import SpecError
 from fwbench.launch import DEFAULT_TIMEOUT_S
-from fwbench.tasks.train import TRAIN
 
 if TYPE_CHECKING:
     from fwbench import tune
     from fwbench.measure.verdicts import Verdict
 
 
+# The workload but the axes tune searches, and a user's own model's inputs, which it does
+# not read.
+_SEARCHED = ("precision", "layout", "autotune", "threads")
+
+
+@takes(
+    workload=take(
+        Workload,
+        omit=("input_shape", "objective", *_SEARCHED),
+        replace={"batch_size": (Annotated[int, typer.Option(help="Samples per step.")], 32)},
+    )
+)
 def command(
     model: Annotated[str, typer.Argument(help="Model name; see `fwbench models`.")],
     framework: CoreFrameworksOption = None,
-    task: TaskOption = TRAIN.name,
-    task_dims: TaskDimsOption = None,
-    batch_size: Annotated[int, typer.Option(help="Samples per step.")] = 32,
-    input_size: InputSizeOption = None,
-    seq_len: SeqLenOption = None,
-    vocab_size: VocabSizeOption = None,
-    freq_bins: FreqBinsOption = None,
-    num_classes: NumClassesOption = None,
-    device: DeviceOption = "cpu",
+    workload: Workload = Workload(),
     mode: Annotated[
         list[str] | None,
         typer.Option(
@@ -96,16 +93,11 @@ def command(
     for fw in frameworks:
         if fw not in FRAMEWORKS:
             raise SpecError(f"unknown framework {fw!r}; valid choices: {', '.join(FRAMEWORKS)}")
-    dims = {
-        "input_size": input_size,
-        "seq_len": seq_len,
-        "vocab_size": vocab_size,
-        "freq_bins": freq_bins,
-        "num_classes": num_classes,
-    }
-    workload: dict[str, Any] = {"model": model, "task": task, "batch_size": batch_size}
-    workload["task_dims"] = task_dims
-    workload |= {"device": device, "threads": default_threads()} | dims
+    # Each case in one framework's default threads; --threads are the search's axis.
+    fields = dataclasses.asdict(workload)
+    given: dict[str, Any] = {"model": model, **fields, "threads": default_threads()}
+    for name in ("input_shape", "objective", *_SEARCHED[:-1]):
+        del given[name]
     # Screening: one run per candidate. The fastest of many noisy estimates is biased low
     # (the winner's curse), so the pick is then confirmed, below, in fresh runs. Both are
     # checked before anything is listed or run; --max-time sets each run's time too.
@@ -116,9 +108,9 @@ def command(
         flags, max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1, **read
     )
     confirm_timing = timing_config(flags, max_time_s=3 * max_time, **read)
-    defaults = {fw: tune.default_case(fw, workload) for fw in frameworks}
+    defaults = {fw: tune.default_case(fw, given) for fw in frameworks}
     candidates = tune.search_space(
-        frameworks, workload, mode or (), precision or (), threads or (), framework_options or ()
+        frameworks, given, mode or (), precision or (), threads or (), framework_options or ()
     )
     cases = list(dict.fromkeys([*defaults.values(), *candidates]))
     if dry_run:
@@ -126,7 +118,7 @@ def command(
             console.print(case.label())
         console.print(f"{len(cases)} candidates")
         return
-    console.print(f"tuning [bold]{model}[/bold] {task}: {len(cases)} candidates into {db}")
+    console.print(f"tuning [bold]{model}[/bold] {workload.task}: {len(cases)} candidates into {db}")
     results = execute(cases, db, RunOptions(timing=screen, timeout_s=timeout_s, interleave=False))
     picked = tune.choose(frameworks, results, defaults)
     finalists = list(

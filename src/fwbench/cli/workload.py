@@ -1,0 +1,127 @@
+"""The bundles of flags several commands take (cli/bundles.py): what is measured (the
+workload: task, batch, a model's dimensions and inputs, precision, device, threads) and how
+long it is measured (the timing flags `run` and `sweep` lay over their timing)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from fwbench.cli.common import cases_per_framework, timing_flags
+from fwbench.cli.options import (
+    AutotuneOption,
+    BandOption,
+    BatchSizeOption,
+    CompileCacheOption,
+    DeviceOption,
+    EstimatorOption,
+    FreqBinsOption,
+    InputShapeOption,
+    InputSizeOption,
+    LayoutOption,
+    MaxRunsOption,
+    MaxTimeOption,
+    MinRunsOption,
+    NumClassesOption,
+    ObjectiveOption,
+    PrecisionOption,
+    RequireIdleOption,
+    SeqLenOption,
+    TargetCiOption,
+    TaskDimsOption,
+    TaskOption,
+    ThreadsOption,
+    VocabSizeOption,
+)
+from fwbench.tasks.train import TRAIN
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fwbench.case import Case
+    from fwbench.measure.settings import TimingConfig
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a case measures besides its model and framework: the same flags in every
+    command that builds cases from flags (a command may leave some out, or take a field
+    as a list to sweep it: cli/bundles.Taken)."""
+
+    task: TaskOption = TRAIN.name
+    task_dims: TaskDimsOption = None
+    batch_size: BatchSizeOption = None
+    input_shape: InputShapeOption = None
+    objective: ObjectiveOption = None
+    input_size: InputSizeOption = None
+    seq_len: SeqLenOption = None
+    vocab_size: VocabSizeOption = None
+    freq_bins: FreqBinsOption = None
+    num_classes: NumClassesOption = None
+    precision: PrecisionOption = None
+    layout: LayoutOption = None
+    autotune: AutotuneOption = False
+    device: DeviceOption = "cpu"
+    threads: ThreadsOption = 0
+
+    @classmethod
+    def of(cls, case: Case, **changes: Any) -> Workload:
+        """A stored case's workload (explain --case), with `changes` over it."""
+        fields = {
+            "task": case.task,
+            "task_dims": case.task_dims,
+            "batch_size": case.batch_size,
+            "input_size": case.input_size,
+            "seq_len": case.seq_len,
+            "vocab_size": case.vocab_size,
+            "freq_bins": case.freq_bins,
+            "num_classes": case.num_classes,
+            "precision": case.precision,
+            "layout": case.layout,
+            "autotune": bool(case.autotune),
+            "device": case.device,
+            "threads": case.threads,
+        }
+        return cls(**(fields | changes))
+
+    def cases(
+        self,
+        model: str,
+        frameworks: list[str],
+        modes: Sequence[str | None] = (),
+        strategies: list[str] | None = None,
+        options: list[str] | None = None,
+        **changes: Any,
+    ) -> list[Case]:
+        """One validated case per framework (cli.common.cases_per_framework), the
+        workload's fields with `changes` over them (a serve point's batch, a world size)."""
+        fields = asdict(self) | changes
+        input_shape, objective = fields.pop("input_shape"), fields.pop("objective")
+        return cases_per_framework(
+            frameworks,
+            modes,
+            strategies,
+            options,
+            input_shape=input_shape,
+            objective=objective,
+            model=model,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The timing flags, laid over the command's timing (TimingConfig's defaults for
+    `run`, a sweep file's `timing:` for `sweep`); left out, a flag changes nothing."""
+
+    target_ci: TargetCiOption = None
+    max_time: MaxTimeOption = None
+    min_runs: MinRunsOption = None
+    max_runs: MaxRunsOption = None
+    estimator: EstimatorOption = None
+    band: BandOption = None
+    require_idle: RequireIdleOption = False
+    compile_cache: CompileCacheOption = True
+
+    def over(self, base: TimingConfig) -> TimingConfig:
+        return timing_flags(base, **asdict(self))
