@@ -21,7 +21,7 @@ from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import ExecutorError, SpecError, positive_seconds
-from fwbench.launch import DEFAULT_TIMEOUT_S, counting, local, records
+from fwbench.launch import DEFAULT_TIMEOUT_S, counting, local, outputs, records
 from fwbench.launch.executor import Executor, GroupDone, OnStart, OnStatus
 from fwbench.launch.outcome import CaseOutcome, PointOutcome
 from fwbench.launch.protocol import GroupRequest
@@ -252,10 +252,14 @@ def run_cases(
                     result_id,
                 )
                 made.append(result)
-            for result in records.check_outputs(made):
+            whole = {c.variant: outputs.read(c) for c in group if outputs.keeps_outputs(c)}
+            for result in records.check_outputs(made, whole):
                 store.add(result)
                 if finished.final:
                     yield result
+            if finished.final:
+                for case in group:
+                    outputs.discard(case)
 
 
 def done_points(store: ResultStore, options: RunOptions) -> set[str]:

@@ -77,30 +77,63 @@ def tensors_in(out: Any) -> list[Any]:
     return []
 
 
-# Values of a user's model's first output kept for the check between frameworks: its
-# first ones, and its root mean square (every value, in one number).
+# Values of a user's model's first output shown with its result (every element of every
+# output is compared between frameworks: fwbench.models.parity.output_check).
 SAMPLE_VALUES = 16
 
 
-def output_sample(array: Any) -> dict[str, Any]:
-    """What fwbench.models.parity.output_check compares of one output (a NumPy array)."""
+def output_sample(arrays: list[Any], again: list[Any] | None = None) -> dict[str, Any]:
+    """What a result records of a user's model's outputs (NumPy arrays, in the order the
+    model returns them): the first output's shape, first values and root mean square,
+    each output's shape and root mean square, and, where the model ran twice on the same
+    inputs (`again`), whether it computed the same thing both times: a model that does
+    not (dropout left on, a random op) is `random`, and is compared by shape only."""
     import numpy as np
 
-    flat = np.asarray(array, dtype=np.float64).ravel()
-    rms = float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
-    return {
-        "shape": [int(d) for d in np.shape(array)],
-        "values": [float(v) for v in flat[:SAMPLE_VALUES]],
-        "rms": rms,
+    def rms(flat: Any) -> float:
+        return float(np.sqrt(np.mean(flat * flat))) if flat.size else 0.0
+
+    flats = [np.asarray(a, dtype=np.float64).ravel() for a in arrays]
+    sample: dict[str, Any] = {
+        "shape": [int(d) for d in np.shape(arrays[0])],
+        "values": [float(v) for v in flats[0][:SAMPLE_VALUES]],
+        "rms": rms(flats[0]),
+        "outputs": [
+            {"shape": [int(d) for d in np.shape(a)], "rms": rms(f)}
+            for a, f in zip(arrays, flats, strict=True)
+        ],
     }
+    if again is not None:
+        sample["random"] = len(again) != len(arrays) or any(
+            _changed(f, np.asarray(b, dtype=np.float64).ravel(), rms(f))
+            for f, b in zip(flats, again, strict=False)
+        )
+    return sample
+
+
+# Two steps on the same inputs that differ by more than this share of the output's scale
+# computed other things (dropout, a random op); less is a GPU's unordered reductions.
+RANDOM_SHARE = 1e-4
+
+
+def _changed(first: Any, second: Any, scale: float) -> bool:
+    import numpy as np
+
+    if first.shape != second.shape:
+        return True
+    both_nan = np.isnan(first) & np.isnan(second)
+    diff = np.where(both_nan, 0.0, np.abs(first - second))
+    return bool(np.any(np.isnan(diff)) or np.any(diff > RANDOM_SHARE * max(scale, 1e-12)))
 
 
 class OutputCheck:
     """check_output_shape on the first step's output, then nothing: the timed steps pay
     one attribute read. A user's model (a case with its own inputs) has no shape its
-    objective fixes; its first output is kept instead (`sample`, through `as_array`, the
-    framework's way to a NumPy array) when the step does not train, for the check that
-    every framework running the same model computed the same thing."""
+    objective fixes; when the step does not train, its outputs of the first two steps
+    (the same inputs: the warmup's) are kept instead (through `as_array`, the framework's
+    way to a NumPy array): every output, whole (`arrays`), for the check that every
+    framework running the same model computed the same thing, and a summary (`sample`)
+    that says whether the two steps agreed."""
 
     def __init__(
         self, case: Case, objective: str, as_array: Callable[[Any], Any] | None = None
@@ -108,11 +141,11 @@ class OutputCheck:
         self.case, self.objective, self.pending = case, objective, True
         self.as_array = as_array
         self.sample: dict[str, Any] | None = None
+        self.arrays: list[Any] | None = None
 
     def __call__(self, out: Any) -> None:
         if self.case.inputs is not None:
             self._keep(out)
-            self.pending = False
             return
         shape = getattr(out, "shape", None)
         if shape is None:
@@ -128,8 +161,16 @@ class OutputCheck:
             raise OutputShapeError(
                 f"model {self.case.model} returned a {type(out).__name__}, with no tensor in it"
             )
-        if self.as_array is not None and not get_task(self.case.task).trains:
-            self.sample = output_sample(self.as_array(found[0]))
+        if self.as_array is None or get_task(self.case.task).trains:
+            self.pending = False
+            return
+        made = [self.as_array(t) for t in found]
+        if self.arrays is None:
+            self.arrays = made
+            self.sample = output_sample(made)
+            return
+        self.sample = output_sample(self.arrays, again=made)
+        self.pending = False
 
 
 class Workload(ABC):
@@ -165,10 +206,16 @@ class Workload(ABC):
         return {}
 
     def output_sample(self) -> dict[str, Any] | None:
-        """A user's model's first output (OutputCheck.sample), recorded with the result
-        for the check between frameworks; None for the zoo's models and training."""
+        """A summary of a user's model's outputs (OutputCheck.sample), recorded with the
+        result; None for the zoo's models and training."""
         check = getattr(self, "check", None)
         return check.sample if isinstance(check, OutputCheck) else None
+
+    def output_arrays(self) -> list[Any] | None:
+        """A user's model's outputs, whole, as NumPy arrays (OutputCheck.arrays): written
+        for the check between frameworks, never stored; None where none were kept."""
+        check = getattr(self, "check", None)
+        return check.arrays if isinstance(check, OutputCheck) else None
 
     def compile_count(self) -> int | None:
         """(Re)compilations or traces so far; None in modes that never compile.

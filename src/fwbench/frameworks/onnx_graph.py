@@ -261,7 +261,7 @@ class Compiled:
     """A runtime's compiled graph, as the workload and the output check use it."""
 
     run: Callable[[], Any]  # one batch, inputs already where the runtime reads them
-    output: Callable[[], np.ndarray]  # the last run's first output, on the host
+    output: Callable[[], list[np.ndarray]]  # the last run's outputs, in order, on the host
     applied: dict[str, Any]  # the options in force, for the result's settings
     # Waits for the device; a CPU runtime's call returns when its outputs are written.
     sync: Callable[[], None] = field(default=_nothing)
@@ -281,10 +281,29 @@ class GraphWorkload(Workload):
         self.proto = proto
         self.param_count = param_count  # the source model's: see graph_params
         self.settings_: dict[str, Any] = {}
-        self.sample: dict[str, Any] | None = None  # a user's model's first output
+        # A user's model's outputs: summarised for its result, whole for the check.
+        self.sample: dict[str, Any] | None = None
+        self.arrays: list[np.ndarray] | None = None
 
     def output_sample(self) -> dict[str, Any] | None:
         return self.sample
+
+    def output_arrays(self) -> list[np.ndarray] | None:
+        return self.arrays
+
+    def keep_outputs(self) -> list[np.ndarray]:
+        """Run the graph twice on its inputs and keep a user's model's outputs (the
+        check across frameworks reads them, and whether the two runs agreed); the
+        first run's outputs."""
+        found = self.run_once()
+        self.arrays = found
+        self.sample = output_sample(found, again=self.run_once())
+        return found
+
+    def run_once(self) -> list[np.ndarray]:
+        self.compiled.run()
+        self.compiled.sync()
+        return self.compiled.output()
 
     def step(self) -> None:
         self.compiled.run()
@@ -369,12 +388,10 @@ class ExportedAdapter(Adapter):
         fusions = fusion_settings(graph, batchnorms)
 
         def first_output() -> np.ndarray:
-            compiled.run()
-            compiled.sync()
-            found = compiled.output()
-            if case.inputs is not None:  # a user's model: kept for the check across variants
-                workload.sample = output_sample(found)
-            return found
+            # A user's model's outputs are kept for the check across variants.
+            found = workload.keep_outputs() if case.inputs is not None else workload.run_once()
+            first: np.ndarray = found[0]
+            return first
 
         checked = agreement(source, inputs, first_output, case.precision or "fp32")
         warned = [*checked.pop("warnings", []), *fusions.pop("warnings", [])]
@@ -413,9 +430,7 @@ class ExportedAdapter(Adapter):
         proto = model if isinstance(model, onnx.ModelProto) else None
         params = self.count_params(model)
         workload = cls(compiled, proto, params)
-        compiled.run()
-        compiled.sync()
-        workload.sample = output_sample(compiled.output())
+        workload.keep_outputs()
         graph = {"graph_params": params}
         if proto is not None:
             graph["graph_nodes"] = len(proto.graph.node)

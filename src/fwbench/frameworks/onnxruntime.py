@@ -141,9 +141,9 @@ class OnnxRuntimeAdapter(ExportedAdapter):
             last: list[np.ndarray] = []
 
             def run() -> None:
-                last[:] = session.run(None, by_name)[:1]
+                last[:] = session.run(None, by_name)
 
-            return Compiled(run, lambda: last[0], applied, graph=graph)
+            return Compiled(run, lambda: list(last), applied, graph=graph)
         compiled = _bound(session, names, feeds, applied | _provider_options(session, got))
         compiled.graph = graph
         return compiled
@@ -208,8 +208,8 @@ def _bound(
     def run() -> None:
         session.run_with_iobinding(binding)
 
-    def output() -> np.ndarray:
-        return np.asarray(binding.copy_outputs_to_cpu()[0])
+    def output() -> list[np.ndarray]:
+        return [np.asarray(o) for o in binding.copy_outputs_to_cpu()]
 
     applied |= {"io_binding": "cuda"}
     return Compiled(run, output, applied, binding.synchronize_outputs, holds=tuple(on_device))

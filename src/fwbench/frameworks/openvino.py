@@ -89,7 +89,7 @@ class OpenVinoAdapter(ExportedAdapter):
             onnx.save(proto, str(path))
             # Compiled while the file is there: OpenVINO may map weights from it.
             model = core.read_model(str(path))
-            return self._compile(core, model, case, dict(enumerate(feeds)), 0, proto)
+            return self._compile(core, model, case, dict(enumerate(feeds)), None, proto)
 
     def compile_file(self, fmt: str, model: Any, case: Case, feeds: list[np.ndarray]) -> Compiled:
         if fmt != SAVED_MODEL:
@@ -97,13 +97,13 @@ class OpenVinoAdapter(ExportedAdapter):
         import openvino as ov
 
         converted = ov.convert_model(str(model))
-        # A signature's inputs and outputs are maps: fed by name, and its first output is
-        # the first by name, as TensorFlow's adapter takes them.
+        # A signature's inputs and outputs are maps: fed by name, and its outputs read in
+        # the order of their names, as TensorFlow's adapter takes them.
         names = [tensor.name for tensor in parse_signature(case.inputs or "")]
         outputs = [min(o.get_names() or {""}) for o in converted.outputs]
-        first = outputs.index(min(outputs))
+        order = sorted(range(len(outputs)), key=outputs.__getitem__)
         inputs = dict(zip(names, feeds, strict=True))
-        return self._compile(ov.Core(), converted, case, inputs, first)
+        return self._compile(ov.Core(), converted, case, inputs, order)
 
     def _compile(
         self,
@@ -111,11 +111,12 @@ class OpenVinoAdapter(ExportedAdapter):
         model: Any,
         case: Case,
         inputs: dict[Any, np.ndarray],
-        first: int,
+        order: list[int] | None = None,
         proto: onnx.ModelProto | None = None,
     ) -> Compiled:
         """`model` (an openvino.Model) compiled for the CPU with the case's hint, threads
-        and precision; fed `inputs` (by position or name), its output `first` read back.
+        and precision; fed `inputs` (by position or name), its outputs read back in `order`
+        (the graph's, left out).
         The fusion check looks for the BatchNormalization nodes of `proto`, the ONNX graph
         it came from (none for a model read in another format)."""
         import openvino as ov
@@ -140,8 +141,10 @@ class OpenVinoAdapter(ExportedAdapter):
         def run() -> None:
             request.infer(inputs, share_inputs=True)
 
-        def output() -> np.ndarray:
-            return np.asarray(request.get_output_tensor(first).data)
+        read = order if order is not None else list(range(len(compiled.outputs)))
+
+        def output() -> list[np.ndarray]:
+            return [np.asarray(request.get_output_tensor(i).data).copy() for i in read]
 
         def graph() -> RuntimeGraph:
             layers = [_layer(op) for op in compiled.get_runtime_model().get_ordered_ops()]

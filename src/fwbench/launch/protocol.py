@@ -45,6 +45,9 @@ class CaseRequest(BaseModel):
     category_rules: tuple[tuple[str, str], ...] = ()
     # A folder the runs of one command share for compiled programs (Adapter.compile_cache).
     compile_cache: str | None = None
+    # Where a user's model's outputs are written for the check across frameworks
+    # (launch/outputs.py): the first run's only.
+    outputs_path: str | None = None
 
 
 class CountItem(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -167,11 +167,14 @@ def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
     return med, min(low, med), max(high, med)
 
 
-def check_outputs(results: Sequence[Result]) -> list[Result]:
+def check_outputs(
+    results: Sequence[Result], arrays: Mapping[str, list[Any] | None] | None = None
+) -> list[Result]:
     """The variants of one workload that recorded what they computed: each with the check
     of its output against the others' in its settings, and a warning where they differ.
     Generations compare their tokens (models.parity.token_check); a user's model its
-    first output on the same inputs (models.parity.output_check). Others as they are."""
+    outputs on the same inputs (models.parity.output_check: whole where `arrays` has
+    them by variant, launch/outputs.py). Others as they are."""
     tokens = {
         r.case.variant: list(r.settings["generated_tokens"])
         for r in results
@@ -189,7 +192,7 @@ def check_outputs(results: Sequence[Result]) -> list[Result]:
     if found_tokens is not None:
         checked |= {variant: ("token_check", found_tokens) for variant in tokens}
     for numerics, group in samples.items():
-        found_outputs = output_check(group, numerics)
+        found_outputs = output_check(group, numerics, arrays)
         if found_outputs is not None:
             checked |= {variant: ("output_agreement", found_outputs) for variant in group}
     out = []

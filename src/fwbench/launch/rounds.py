@@ -30,6 +30,7 @@ from fwbench.case import Case
 from fwbench.catalog.frameworks import get_framework
 from fwbench.environment import host_environment, host_key
 from fwbench.errors import one_line
+from fwbench.launch import outputs
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import CaseOutcome, WorkerFailure
 from fwbench.launch.process import (
@@ -225,6 +226,8 @@ def run_round(
                 request = request.model_copy(
                     update={"count_flops": False, "profile_steps": 0, "trace_path": None}
                 )
+            elif outputs.keeps_outputs(case):  # and a user's model's outputs, for the check
+                request = request.model_copy(update={"outputs_path": str(outputs.path_for(case))})
             if request.timing.compile_cache and request.compile_cache is None:
                 request = request.model_copy(update={"compile_cache": str(compile_dir(case))})
             started = time.perf_counter()

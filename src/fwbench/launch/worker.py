@@ -28,6 +28,7 @@ from fwbench.explain import breakdown
 from fwbench.explain.categories import Categoriser
 from fwbench.frameworks import load_adapter
 from fwbench.frameworks.base import Adapter, TaskNotImplemented, Workload
+from fwbench.launch import outputs
 from fwbench.launch.protocol import (
     CaseReport,
     CaseRequest,
@@ -207,6 +208,9 @@ def serve_case(
         sample = workload.output_sample()
         if sample is not None:
             settings["output_sample"] = sample
+            whole = workload.output_arrays()
+            if request.outputs_path and whole is not None:
+                outputs.write(request.outputs_path, whole)
         settings |= adapter.compile_cache_state()
         found = role.after(workload)
     except Exception as exc:
