@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from fwbench import cache
 from fwbench.catalog.frameworks import FRAMEWORKS
@@ -47,11 +47,22 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
             f"installed here: pip install 'fwbench[{source.native}]'"
         )
     key = f"{spec.name}|{spec.reference}|{source.native}={version}"
-    found = cache.read("models", key)
-    if not isinstance(found, dict):
-        found = describing.describe(spec.reference or spec.name)
-        cache.write("models", key, found)
+    kept = cache.read("models", key)
+    if _well_formed(kept):
+        return kept
+    # Absent, or damaged: read again, never trusted.
+    found = describing.describe(spec.reference or spec.name)
+    cache.write("models", key, found)
     return found
+
+
+def _well_formed(found: Any) -> TypeGuard[dict[str, Any]]:
+    """A cache entry of describe's shape: text where text goes, a count or none."""
+    if not isinstance(found, dict):
+        return False
+    texts = all(isinstance(found.get(k, ""), str) for k in ("inputs", "defaults", "outputs"))
+    params = found.get("params")
+    return texts and (params is None or (isinstance(params, int) and not isinstance(params, bool)))
 
 
 def prepare(text: str, input_shapes: Sequence[str] = (), objective: str | None = None) -> Prepared:
@@ -78,8 +89,11 @@ def prepare(text: str, input_shapes: Sequence[str] = (), objective: str | None =
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     found = describe(spec)
-    declared = parse_signature(found["inputs"]) if found.get("inputs") else ()
-    defaults = parse_signature(found["defaults"]) if found.get("defaults") else ()
+    try:
+        declared = parse_signature(found["inputs"]) if found.get("inputs") else ()
+        defaults = parse_signature(found["defaults"]) if found.get("defaults") else ()
+    except ValueError as exc:  # what an older fwbench kept of it, read by today's rules
+        raise SpecError(f"model: {spec.name}: its declared inputs: {exc}") from None
     try:
         inputs, batch = merge(declared, shapes, spec.name, defaults)
     except ValueError as exc:

@@ -131,3 +131,192 @@ def test_a_function_whose_module_exits_at_import_is_one_line(tmp_path: Path) -> 
     proc = fwbench("models", "--model", f"torch:{tmp_path / 'nets.py'}:build")
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert "its code ended the process (exit code 0) before it was read" in proc.stderr
+
+
+# Keras functions whose networks differ by backend, or by step, or hold no parameters:
+# the check across frameworks must see what differs (issue 52, items 4 and 5).
+SAME_WORK_NETS = """
+import keras
+
+
+def reversed_tail():
+    inputs = keras.Input((12,), name="x")
+    logits = keras.layers.Dense(32)(inputs)
+    if keras.backend.backend() == "torch":  # elements 16-31 reversed on one backend
+        logits = keras.ops.concatenate(
+            [logits[:, :16], keras.ops.flip(logits[:, 16:], axis=1)], axis=1
+        )
+    second = keras.layers.Dense(4, activation="relu")(inputs)
+    return keras.Model(inputs, [logits, second])
+
+
+class Noise(keras.layers.Layer):
+    def __init__(self):
+        super().__init__()
+        self.seeds = keras.random.SeedGenerator(1)
+
+    def call(self, x):
+        return x + keras.random.normal(keras.ops.shape(x), seed=self.seeds)
+
+
+def noise_added():
+    inputs = keras.Input((12,), name="x")
+    return keras.Model(inputs, Noise()(keras.layers.Dense(16)(inputs)))
+
+
+def no_parameters():
+    inputs = keras.Input((12,), name="x")
+    return keras.Model(inputs, keras.ops.tanh(inputs))
+"""
+
+
+def _same_work(tmp_path: Path, function: str) -> list[dict[str, object]]:
+    from tests.frameworks.test_your_model import run
+
+    (tmp_path / "checked.py").write_text(SAME_WORK_NETS)
+    return run(
+        "--framework", "tensorflow", "--framework", "keras-torch", "--model",
+        f"keras:checked.py:{function}", "--task", "infer", "--batch-size", "2",
+        db=tmp_path / f"{function}.duckdb", cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_elements_reversed_on_one_backend_are_different_work_naming_the_element(
+    tmp_path: Path,
+) -> None:
+    """The old check read the first output's first 16 values and its RMS: it passed this
+    network 'within 0'."""
+    records = _same_work(tmp_path, "reversed_tail")
+    for r in records:
+        check = str(r["settings"]["output_agreement"])  # type: ignore[index]
+        assert check.startswith(
+            "failed: keras-torch/eager, tensorflow/graph outputs differ: output 1 at ["
+        )
+        assert "beyond the tolerance" in check and r["different_work"], check
+
+
+def test_a_network_that_adds_noise_is_random_not_different_work(tmp_path: Path) -> None:
+    records = _same_work(tmp_path, "noise_added")
+    for r in records:
+        check = str(r["settings"]["output_agreement"])  # type: ignore[index]
+        assert check.startswith("random: keras-torch/eager, tensorflow/graph computed"), check
+        assert not r["different_work"]
+
+
+def test_a_network_without_parameters_is_the_same_work(tmp_path: Path) -> None:
+    records = _same_work(tmp_path, "no_parameters")
+    assert [r["param_count"] for r in records] == [0, 0]
+    for r in records:
+        assert not r["different_work"], r["different_work_reason"]
+        assert str(r["settings"]["output_agreement"]).startswith("passed")  # type: ignore[index]
+
+
+def test_a_network_changed_through_its_helper_module_is_another_model(tmp_path: Path) -> None:
+    """Issue 52, item 6: `import helper` inside the function failed, and a network whose
+    helper changed kept its name, its case key and its cached parameter count."""
+    (tmp_path / "net.py").write_text(
+        "def build():\n"
+        "    import torch\n"
+        "    import helper\n\n"
+        "    return torch.nn.Linear(helper.WIDTH, 3)\n"
+    )
+    seen = []
+    for width in (4, 4000):
+        (tmp_path / "helper.py").write_text(f"WIDTH = {width}\n")
+        proc = fwbench("models", "--model", f"torch:{tmp_path / 'net.py'}:build", "--json")
+        assert proc.returncode == 0, proc.stderr
+        (row,) = json.loads(proc.stdout)
+        seen.append((row["name"], row["params"]))
+    assert seen[0][1] == 4 * 3 + 3 and seen[1][1] == 4000 * 3 + 3
+    assert seen[0][0] != seen[1][0]
+
+
+# ONNX graphs whose inputs fwbench cannot write or feed, each one Relu.
+ODD_INPUTS = """
+import onnx
+from onnx import TensorProto, helper
+
+def save(name, shape, path):
+    given = helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)
+    graph = helper.make_graph([helper.make_node("Relu", [name], ["y"])], "g", [given], [out])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+save("a=b", ["N", 4], "equals.onnx")
+save("a,b", ["N", 4], "comma.onnx")
+save("a b", ["N", 4], "space.onnx")
+save("x", ["N", 100000, 100000], "huge.onnx")
+save("x", [], "scalar.onnx")
+save("x", ["N", 4], "good.onnx")
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("equals", "its input 'a=b' has a name fwbench cannot write"),
+        ("comma", "its input 'a,b' has a name fwbench cannot write"),
+        ("space", "its input 'a b' has a name fwbench cannot write"),
+        ("huge", "(Bx100000x100000) is 10,000,000,000 elements per sample; at most"),
+        ("scalar", "its input 'x' is a scalar (rank 0)"),
+    ],
+)
+def test_inputs_fwbench_cannot_feed_are_one_line_not_unexpected(
+    odd_inputs: Path, name: str, says: str
+) -> None:
+    """Issue 52, item 9: each ended as 'unexpected ValueError' (exit 1)."""
+    db = odd_inputs / f"{name}.duckdb"
+    proc = fwbench(
+        "run", "--framework", "onnxruntime", "--model", str(odd_inputs / f"{name}.onnx"),
+        "--task", "infer", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: model: ") and proc.stderr.count("\n") == 1
+    assert says in proc.stderr, proc.stderr
+    assert not db.exists()
+
+
+@pytest.fixture(scope="module")
+def odd_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("odd-inputs")
+    make(ODD_INPUTS, folder)
+    return folder
+
+
+def test_a_damaged_entry_of_what_a_model_declares_is_read_again(
+    odd_inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 52, item 9: an entry of the right key and wrong types was trusted."""
+    import os
+
+    from fwbench import cache
+    from fwbench.catalog.frameworks import FRAMEWORKS
+    from fwbench.catalog.models import get_model
+
+    monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path))
+    spec = get_model(str(odd_inputs / "good.onnx"))
+    key = f"{spec.name}|{spec.reference}|onnxruntime={FRAMEWORKS['onnxruntime'].version()}"
+    cache.write("models", key, {"inputs": 5, "params": "many", "outputs": ""})
+    proc = fwbench(
+        "models", "--model", str(odd_inputs / "good.onnx"), "--json", env=dict(os.environ)
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["inputs"] == "x=Bx4:float32" and row["params"] == 0, row
+    assert cache.read("models", key)["inputs"] == "x=Bx4:float32"  # the entry read again
+
+
+def test_training_a_model_without_parameters_is_refused_before_any_work(tmp_path: Path) -> None:
+    """Issue 52, item 10: it ran and failed in the worker ('optimizer got an empty
+    parameter list')."""
+    (tmp_path / "nets.py").write_text(
+        "def relu():\n    import torch\n\n    return torch.nn.ReLU()\n"
+    )
+    db = tmp_path / "never.duckdb"
+    proc = fwbench(
+        "run", "--framework", "torch", "--model", f"torch:{tmp_path / 'nets.py'}:relu",
+        "--input-shape", "Bx4", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "has no trainable parameters, so there is nothing to train" in proc.stderr
+    assert not db.exists()

@@ -3,6 +3,7 @@ the table's order that claims it), and what resolving finds wrong before any wor
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,120 @@ def test_a_file_of_twins_that_exits_at_import_is_one_line(
     found, out, err = cli(["models", "--model", str(tmp_path / "nets.py") + ":mlp"], capsys)
     assert found == 2 and out == "", err
     assert f"importing nets.py called sys.exit({code})" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "reference", "runs_code"),
+    [
+        ("torch_callable", "torch:nets.py:build", "the file's Python code"),
+        ("keras", "keras:nets.py:build", "the file's Python code"),
+        ("keras", "/models/net.keras", ""),
+        ("twins", "/models/nets.py:mlp", "the file's Python code"),
+        ("saved_model", "/models/exported/", "a TensorFlow program"),
+        ("torch_export", "/models/net.pt2", ""),
+        ("onnx_file", "/models/net.onnx", ""),
+        ("hf", "hf:llama", ""),
+        ("timm", "timm:resnet18", ""),
+    ],
+)
+def test_each_source_says_whether_its_authors_code_runs(
+    source: str, reference: str, runs_code: str
+) -> None:
+    """Issue 52, item 3: `fwbench models` and docs/your-model.md say which sources run
+    code of the file's author (a SavedModel's graph may write files) and which are data."""
+    from fwbench.catalog.models import ModelSpec
+
+    spec = ModelSpec(name="m", family="user", input_kind="tensors", reference=reference)
+    said = get_source(source).runs_code(spec)
+    assert (runs_code in said) if runs_code else said == "", said
+
+
+def test_a_models_identity_follows_the_local_modules_its_file_imports(tmp_path: Path) -> None:
+    """Issue 52, item 6: a network changed through a helper module kept its old name."""
+    from fwbench.models.sources.common import code_digest
+
+    net = tmp_path / "net.py"
+    net.write_text("import os\nimport helper\nfrom layers.blocks import block\n")
+    (tmp_path / "helper.py").write_text("WIDTH = 4\n")
+    (tmp_path / "layers").mkdir()
+    (tmp_path / "layers" / "__init__.py").write_text("")
+    (tmp_path / "layers" / "blocks.py").write_text("from .sizes import SIZE\nblock = 1\n")
+    (tmp_path / "layers" / "sizes.py").write_text("SIZE = 3\n")
+    (tmp_path / "unrelated.py").write_text("x = 1\n")
+    first = code_digest(net)
+    (tmp_path / "unrelated.py").write_text("x = 2\n")  # not imported: the same model
+    assert code_digest(net) == first
+    for changed, text in (
+        ("helper.py", "WIDTH = 4000\n"),
+        ("layers/sizes.py", "SIZE = 30\n"),  # imported by an imported module
+    ):
+        (tmp_path / changed).write_text(text)
+        assert code_digest(net) != first, changed
+        first = code_digest(net)
+
+
+def test_a_helper_that_is_a_device_or_a_pipe_is_refused_not_read(tmp_path: Path) -> None:
+    """Issue 52, item 7: hashing never reads from a device or a FIFO (it would hang)."""
+    import os
+
+    from fwbench.models.sources.common import code_digest
+
+    net = tmp_path / "net.py"
+    net.write_text("import helper\nimport piped\n")
+    (tmp_path / "helper.py").symlink_to("/dev/zero")
+    with pytest.raises(SpecError, match=re.escape("helper.py: not a regular Python file")):
+        code_digest(net)
+    (tmp_path / "helper.py").unlink()
+    os.mkfifo(tmp_path / "piped.py")
+    with pytest.raises(SpecError, match=re.escape("piped.py: not a regular Python file")):
+        code_digest(net)
+
+
+@pytest.mark.parametrize("hazard", ["device", "fifo", "outside"])
+def test_a_model_folder_holding_a_device_a_pipe_or_a_way_out_is_refused(
+    tmp_path: Path, hazard: str
+) -> None:
+    """Issue 52, item 7: a SavedModel folder with a link to /dev/zero, or a FIFO, hung
+    `fwbench models` and `import` forever while its files were hashed."""
+    import os
+
+    folder = tmp_path / "exported"
+    (folder / "variables").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(b"\x08\x01")
+    odd = folder / "variables" / "variables.data-00000-of-00001"
+    if hazard == "device":
+        odd.symlink_to("/dev/zero")
+    elif hazard == "fifo":
+        os.mkfifo(odd)
+    else:
+        (tmp_path / "elsewhere").write_bytes(b"x")
+        odd.symlink_to(tmp_path / "elsewhere")
+    says = "leads out of the folder" if hazard == "outside" else "is not a regular file"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwbench", "models", "--model", str(folder)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert says in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("code", "says"),
+    [
+        ("import time\ntime.sleep(60)\n", "importing nets.py did not finish in 2 s"),
+        ("import os\nos._exit(5)\n", "importing nets.py ended the process (exit code 5)"),
+        ("import sys\nsys.stdout.close()\n", "importing nets.py closed the standard output"),
+        ("raise RuntimeError('no GPU here')\n", "importing nets.py failed: RuntimeError: no GPU"),
+    ],
+)
+def test_a_file_of_twins_that_hangs_or_ends_the_process_at_import_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, says: str
+) -> None:
+    """Issue 52, items 7 and 8: imported in the command's process, a sleeping file hung
+    it and os._exit ended it without a word; it is imported alone first, with a deadline."""
+    from fwbench.models.sources import twins
+
+    monkeypatch.setattr(twins, "IMPORT_TIMEOUT_S", 2.0)
+    (tmp_path / "nets.py").write_text(code)
+    with pytest.raises(SpecError, match=re.escape(says)):
+        twins.resolve(f"{tmp_path / 'nets.py'}:mlp")

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fwbench.errors import SpecError
+
 BATCH = "B"
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 INT_DTYPES = ("int64", "int32", "int8", "uint8", "bool")
@@ -28,6 +30,7 @@ DTYPES = FLOAT_DTYPES + INT_DTYPES
 DEFAULT_HIGH = 2
 MAX_RANK = 8
 MAX_ELEMENTS = 1 << 31  # one input of a sample, at most (8 GiB of float32)
+_NAME = re.compile(r"[A-Za-z0-9_.:/\-]+")
 
 _DIM = re.compile(r"^(?:[0-9]+|[Bb?]|[Nn])$")
 
@@ -67,7 +70,36 @@ class TensorSpec:
 Signature = tuple[TensorSpec, ...]
 
 
+class SignatureError(SpecError, ValueError):
+    """Inputs a model declares that fwbench cannot feed: one line, as bad input."""
+
+
 def format_signature(inputs: Sequence[TensorSpec]) -> str:
+    """The canonical text of `inputs`; a SignatureError naming an input fwbench cannot feed
+    (what a model's file declares is checked here, where its names are still whole)."""
+    for t in inputs:
+        if not _NAME.fullmatch(t.name):
+            raise SignatureError(
+                f"its input {t.name!r} has a name fwbench cannot write (letters, digits and "
+                "_ . : / - only): rename the input"
+            )
+        if not t.shape:
+            raise SignatureError(
+                f"its input {t.name!r} is a scalar (rank 0): fwbench feeds batches, each "
+                "input's first dimension the batch"
+            )
+        if len(t.shape) > MAX_RANK:
+            raise SignatureError(
+                f"its input {t.name!r} has {len(t.shape)} dimensions; at most {MAX_RANK}"
+            )
+        known = 1
+        for d in t.shape:
+            known *= d if isinstance(d, int) else 1
+        if known > MAX_ELEMENTS:
+            raise SignatureError(
+                f"its input {t.name!r} ({t.dims_text()}) is {known:,} elements per sample; "
+                f"at most {MAX_ELEMENTS:,}"
+            )
     return ";".join(t.text() for t in inputs)
 
 
@@ -111,7 +143,7 @@ def parse_given(values: Sequence[str]) -> dict[str | None, TensorSpec]:
 
 def _tensor(name: str, text: str, field: str, leading_batch: bool = False) -> TensorSpec:
     example = "1x3x224x224:float32" if field == "input_shape" else "x=Bx3x224x224:float32"
-    if not name or not re.fullmatch(r"[A-Za-z0-9_.:/\-]+", name):
+    if not name or not _NAME.fullmatch(name):
         raise ValueError(f"{field}: {name!r} is not an input name (letters, digits, _ . : / -)")
     dims, _, kind = text.partition(":")
     dtype, _, high_text = kind.partition("<")

@@ -61,6 +61,17 @@ class Source:
     # Modes a framework cannot run it in: (framework, modes, why).
     mode_limits: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     example: str = ""
+    # What code of the model's author runs when fwbench reads or runs it ("" where the
+    # model is read as data), and, where only some of its syntaxes run code, the prefix
+    # of those (a `keras:module:function` does; a `.keras` file is data).
+    executes: str = ""
+    executes_when: str = ""
+
+    def runs_code(self, spec: ModelSpec) -> str:
+        """What of its author's code runs for `spec`, or "" (read as data)."""
+        if self.executes_when and not (spec.reference or "").startswith(self.executes_when):
+            return ""
+        return self.executes
 
     def _code(self) -> ModuleType:
         dotted = self.module if "." in self.module else f"fwbench.models.sources.{self.module}"
@@ -129,6 +140,9 @@ _NOT_KERAS = (
     "cannot run it (pass the .keras file to compare them)"
 )
 
+# What a source that imports the user's file runs.
+_PYTHON = "the file's Python code: its module is imported and the function called"
+
 # The built-in sources, in the order they are asked: the first that claims a text has
 # it, so the order is part of what a text means.
 _BUILT_IN = (
@@ -136,7 +150,7 @@ _BUILT_IN = (
         name="torch_callable", module="torch_callable",
         label="a PyTorch module from a function",
         syntax="torch:module:function", example="torch:nets.py:build",
-        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH, executes=_PYTHON,
     ),
     Source(
         name="torch_export", module="torch_export",
@@ -189,12 +203,14 @@ _BUILT_IN = (
             ("torch", "a Keras model runs on Keras 3's backends (keras-torch is Keras on "
                       "PyTorch) and the runtimes it exports to"),
         ),
+        executes=_PYTHON, executes_when="keras:",
     ),
     Source(
         name="twins", module="twins",
         label="twins from a Python file", syntax="path/file.py:NAME", example="nets.py:mlp",
         native="",
         runs=(),  # whichever frameworks its builders cover (ModelSpec.builder says)
+        executes=_PYTHON,
     ),
     # Any folder (after hf:DIR): one that is not a SavedModel is told so.
     Source(
@@ -226,6 +242,11 @@ _BUILT_IN = (
             ("tensorflow", ("eager",),
              "a SavedModel's signature is a graph: TensorFlow runs it as one in any mode, "
              "so eager would time graph execution under another name; use graph or xla"),
+        ),
+        executes=(
+            "its serving signature, a TensorFlow program: its graph may hold any TensorFlow "
+            "operation, file writes included (tf.io.write_file), and runs as TensorFlow "
+            "runs it"
         ),
     ),
 )  # fmt: skip

@@ -27,6 +27,8 @@ from fwbench import user_models
 from fwbench.case import Case
 from fwbench.errors import FwbenchError, SpecError
 from fwbench.measure.settings import PARTS, TimingConfig
+from fwbench.tasks import get_task
+from fwbench.tasks.train import TRAIN
 
 
 def _console(stderr: bool) -> Console:
@@ -183,6 +185,12 @@ def cases_per_framework(
     A user's model is prepared first (user_models.prepare: its inputs read from it or
     given by `input_shape`); its batch may be fixed by its inputs."""
     prepared = user_models.prepare(str(workload["model"]), input_shape or [], objective)
+    task = get_task(str(workload.get("task") or TRAIN.name))
+    if task.trains and prepared.described.get("params") == 0:
+        raise SpecError(
+            f"task {task.name}: {prepared.spec.name} has no trainable parameters, so there "
+            "is nothing to train; measure --task infer"
+        )
     workload = {**workload, **prepared.fields}
     workload["batch_size"] = user_models.batch_size(
         prepared, workload.get("batch_size"), DEFAULT_BATCH_SIZE

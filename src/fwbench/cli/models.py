@@ -187,6 +187,7 @@ def _user_model(text: str) -> dict[str, Any]:
         "name": spec.name,
         "source": source.name,
         "source_label": source.label,
+        "runs_code": source.runs_code(spec) or None,
         "reference": spec.reference or None,
         "digest": spec.digest,
         "description": spec.description,

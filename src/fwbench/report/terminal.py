@@ -377,6 +377,11 @@ def user_model_table(row: dict[str, Any]) -> Table:
         caption=f"inputs: {inputs}\nparameters: {params}"
         + (f"\noutputs: {row['outputs']}" if row["outputs"] else "")
         + (
+            f"\nruns its author's code: {row['runs_code']}"
+            if row.get("runs_code")
+            else "\nread as data: no code of its author runs"
+        )
+        + (
             f"\ntrains with: {row['objective']} (--objective to change)"
             if not any(get_task(task).trains for task in row["refuses"])
             else ""

@@ -44,13 +44,31 @@ def existing(text: str, what: str, folder: bool = False) -> Path:
 
 
 def _files(path: Path) -> Iterator[Path]:
+    """A model's file, or a folder's files in sorted order: regular files within it only
+    (a link to a device, a pipe, or out of the folder would be read forever, or be
+    another file's identity), refused in one line."""
     if path.is_file():
         yield path
         return
     for root, dirs, files in os.walk(path):
         dirs.sort()
         for name in sorted(files):
-            yield Path(root) / name
+            yield within(Path(root) / name, path)
+
+
+def within(file: Path, folder: Path) -> Path:
+    """`file` of a model's `folder`, checked before it is read: a regular file inside
+    the folder, or a one-line SpecError (a link to a device or a pipe would be read
+    forever; a link out of the folder would make another file part of the model)."""
+    target = file.resolve()
+    if not target.is_file():
+        raise SpecError(
+            f"model: {folder}: {file} is not a regular file (a device, a pipe or a socket); "
+            "a model's folder holds files"
+        )
+    if not target.is_relative_to(folder.resolve()):
+        raise SpecError(f"model: {folder}: {file} leads out of the folder ({target})")
+    return file
 
 
 def digest(path: Path) -> str:
@@ -67,6 +85,108 @@ def digest(path: Path) -> str:
         except OSError as exc:
             raise SpecError(f"model: {file}: cannot be read ({exc.strerror or exc})") from None
     return h.hexdigest()[:DIGEST_CHARS]
+
+
+# How much of a module's local imports its identity follows: a model's code is a few
+# files; a folder of thousands is not read into every name.
+CODE_FILES = 200
+CODE_FILE_BYTES = 8 * 2**20
+
+
+def code_digest(path: Path) -> str:
+    """The identity of a model defined by Python code: its file and every module beside
+    it that it imports, transitively (found by reading their imports, never by running
+    them; within the file's folder, and within its package for a module of one), so a
+    changed helper module is another model. Regular files only, each at most
+    CODE_FILE_BYTES, at most CODE_FILES of them."""
+    root = _package_root(path)
+    found = sorted(_local_modules(path, root), key=str)
+    h = hashlib.sha256()
+    for file in found:
+        h.update(str(file.relative_to(root)).encode() + b"\0")
+        h.update(_code_bytes(file) + b"\0")
+    return h.hexdigest()[:DIGEST_CHARS]
+
+
+def _package_root(path: Path) -> Path:
+    """The folder a module's absolute imports of its own package resolve from: above
+    the outermost package (folders with __init__.py) holding it, else its own folder."""
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def _code_bytes(file: Path) -> bytes:
+    try:
+        if not file.is_file() or file.stat().st_size > CODE_FILE_BYTES:
+            raise SpecError(
+                f"model: {file}: not a regular Python file of at most "
+                f"{CODE_FILE_BYTES // 2**20} MiB"
+            )
+        return file.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"model: {file}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _local_modules(path: Path, root: Path) -> set[Path]:
+    import ast
+
+    seen: set[Path] = set()
+    pending = [path.absolute()]
+    top = root.absolute()
+    while pending:
+        file = pending.pop()
+        if file in seen:
+            continue
+        seen.add(file)
+        if len(seen) > CODE_FILES:
+            raise SpecError(
+                f"model: {path}: it imports more than {CODE_FILES} local modules; fwbench "
+                "names a model by its code and reads at most that many"
+            )
+        try:
+            tree = ast.parse(_code_bytes(file), filename=str(file))
+        except SyntaxError:
+            continue  # importing it says what is wrong, with Python's own message
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [(a.name, 0) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                names = [(base, node.level)] + [
+                    (f"{base}.{a.name}" if base else a.name, node.level) for a in node.names
+                ]
+            else:
+                continue
+            for dotted, level in names:
+                folder = file.parent
+                for _ in range(max(level - 1, 0)):
+                    folder = folder.parent
+                starts = [folder] if level else list(dict.fromkeys([file.parent, top]))
+                for start in starts:
+                    pending += _module_files(start, dotted, top)
+    return seen
+
+
+def _module_files(start: Path, dotted: str, top: Path) -> list[Path]:
+    """The local files `dotted` names from `start` (each package's __init__.py on the
+    way, and the module itself), within `top`; none for a module found elsewhere."""
+    found = []
+    folder = start
+    for part in [p for p in dotted.split(".") if p]:
+        module, package = folder / f"{part}.py", folder / part / "__init__.py"
+        # Whatever is there is named: a device or a pipe under a module's name is refused
+        # when read (_code_bytes), never read until it ends.
+        if os.path.lexists(package):
+            found.append(package)
+            folder = folder / part
+        elif os.path.lexists(module):
+            found.append(module)
+            break
+        else:
+            break
+    return [f.absolute() for f in found if f.absolute().is_relative_to(top)]
 
 
 def digest_text(text: str) -> str:
@@ -157,8 +277,17 @@ def load_module(module: str) -> ModuleType:
 
 
 def call(module: str, function: str, text: str) -> Any:
-    """Call the user's function (no arguments) and return what it made."""
+    """Call the user's function (no arguments) and return what it made; a module given by
+    its file keeps its folder on the path while the function runs, as while it was
+    imported, so an import inside the function finds the modules beside it."""
     found = getattr(load_module(module), function, None)
     if found is None or not callable(found):
         raise SpecError(f"model: {text}: {module} has no function {function!r}")
-    return found()
+    if not module.endswith(".py"):
+        return found()
+    folder = str(Path(module).parent)
+    sys.path.insert(0, folder)
+    try:
+        return found()
+    finally:
+        sys.path.remove(folder)

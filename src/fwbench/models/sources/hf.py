@@ -29,7 +29,13 @@ from fwbench.cache import cache_dir
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest_text, existing, file_model, user_model
+from fwbench.models.sources.common import (
+    digest_text,
+    existing,
+    file_model,
+    user_model,
+    within,
+)
 
 PREFIX = "hf:"
 SEED = 0  # transformers' random initialisation, the same in every process
@@ -276,7 +282,7 @@ def _sizes_text() -> str:
 
 def weight_files(folder: Path) -> list[Path]:
     """A folder's safetensors weights (one file, or the shards its index names)."""
-    return sorted(folder.glob("*.safetensors"))
+    return [within(path, folder) for path in sorted(folder.glob("*.safetensors"))]
 
 
 def _folder_digest(folder: Path, config_text: str) -> str:

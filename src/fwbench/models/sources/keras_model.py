@@ -37,6 +37,7 @@ from fwbench.errors import SpecError
 from fwbench.models.sources.common import (
     call,
     callable_parts,
+    code_digest,
     digest,
     existing,
     file_model,
@@ -66,7 +67,7 @@ def resolve(text: str) -> ModelSpec:
                 "model.save writes; this one is not a zip)"
             )
         reference, name, description = str(path), path.name, f"Keras model file {path}"
-    content = digest(path)
+    content = code_digest(path) if text.startswith(f"{PREFIX}:") else digest(path)
     return file_model(
         reference, content, name,
         family="keras",
@@ -102,7 +103,9 @@ def build(reference: str) -> Any:
     if keras is None or not isinstance(found, keras.Model):
         kind = f"{type(found).__module__}.{type(found).__qualname__}"
         raise SpecError(f"model: {function}() returned a {kind}, not a keras.Model")
-    if not found.weights:
+    # Built is what is asked: a parameter-free network (a functional model of operations
+    # only) is built and has no weights.
+    if not found.built:
         raise SpecError(
             f"model: {function}() returned a model that is not built (it has no weights "
             "yet): give it a keras.Input, or call model.build(input_shape) before returning it"

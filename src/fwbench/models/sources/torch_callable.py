@@ -13,7 +13,7 @@ from fwbench.catalog.models import ModelSpec
 from fwbench.models.sources.common import (
     call,
     callable_parts,
-    digest,
+    code_digest,
     file_model,
     module_file,
 )
@@ -39,7 +39,7 @@ def build(text: str) -> Any:
 def resolve(text: str) -> ModelSpec:
     module, function = callable_parts(text, PREFIX)
     path = module_file(module, text)
-    content = digest(path)
+    content = code_digest(path)
     reference = f"{PREFIX}:{path}:{function}" if module.endswith(".py") else text
     return file_model(
         reference, content, f"{path.stem}.{function}",
