@@ -256,6 +256,13 @@ class Case(BaseModel):
                 f"seq_len: {self.seq_len} is past {spec.name}'s context of {spec.context} "
                 f"positions; valid: 1 to {spec.context}"
             )
+        if spec.context is not None and self.seq_len is None and self.prompt_len > spec.context:
+            # A user's decoder (hf:) given its tokens by --input-shape: past its position
+            # table, its worker would fail indexing it.
+            raise ValueError(
+                f"input_shape: {self.prompt_len} tokens are past {spec.name}'s context of "
+                f"{spec.context} positions; valid: 1 to {spec.context}"
+            )
         if self.layout is not None and spec.input_kind != "image":
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"

@@ -248,6 +248,14 @@ save("a b", ["N", 4], "space.onnx")
 save("x", ["N", 100000, 100000], "huge.onnx")
 save("x", [], "scalar.onnx")
 save("x", ["N", 4], "good.onnx")
+
+import numpy as np
+from onnx import numpy_helper
+
+ones = numpy_helper.from_array(np.ones(2, np.float32))
+out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+graph = helper.make_graph([helper.make_node("Constant", [], ["y"], value=ones)], "g", [], [out])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), "none.onnx")
 """
 
 
@@ -259,6 +267,8 @@ save("x", ["N", 4], "good.onnx")
         ("space", "its input 'a b' has a name fwbench cannot write"),
         ("huge", "(Bx100000x100000) is 10,000,000,000 elements per sample; at most"),
         ("scalar", "its input 'x' is a scalar (rank 0)"),
+        # It was told to give --input-shape, which could not help.
+        ("none", "its graph takes no inputs (it computes constants)"),
     ],
 )
 def test_inputs_fwbench_cannot_feed_are_one_line_not_unexpected(
@@ -320,3 +330,32 @@ def test_training_a_model_without_parameters_is_refused_before_any_work(tmp_path
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "has no trainable parameters, so there is nothing to train" in proc.stderr
     assert not db.exists()
+
+
+def test_a_dict_output_is_compared_with_its_export(tmp_path: Path) -> None:
+    """Issue 52, item 10: a function whose module returns a dict failed on ONNX Runtime
+    with "vars() argument must have __dict__"."""
+    from tests.frameworks.test_your_model import run
+
+    (tmp_path / "nets.py").write_text(
+        "import torch\n\n\n"
+        "class Heads(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.body = torch.nn.Linear(4, 3)\n\n"
+        "    def forward(self, x):\n"
+        "        return {'logits': self.body(x), 'probs': self.body(x).softmax(-1)}\n\n\n"
+        "def build():\n"
+        "    return Heads()\n"
+    )
+    records = run(
+        "--framework", "torch", "--framework", "onnxruntime", "--model",
+        "torch:nets.py:build", "--task", "infer", "--input-shape", "Bx4", "--batch-size", "2",
+        db=tmp_path / "r.duckdb", cwd=tmp_path,
+    )  # fmt: skip
+    assert all(r["status"] == "ok" for r in records), [r["error"] for r in records]
+    exported = next(r for r in records if r["framework"] == "onnxruntime")
+    assert exported["settings"]["output_check"] == "agrees"  # type: ignore[index]
+    for r in records:
+        check = str(r["settings"]["output_agreement"])  # type: ignore[index]
+        assert check.startswith("passed") and "of 2 outputs" in check, check

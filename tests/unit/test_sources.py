@@ -244,3 +244,15 @@ def test_a_file_of_twins_that_hangs_or_ends_the_process_at_import_is_one_line(
     (tmp_path / "nets.py").write_text(code)
     with pytest.raises(SpecError, match=re.escape(says)):
         twins.resolve(f"{tmp_path / 'nets.py'}:mlp")
+
+
+def test_a_decoders_tokens_past_its_context_are_refused_before_any_work() -> None:
+    """Issue 52, item 10: `hf:` inference past the context failed in the worker with
+    'index out of range'."""
+    from fwbench.case import Case
+
+    with pytest.raises(SpecError, match=re.escape("input_shape: 5000 tokens are past hf:gpt2")):
+        Case.build(
+            framework="torch", model="hf:gpt2", task="infer", batch_size=1,
+            inputs="input_ids=Bx5000:int64",
+        )  # fmt: skip

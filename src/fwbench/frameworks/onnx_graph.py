@@ -43,7 +43,7 @@ from fwbench.case import Case
 from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import get_model
 from fwbench.frameworks.agreement import within
-from fwbench.frameworks.base import Adapter, Workload, output_sample, workload_class
+from fwbench.frameworks.base import Adapter, Workload, output_sample, tensors_in, workload_class
 from fwbench.frameworks.torch import count_trainable, synthetic_inputs
 from fwbench.models.sources.saved_model import FOLDER, trainable_params
 
@@ -238,12 +238,12 @@ def agreement(
 ) -> dict[str, Any]:
     """The runtime's first output (`run()`) against PyTorch's on the same batch."""
     with torch.inference_mode():
-        expected = source(*inputs)
-    if isinstance(expected, (tuple, list)):
-        expected = expected[0]
-    if not isinstance(expected, torch.Tensor):  # e.g. a transformers output object
-        expected = next(v for v in vars(expected).values() if isinstance(v, torch.Tensor))
-    want = expected.float().numpy()
+        # A tensor, a tuple, a dict or a transformers output object: its first tensor, as
+        # torch.onnx orders the graph's outputs.
+        found = tensors_in(source(*inputs))
+    if not found:
+        raise ExportError("the model returned no tensor to compare the export's output with")
+    want = found[0].float().numpy()
     got = np.asarray(run(), dtype=np.float32)
     return within(got, want, TOLERANCE[precision], "PyTorch", precision, "the export")
 

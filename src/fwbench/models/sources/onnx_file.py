@@ -80,4 +80,11 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
         if init.data_type in (1, 10, 11, 16)
     )
     outputs = ", ".join(o.name for o in proto.graph.output)
-    return {"inputs": format_signature(signature(proto)), "params": params, "outputs": outputs}
+    inputs = signature(proto)
+    if not inputs:
+        # Nothing to feed: `--input-shape` could not help, and there is no batch to time.
+        raise SpecError(
+            f"model: {spec.reference}: its graph takes no inputs (it computes constants): "
+            "fwbench times a model on the inputs it feeds it"
+        )
+    return {"inputs": format_signature(inputs), "params": params, "outputs": outputs}
