@@ -53,7 +53,9 @@ def duration_seconds(text: str, name: str) -> float:
 # frames. The informative line is the first one that is none of these.
 _NOISE = re.compile(
     r"^(graph execution error|detected at node|defined at|exception encountered when"
-    r"|arguments received by|file \"|\[\[|•|traceback|during handling|the above exception)",
+    r"|arguments received by|file \"|\[\[|•|traceback|during handling|the above exception"
+    # OpenVINO's: where in its sources each layer of the error passed through.
+    r"|exception from \S+:\d+)",
     re.IGNORECASE,
 )
 _TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")

@@ -48,6 +48,12 @@ OOM when allocating tensor with shape[8,64,112,112] and type float on GPU_0 by a
             "{{function_node __wrapped__Conv2D}} \x1b[1m The Conv2D op ... NCHW\x1b[0m [Op:Conv2D]",
             "The Conv2D op ... NCHW",
         ),
+        (  # OpenVINO's: the place in its sources first (it was cut to "core.cpp:84")
+            "Exception from src/inference/src/cpp/core.cpp:84:\n"
+            "Exception from src/frontends/onnx/frontend/src/frontend.cpp:120:\n"
+            "Model input 'x' has an unsupported element type\n",
+            "Model input 'x' has an unsupported element type",
+        ),
         ("", ""),
     ],
 )
