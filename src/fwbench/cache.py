@@ -6,6 +6,7 @@ be read or written is simply not cached (the work is done again)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -13,15 +14,38 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from fwbench.errors import SpecError
+
 ENV = "FWBENCH_CACHE_DIR"
 
 
 def cache_dir() -> Path:
+    """The cache folder. One named by $FWBENCH_CACHE_DIR that cannot be made or written
+    is a one-line SpecError naming the variable (the user asked for it: weights and
+    compiled programs kept elsewhere, or nowhere, would surprise them); the default one
+    may be unusable, and then nothing is cached."""
     given = os.environ.get(ENV)
     if given:
-        return Path(given)
+        return _usable(given)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "fwbench"
+
+
+@functools.cache
+def _usable(given: str) -> Path:
+    path = Path(given)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    else:
+        if os.access(path, os.W_OK | os.X_OK):
+            return path
+        reason = "not writable"
+    raise SpecError(
+        f"{ENV}: {given} cannot hold fwbench's cache ({reason}); set it to a folder you can "
+        "write, or unset it"
+    )
 
 
 def _path(kind: str, key: str) -> Path:

@@ -256,3 +256,23 @@ def test_a_decoders_tokens_past_its_context_are_refused_before_any_work() -> Non
             framework="torch", model="hf:gpt2", task="infer", batch_size=1,
             inputs="input_ids=Bx5000:int64",
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("given", ["/proc/fwbench-nowhere", "/dev/null/cache"])
+def test_a_cache_folder_the_user_named_and_cannot_be_used_is_one_line(
+    tmp_path: Path, given: str
+) -> None:
+    """Issue 52, item 10: hf: models failed as 'model: hf:llama: FileNotFoundError';
+    others silently cached nothing."""
+    import os
+
+    db = tmp_path / "never.duckdb"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwbench", "run", "--framework", "torch", "--model", "resnet18",
+         "--task", "infer", "--db", str(db)],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "FWBENCH_CACHE_DIR": given},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: FWBENCH_CACHE_DIR: {given} cannot hold")
+    assert not db.exists()

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fwbench.api import RunOptions, done_keys, run_cases
+from fwbench.cache import cache_dir
 from fwbench.case import Case
 from fwbench.cli.common import console, defer, storing
 from fwbench.cli.progress import case_progress, outcome_of
@@ -26,6 +27,7 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     """Run `cases` into `db`; return the latest stored result of every case (run or resumed).
     A database this command made and stored no result in is removed when the command
     fails (an executor it could not reach, bad input found late): nothing half-made."""
+    cache_dir()  # a cache folder the user named and cannot be used: said before any work
     created = not db.exists()
     try:
         return _execute(cases, db, options)
