@@ -58,7 +58,11 @@ _NOISE = re.compile(
     r"|exception from \S+:\d+)",
     re.IGNORECASE,
 )
-_TF_DECORATION = re.compile(r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$")
+_TF_DECORATION = re.compile(
+    r"\{\{function_node [^}]*\}\}|\s*\[Op:[^\]]*\].*$"
+    # PyTorch's C++ checks end with a request for feedback on the message itself.
+    r"|\s*\(Could this error message be improved\?.*$"
+)
 # Terminal colour codes (TensorFlow bolds some messages): text, not styling, in a record.
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 

@@ -359,3 +359,16 @@ def test_a_dict_output_is_compared_with_its_export(tmp_path: Path) -> None:
     for r in records:
         check = str(r["settings"]["output_agreement"])  # type: ignore[index]
         assert check.startswith("passed") and "of 2 outputs" in check, check
+
+
+def test_a_pt2_torch_cannot_read_says_why_not_check_the_warnings_above(tmp_path: Path) -> None:
+    """Issue 52, item 10: torch logs why an archive did not read, then raises 'Please
+    check the warnings above', which nobody was shown."""
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "bad.pt2", "w") as archive:
+        archive.writestr("archive/data.pkl", b"not a pickle")
+    proc = fwbench("models", "--model", str(tmp_path / "bad.pt2"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "not a saved torch.export program (RuntimeError: " in proc.stderr
+    assert "warnings above" not in proc.stderr, proc.stderr

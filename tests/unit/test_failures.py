@@ -54,6 +54,11 @@ OOM when allocating tensor with shape[8,64,112,112] and type float on GPU_0 by a
             "Model input 'x' has an unsupported element type\n",
             "Model input 'x' has an unsupported element type",
         ),
+        (
+            'Expected hasRecord("version") to be true, but got false.  (Could this error '
+            "message be improved?  If so, please report an enhancement request to PyTorch.)",
+            'Expected hasRecord("version") to be true, but got false.',
+        ),
         ("", ""),
     ],
 )

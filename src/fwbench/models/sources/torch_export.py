@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import zipfile
@@ -19,7 +20,7 @@ from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
-from fwbench.errors import SpecError
+from fwbench.errors import SpecError, one_line
 from fwbench.models.sources.common import digest, existing, file_model, read_model
 
 
@@ -57,9 +58,20 @@ def _program(path: str) -> Any:
     _refuse_code(path, data)
 
     def load(_: str) -> Any:
+        seen = _Kept()
+        logger = logging.getLogger("torch.export")
+        logger.addHandler(seen)
         try:
             with _safe_loads():
                 return torch.export.load(io.BytesIO(data))
+        except RuntimeError as exc:
+            # torch logs why the archive did not read, then raises "check the warnings
+            # above", which nobody saw: the logged error is the message.
+            if "warnings above" in str(exc) and seen.errors:
+                raise SpecError(
+                    f"model: {path}: not a saved torch.export program ({one_line(seen.errors[0])})"
+                ) from None
+            raise
         except pickle.UnpicklingError as exc:
             # torch's message goes on to say how to load it unsafely: not ours to suggest.
             found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
@@ -67,8 +79,23 @@ def _program(path: str) -> Any:
             raise SpecError(
                 f"model: {path}: refused: it holds a pickle of more than tensors{what}; {REFUSED}"
             ) from None
+        finally:
+            logger.removeHandler(seen)
 
     return read_model(path, "a saved torch.export program", load)
+
+
+class _Kept(logging.Handler):
+    """The exceptions torch logged while it loaded (it logs, then raises a message that
+    refers to them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
 
 
 def _refuse_code(path: str, data: bytes) -> None:
