@@ -18,6 +18,8 @@ import dataclasses
 import functools
 import hashlib
 import math
+import os
+import shutil
 import statistics
 import time
 from collections.abc import Callable
@@ -230,30 +232,26 @@ def run_round(
                 request = request.model_copy(update={"outputs_path": str(outputs.path_for(case))})
             if request.timing.compile_cache and request.compile_cache is None:
                 request = request.model_copy(update={"compile_cache": str(compile_dir(case))})
-            started = time.perf_counter()
-            try:
-                runs = state.request.plan.max_runs
-                worker = start_worker(request, round_index, runs, deadline, timeout_s, servers)
-            except Exception as exc:
-                end_case(
-                    state, WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", "")
+            prepared = _start_run(
+                state, request, round_index, deadline, timeout_s, servers, workers
+            )
+            if not isinstance(prepared, _Runner) and _cache_suspect(state, request, prepared):
+                # A damaged compile cache fails every compiled case that reads it: the run
+                # is tried once more compiling afresh, and the cache is discarded if that
+                # run works (the failure was the cache's, not the model's).
+                alone = request.timing.model_copy(update={"compile_cache": False})
+                afresh = request.model_copy(update={"compile_cache": None, "timing": alone})
+                retried = _start_run(
+                    state, afresh, round_index, deadline, timeout_s, servers, workers
                 )
-                continue
-            workers.append(worker)
-            try:
-                worker.send(request)
-                first = state.runs[0].steps_per_block if state.runs else None
-                prepared, start_s = prepare_run(worker, request.timing, started, first)
-            except WorkerGone as gone:
-                end_case(state, gone.failure)
-                continue
-            except WorkerReported as reported:
-                end_case(state, None, CaseReport.model_validate(reported.report))
-                continue
-            except Exception as exc:
-                end_case(state, _broken(worker, exc))
-                continue
-            runners.append(_Runner(state, worker, prepared, start_s))
+                if isinstance(retried, _Runner):
+                    assert request.compile_cache is not None
+                    state.warnings.append(_discard_cache(Path(request.compile_cache), prepared))
+                prepared = retried
+            if isinstance(prepared, _Runner):
+                runners.append(prepared)
+            else:
+                end_case(state, *prepared)
         if runners:
             if on_phase:
                 on_phase(
@@ -264,6 +262,76 @@ def run_round(
     finally:
         for worker in workers:
             worker.close()
+
+
+_Failed = tuple[WorkerFailure | None, CaseReport | None]
+
+
+def _start_run(
+    state: CaseRuns,
+    request: CaseRequest,
+    round_index: int,
+    deadline: float,
+    timeout_s: float,
+    servers: ForkServers,
+    workers: list[Worker],
+) -> _Runner | _Failed:
+    """Start one run's worker, build and warm it up: ready to be timed, or what failed."""
+    started = time.perf_counter()
+    try:
+        runs = state.request.plan.max_runs
+        worker = start_worker(request, round_index, runs, deadline, timeout_s, servers)
+    except Exception as exc:
+        return WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", ""), None
+    workers.append(worker)
+    try:
+        worker.send(request)
+        first = state.runs[0].steps_per_block if state.runs else None
+        prepared, start_s = prepare_run(worker, request.timing, started, first)
+    except WorkerGone as gone:
+        return gone.failure, None
+    except WorkerReported as reported:
+        return None, CaseReport.model_validate(reported.report)
+    except Exception as exc:
+        return _broken(worker, exc), None
+    return _Runner(state, worker, prepared, start_s)
+
+
+def _cache_suspect(state: CaseRuns, request: CaseRequest, failed: _Failed) -> bool:
+    """Whether a failed run may have failed on the shared compile cache: a compiled mode
+    that read a cache holding programs, failing with an error (not a timeout or lack of
+    memory) before any run of the case worked."""
+    failure, report = failed
+    status = failure.status if failure else (report.status if report else None)
+    case = request.case
+    folder = request.compile_cache
+    return (
+        status == "error"
+        and not state.runs
+        and folder is not None
+        and case.mode not in get_framework(case.framework).eager_modes
+        and any(p.is_file() for p in Path(folder).rglob("*"))
+    )
+
+
+def _discard_cache(folder: Path, failed: _Failed) -> str:
+    """Remove a compile cache a run failed on and worked without; what to tell the user.
+    Renamed first, so no later worker reads it half removed."""
+    failure, report = failed
+    error = failure.error if failure else str(report.error if report else "")
+    said = (error.strip().splitlines() or ["no message"])[0][:300]
+    aside = folder.with_name(f"{folder.name}.damaged-{os.getpid()}")
+    try:
+        folder.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+        done = "it was removed and the programs compiled afresh"
+    except OSError as exc:
+        done = (
+            f"it could not be removed ({one_line(exc)}): remove it, or run with --no-compile-cache"
+        )
+    return (
+        f"the compile cache {folder} failed this case ({said}) and the case ran without it: {done}"
+    )
 
 
 @functools.cache
