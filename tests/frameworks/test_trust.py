@@ -5,6 +5,10 @@ The archives are made by a subprocess (the test process imports no framework).""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -372,3 +376,33 @@ def test_a_pt2_torch_cannot_read_says_why_not_check_the_warnings_above(tmp_path:
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "not a saved torch.export program (RuntimeError: " in proc.stderr
     assert "warnings above" not in proc.stderr, proc.stderr
+
+
+def test_a_folder_whose_weights_do_not_fit_its_config_is_one_line(tmp_path: Path) -> None:
+    """Issue 53, item 6: transformers refused it as 'You set `ignore_mismatched_sizes` to
+    `False` ... look at the above report!', a report nobody was shown; and a config with
+    more layers than the weights would have run with random ones."""
+    env = {**os.environ, "FWBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    made = subprocess.run(
+        [sys.executable, "-m", "fwbench.models.sources.hf", "llama@tiny"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr[-2000:]
+    (weights,) = (tmp_path / "cache").glob("*/llama-tiny-*")
+    folder = tmp_path / "my-llama"
+    shutil.copytree(weights, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config |= {"num_hidden_layers": 3, "intermediate_size": 2 * config["intermediate_size"]}
+    (folder / "config.json").write_text(json.dumps(config))
+    db = tmp_path / "never.duckdb"
+    proc = fwbench(
+        "run", "--framework", "torch", "--model", f"hf:{folder}", "--task", "generate",
+        "--input-shape", "input_ids=Bx8", "--db", str(db), env=env,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith(
+        f"error: model: hf:{folder}: its weights do not match its config.json: "
+        "model.layers.0.mlp.down_proj.weight is [64, 128] in the weights, [64, 256] by "
+        "config.json (and 5 more); 9 tensors of its model are not in the weights: "
+    ), proc.stderr
+    assert not db.exists()

@@ -474,7 +474,11 @@ def build(given: str) -> Any:
     causal = _causal(given, config)
     cls = AutoModelForCausalLM if causal else AutoModel
     if causal:
-        model = cls.from_pretrained(weights_folder(given), dtype="float32")
+        model, loaded = cls.from_pretrained(
+            weights_folder(given), dtype="float32",
+            ignore_mismatched_sizes=True, output_loading_info=True,
+        )  # fmt: skip
+        _check_loaded(given, loaded)
     else:
         # An encoder: PyTorch runs it alone, from its seeded random initialisation.
         import torch
@@ -485,6 +489,30 @@ def build(given: str) -> Any:
     # generation asks for one on every call.
     model.config.use_cache = False
     return model
+
+
+def _check_loaded(given: str, loaded: dict[str, Any]) -> None:
+    """Refuse a folder whose weights do not fit its config.json: transformers would
+    initialise the tensors it misses or cannot fit at random, and time another model
+    than the one the folder holds."""
+    mismatched = sorted(loaded.get("mismatched_keys") or (), key=lambda m: str(m[0]))
+    missing = sorted(loaded.get("missing_keys") or ())
+    unexpected = sorted(loaded.get("unexpected_keys") or ())
+    said = []
+    if mismatched:
+        name, got, wanted = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        said.append(f"{name} is {list(got)} in the weights, {list(wanted)} by config.json{more}")
+    if missing:
+        said.append(f"{len(missing)} tensors of its model are not in the weights: {missing[0]}, …")
+    if unexpected:
+        said.append(
+            f"{len(unexpected)} tensors of the weights are not in its model: {unexpected[0]}, …"
+        )
+    if said:
+        raise SpecError(
+            f"model: hf:{given}: its weights do not match its config.json: " + "; ".join(said)
+        )
 
 
 def build_keras(given: str) -> Any:
