@@ -55,6 +55,7 @@ def test_every_framework_generates_the_same_tokens_and_reports_a_generations_fig
         assert r["task_dims"] == "new_tokens=6"
         settings = r["settings"]
         assert len(settings["generated_tokens"]) == 6
+        assert len(settings["token_margins"]) == 6 and min(settings["token_margins"]) >= 0
         # Keys and values: 2 layers x batch 2 x (8 + 6) positions x 64 wide, fp32.
         assert settings["kv_cache_bytes"] == 2 * 2 * 2 * 14 * 64 * 4
         assert settings["token_check"].startswith(

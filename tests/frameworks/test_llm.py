@@ -61,6 +61,10 @@ def test_every_framework_generates_the_same_tokens_from_the_same_weights(
         first = tokens["torch"]
         assert len(first) == 8
         assert all(t == first for t in tokens.values()), (family, tokens)
+        # How near each token was to a tie, from each framework's own logits: alike.
+        gaps = {r["framework"]: r["settings"]["token_margins"] for r in mine}
+        assert all(len(g) == 8 and min(g) >= 0 for g in gaps.values()), (family, gaps)
+        assert max(abs(a - b) for a, b in zip(gaps["torch"], gaps["keras-jax"], strict=True)) < 1e-2
         assert len({r["param_count"] for r in mine}) == 1, (family, mine)
         assert not any(r["different_work"] for r in mine), family
         keras = [r for r in mine if r["framework"] != "torch"]

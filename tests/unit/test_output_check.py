@@ -115,3 +115,33 @@ def test_a_model_without_parameters_counts_none_everywhere_and_is_the_same_work(
     parity = check_parity(counts)
     assert parity.mismatch is mismatch
     assert parity.describe().endswith(says)
+
+
+def test_frameworks_parting_at_a_near_tie_made_the_same_choice_not_different_work() -> None:
+    """Issue 53: two frameworks whose greedy tokens part where the top two logits are
+    within the numerics' error are said to, with the token and the gap; a parting with a
+    clear winner, or without the gaps recorded (results of older versions), still fails."""
+    from fwbench.models.parity import token_check
+
+    tokens = {"torch/eager": [5, 9, 2, 7], "keras-jax/jit": [5, 9, 4, 1]}
+    near = {"torch/eager": [0.9, 0.4, 2e-4, 0.3], "keras-jax/jit": [0.9, 0.4, 3e-4, 0.5]}
+    said = token_check(tokens, near)
+    assert said is not None and said.startswith(
+        "near-tie: keras-jax/jit, torch/eager generated the same first 2 tokens, then parted "
+        "at token 3, where the top two logits were 0.0002 of their RMS apart, within the "
+        "numerics' tolerance (0.001)"
+    ), said
+    clear = {"torch/eager": [0.9, 0.4, 0.2, 0.3], "keras-jax/jit": [0.9, 0.4, 0.3, 0.5]}
+    assert token_check(tokens, clear) == (
+        "failed: keras-jax/jit, torch/eager generated different tokens (the first difference "
+        "at token 3; the top two logits there were 0.2 of their RMS apart, beyond the "
+        "numerics' tolerance (0.001))"
+    )
+    assert token_check(tokens) == (
+        "failed: keras-jax/jit, torch/eager generated different tokens (the first "
+        "difference at token 3)"
+    )
+    # bf16's tolerance is wider: the same 0.02 gap is a near-tie there, not in fp32.
+    bf16 = {"torch/eager": [0.9, 0.4, 0.02, 0.3], "keras-jax/jit": [0.9, 0.4, 0.03, 0.5]}
+    assert str(token_check(tokens, bf16, 5e-2)).startswith("near-tie:")
+    assert str(token_check(tokens, bf16)).startswith("failed:")

@@ -103,6 +103,7 @@ class GenerateWorkload(Workload):
         self.prompt_len = case.prompt_len
         self.clock = clock
         self.last_tokens: np.ndarray | None = None  # (batch, new_tokens) of the last step
+        self.prompt_ids = prompt(case)
         self.settings_: dict[str, Any] = {}  # the adapter adds the case's settings
         self._ttft: list[float] = []
         self._tpot: list[float] = []
@@ -116,6 +117,13 @@ class GenerateWorkload(Workload):
     @abstractmethod
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         """Feed `tokens` (batch,) at `position` through the cache; return the next ones."""
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        """The model's logits at every position of `ids` (1, length), in one forward pass
+        without a cache, at the case's precision, as float32 (1, length, vocabulary):
+        read once, untimed, after the measurement (`generated`). None where the
+        framework does not give them."""
+        return None
 
     def step(self) -> None:
         clock = self.clock
@@ -188,7 +196,22 @@ class GenerateWorkload(Workload):
 
     def generated(self) -> dict[str, Any]:
         """What the last generation made, recorded with the result: the first sequence's
-        tokens, which every framework given the same weights and prompt must repeat."""
+        tokens, which every framework given the same weights and prompt must repeat, and
+        how close each was to a tie (`token_margins`): the gap between the top two logits
+        where it was chosen, as a share of those logits' root mean square. Two frameworks
+        that part where the gap is within their numerics' error made the same model's
+        choice (models.parity.token_check); the gaps come from one forward pass over the
+        prompt and the tokens made, after the measurement."""
         if self.last_tokens is None:
             return {}
-        return {"generated_tokens": [int(t) for t in self.last_tokens[0]]}
+        tokens = self.last_tokens[0]
+        found: dict[str, Any] = {"generated_tokens": [int(t) for t in tokens]}
+        ids = np.concatenate([self.prompt_ids[0], tokens[:-1]])[None, :].astype(np.int32)
+        scores = self.logits(ids)
+        if scores is not None:
+            steps = np.asarray(scores[0, self.prompt_len - 1 :], dtype=np.float64)
+            top = np.sort(steps, axis=-1)[:, -2:]
+            scale = np.sqrt(np.mean(steps**2, axis=-1))
+            margins = (top[:, 1] - top[:, 0]) / np.maximum(scale, 1e-30)
+            found["token_margins"] = [round(float(m), 6) for m in margins]
+        return found

@@ -210,6 +210,20 @@ def make_optimizer(opt: Optimizer) -> Any:
     return keras.optimizers.SGD(learning_rate=opt.learning_rate, momentum=opt.momentum)
 
 
+def logits_of(model: Any, ids: Any) -> Any:
+    """A Keras language model's logits at every position of `ids` (1, length), float32
+    NumPy: the zoo's GPT-2 twin and keras-hub's decoders both give them from a call."""
+    keras = keras_module()
+    if keras.backend.backend() == "torch":
+        import torch
+
+        with torch.no_grad():
+            out = model(keras.ops.convert_to_tensor(ids), training=False)
+    else:
+        out = model(keras.ops.convert_to_tensor(ids), training=False)
+    return keras.ops.convert_to_numpy(keras.ops.cast(out, "float32"))
+
+
 def count_trainable(model: Any) -> int:
     return sum(math.prod(v.shape) for v in model.trainable_weights)
 

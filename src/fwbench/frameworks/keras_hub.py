@@ -25,7 +25,7 @@ from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import Workload
 from fwbench.frameworks.generation import GenerateWorkload
-from fwbench.frameworks.keras_common import count_trainable, keras_module
+from fwbench.frameworks.keras_common import count_trainable, keras_module, logits_of
 
 
 def is_keras_hub(model: Any) -> bool:
@@ -50,6 +50,7 @@ class KerasHubGenerate(GenerateWorkload):
 
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         super().__init__(case)
+        self.model = model
         keras = keras_module()
         ops = keras.ops
         lm = model.lm
@@ -158,6 +159,9 @@ class KerasHubGenerate(GenerateWorkload):
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         self.token, self.cache = self.following(position)
         return np.asarray(keras_module().ops.convert_to_numpy(self.token))
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        return np.asarray(logits_of(self.model, ids))
 
     def compile_count(self) -> int | None:
         if not self.compiled or self.backend == "torch":

@@ -27,6 +27,7 @@ from fwbench.frameworks.keras_common import (
     as_array,
     count_trainable,
     keras_module,
+    logits_of,
     make_optimizer,
     objective,
     synthetic_inputs,
@@ -119,6 +120,7 @@ class KerasJaxGenerate(GenerateWorkload):
         from fwbench.models import keras_gpt
 
         super().__init__(case)
+        self.model = model
         keras = keras_module()
         keras_gpt.load_weights(model, generation.weights(case))
         self.param_count = count_trainable(model)
@@ -155,6 +157,9 @@ class KerasJaxGenerate(GenerateWorkload):
             self.values, self.token, self.cache, self.positions[position]
         )
         return np.asarray(self.token)
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        return np.asarray(logits_of(self.model, ids))
 
     def compile_count(self) -> int | None:
         if not self.jit:

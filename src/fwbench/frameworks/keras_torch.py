@@ -24,6 +24,7 @@ from fwbench.frameworks.keras_common import (
     as_array,
     count_trainable,
     keras_module,
+    logits_of,
     make_optimizer,
     objective,
     synthetic_inputs,
@@ -114,6 +115,9 @@ class KerasTorchGenerate(GenerateWorkload):
                 self.token[:, None], self.cache, position
             )
         return np.asarray(keras_module().ops.convert_to_numpy(self.token))
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        return np.asarray(logits_of(self.model, ids))
 
 
 class KerasTorchAdapter(KerasBackendAdapter):

@@ -25,6 +25,7 @@ from fwbench.frameworks.keras_common import (
     UserLoss,
     as_array,
     check_policy,
+    logits_of,
     make_optimizer,
     on_float32,
     user_inputs,
@@ -114,6 +115,7 @@ class TensorFlowGenerate(GenerateWorkload):
         from fwbench.models import keras_gpt
 
         super().__init__(case)
+        self.model = model
         keras_gpt.load_weights(model, generation.weights(case))
         self.param_count = count_trainable(model)
         self.on_gpu = case.device == "cuda"
@@ -146,6 +148,9 @@ class TensorFlowGenerate(GenerateWorkload):
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         self.token, self.cache = self.following(self.token, self.cache, self.positions[position])
         return np.asarray(self.token.numpy())
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        return np.asarray(logits_of(self.model, ids))
 
     def compile_count(self) -> int | None:
         if not self.graph:

@@ -281,6 +281,12 @@ class TorchGenerate(GenerateWorkload):
             return self._next(self.token[:, None])
         return self._next(self.token[:, None], self.positions[position])
 
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        with torch.inference_mode(), self.autocast:
+            # The model as written, not its compiled graphs: those are shaped for the cache.
+            out = self.gpt(input_ids=torch.from_numpy(ids).long().to(self.device), use_cache=False)
+        return np.asarray(out.logits.float().cpu().numpy())
+
     def compile_count(self) -> int | None:
         if not self.compiled:
             return None

@@ -20,7 +20,7 @@ from fwbench.launch.outcome import CaseOutcome
 from fwbench.measure import runs as case_runs
 from fwbench.measure import stats, trackers
 from fwbench.measure.settings import TimingConfig
-from fwbench.models.parity import Parity, output_check, token_check
+from fwbench.models.parity import OUTPUT_TOLERANCE, Parity, output_check, token_check
 from fwbench.models.parity import check as check_parity
 from fwbench.result import (
     Blocks,
@@ -188,7 +188,17 @@ def check_outputs(
         if isinstance(r.settings.get("output_sample"), dict):
             samples.setdefault(r.case.numerics, {})[r.case.variant] = r.settings["output_sample"]
     checked: dict[str, tuple[str, str]] = {}
-    found_tokens = token_check(tokens)
+    margins = {
+        r.case.variant: list(r.settings["token_margins"])
+        for r in results
+        if r.case.variant in tokens and r.settings.get("token_margins")
+    }
+    # A near-tie is judged by the loosest numerics among the generations compared.
+    tolerance = max(
+        (OUTPUT_TOLERANCE.get(r.case.numerics, 0.0) for r in results if r.case.variant in tokens),
+        default=None,
+    )
+    found_tokens = token_check(tokens, margins, tolerance or None)
     if found_tokens is not None:
         checked |= {variant: ("token_check", found_tokens) for variant in tokens}
     for numerics, group in samples.items():

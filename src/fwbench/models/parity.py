@@ -43,24 +43,63 @@ def check(counts: dict[str, int], tolerance: float = TOLERANCE) -> Parity:
     return Parity(counts=counts, max_rel_diff=diff, mismatch=diff > tolerance)
 
 
-def token_check(tokens: dict[str, list[int]]) -> str | None:
+def token_check(
+    tokens: dict[str, list[int]],
+    margins: Mapping[str, list[float]] | None = None,
+    tolerance: float | None = None,
+) -> str | None:
     """Whether variants that generated from the same weights and prompt made the same
     greedy tokens (fwbench.frameworks.generation: each records its first sequence's):
-    "passed: ..." or "failed: ..." (a different model, or numerics far enough apart to
-    change a token), as a result's `settings.token_check`; None with one variant."""
+    "passed: ...", "failed: ..." (a different model, or numerics far enough apart to
+    change a token) or "near-tie: ...", as a result's `settings.token_check`; None with
+    one variant.
+
+    `margins` holds, by variant, the gap between the top two logits at each token, as a
+    share of their root mean square (GenerateWorkload.generated). Where two sequences
+    part at a token whose gap, in the variants that made them, is within `tolerance`
+    (the numerics' own error, OUTPUT_TOLERANCE by default), the frameworks made the
+    same model's choice between two near-equal tokens: a near-tie, said with its token
+    and gap, not different work. The tokens after it follow from another context and
+    are not compared."""
     if len(tokens) < 2:
         return None
     distinct = {tuple(t) for t in tokens.values()}
     names = ", ".join(sorted(tokens))
     if len(distinct) == 1:
         return f"passed: {names} generated the same {len(next(iter(distinct)))} tokens"
-    first = min(
-        next((i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b), min(len(x), len(y)))
-        for x in distinct
-        for y in distinct
-        if x != y
+    limit = OUTPUT_TOLERANCE["fp32"] if tolerance is None else tolerance
+    partings: list[tuple[int, float | None]] = []
+    for x in distinct:
+        for y in distinct:
+            if x >= y:
+                continue
+            at = next(
+                (i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b),
+                min(len(x), len(y)),
+            )
+            gaps = [
+                gap[at]
+                for variant, gap in (margins or {}).items()
+                if tuple(tokens.get(variant, ())) in (x, y) and at < len(gap)
+            ]
+            partings.append((at, min(gaps) if gaps else None))
+    at, gap = min(partings, key=lambda p: p[0])
+    if all(g is not None and g <= limit for _, g in partings):
+        return (
+            f"near-tie: {names} generated the same first {at} tokens, then parted at token "
+            f"{at + 1}, where the top two logits were {gap:.2g} of their RMS apart, within the "
+            f"numerics' tolerance ({limit:g}): the same model's choice between two "
+            "near-equal tokens, not different work"
+        )
+    said = (
+        f"; the top two logits there were {gap:.2g} of their RMS apart, beyond the "
+        f"numerics' tolerance ({limit:g})"
+        if gap is not None
+        else ""
     )
-    return f"failed: {names} generated different tokens (the first difference at token {first + 1})"
+    return (
+        f"failed: {names} generated different tokens (the first difference at token {at + 1}{said})"
+    )
 
 
 # How far one framework's output of a user's model may be from another's, element by

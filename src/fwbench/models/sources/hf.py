@@ -474,10 +474,11 @@ def build(given: str) -> Any:
     causal = _causal(given, config)
     cls = AutoModelForCausalLM if causal else AutoModel
     if causal:
-        model, loaded = cls.from_pretrained(
+        found: Any = cls.from_pretrained(
             weights_folder(given), dtype="float32",
             ignore_mismatched_sizes=True, output_loading_info=True,
         )  # fmt: skip
+        model, loaded = found
         _check_loaded(given, loaded)
     else:
         # An encoder: PyTorch runs it alone, from its seeded random initialisation.
