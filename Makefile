@@ -5,8 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # CPU flavours of TensorFlow and ONNX Runtime; GPU machines:
-#   make EXTRAS=torch,tensorflow-cuda,jax,llm,onnx-cuda,openvino,litert,energy,serve,dev
-EXTRAS ?= torch,tensorflow,jax,llm,onnx,openvino,litert,serve,dev
+#   make EXTRAS=torch,tensorflow-cuda,jax,flax,llm,onnx-cuda,openvino,litert,energy,serve,dev
+EXTRAS ?= torch,tensorflow,jax,flax,llm,onnx,openvino,litert,serve,dev
 RESULTS := fwbench-results
 
 .PHONY: setup demo test lint browser clean

@@ -343,6 +343,36 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         ),
         can_explain=NO(False, "fwbench does not read JAX profiles yet"),
     ),
+    FrameworkInfo(
+        name="flax",
+        label="JAX (Flax NNX)",
+        # jit: split once, jax.jit over merge (Flax's guide's fast path); nnx-jit: nnx.jit
+        # on the objects, as most code is written; eager: unjitted (frameworks/flax_nnx.py).
+        modes=("jit", "nnx-jit", "eager"),
+        devices=("cpu", "cuda"),
+        packages=("flax", "optax", "jax"),
+        adapter_path="fwbench.frameworks.flax_nnx:FlaxAdapter",
+        workloads=(
+            (TRAIN.name, "fwbench.frameworks.flax_nnx:FlaxWorkload"),
+            (INFER.name, "fwbench.frameworks.flax_nnx:FlaxWorkload"),
+        ),
+        task_reasons=((GENERATE.name, "fwbench has no Flax decoder yet"),),
+        preload=("jax", "flax"),
+        forks_on_cuda=True,
+        distributions=("flax",),
+        native_layout="channels_last",
+        layouts=("channels_last",),
+        default_mode="jit",
+        precisions=("fp32",),
+        colour="#00A67E",
+        counts_flops=NO(
+            False,
+            "XLA's cost analysis also counts elementwise ops, so it would not compare "
+            "with the other frameworks' counts",
+        ),
+        can_explain=NO(False, "fwbench does not read JAX profiles yet"),
+        can_measure_peak=NO(False, "keras-jax measures JAX's peak"),
+    ),
     _exported_runtime(
         name="onnxruntime",
         label="ONNX Runtime",

@@ -158,6 +158,14 @@ class ModelSpec:
             )
         return found
 
+    def builds(self, framework: str) -> bool:
+        """Whether `framework` implements it (`builder` would find one)."""
+        try:
+            self.builder(framework)
+        except SpecError:
+            return False
+        return True
+
     def built_by(self) -> list[str]:
         """The names its builders are registered under: its own, and the frameworks'
         that registered one for it (a runtime that builds from another framework's

@@ -80,19 +80,21 @@ def command(
     installed = [fw for fw in shown if FRAMEWORKS[fw].installed()]
     # A framework without a FLOP counter (its entry says why) is not asked for FLOPs.
     counts_flops = {fw: flops and FRAMEWORKS[fw].counts_flops.available for fw in installed}
+    # A framework counts the models it implements: one without a builder for a model
+    # (Flax NNX builds the ResNets only) shows "-" there, not an error.
+    built = {fw: [i for i, s in enumerate(specs) if s.builds(fw)] for fw in installed}
     requests = {
         fw: tuple(
-            CountItem(model=s.name, dims=d, flops=counts_flops[fw])
-            for s, d in zip(specs, dims, strict=True)
+            CountItem(model=specs[i].name, dims=dims[i], flops=counts_flops[fw]) for i in built[fw]
         )
         for fw in installed
     }
-    items = requests[installed[0]] if installed else ()
     what = "parameters and FLOPs" if flops else "parameters"
     started = time.perf_counter()
-    with console.status(f"building {len(items)} models in {', '.join(installed)} to count {what}"):
-        found, hits = counting.cached_count_in_each(requests, timeout_s=1800, refresh=refresh)
-    total = len(items) * len(installed)
+    total = sum(len(items) for items in requests.values())
+    with console.status(f"building {len(specs)} models in {', '.join(installed)} to count {what}"):
+        counted, hits = counting.cached_count_in_each(requests, timeout_s=1800, refresh=refresh)
+    found = {fw: dict(zip(built[fw], counted[fw], strict=True)) for fw in counted}
     if hits < total:
         # Said on stderr where no spinner is drawn too (a CI log, nohup): the wait had a cause.
         console.print(
@@ -108,6 +110,8 @@ def command(
         for fw in shown:
             if fw not in found:
                 errors[fw] = "not installed"
+                continue
+            if i not in found[fw]:
                 continue
             n, err, f, _ = found[fw][i]
             if err:

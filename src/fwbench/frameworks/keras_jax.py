@@ -22,6 +22,7 @@ from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.generation import GenerateWorkload
+from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     as_array,
@@ -171,102 +172,16 @@ class KerasJaxGenerate(GenerateWorkload):
         return compiled | super().counters()
 
 
-class KerasJaxAdapter(KerasBackendAdapter):
+class KerasJaxAdapter(JaxRuntime, KerasBackendAdapter):
     name = "keras-jax"
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
-        # XLA has no intra-op thread setting for its CPU pool; pinning the worker to
-        # `threads` cores bounds what it can use (and is recorded as such).
-        cores = sorted(os.sched_getaffinity(0))
-        if device == "cpu" and threads < len(cores):
-            os.sched_setaffinity(0, cores[:threads])
-        if device == "cpu":
-            os.environ["JAX_PLATFORMS"] = "cpu"
-        # Like TensorFlow's memory growth: JAX would otherwise take 75% of the GPU at start,
-        # and its memory figures would compare with nothing.
-        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        import jax
-
-        # XLA's default on GPUs runs float32 matmuls and convolutions as TF32: fp32 must be
-        # fp32 (METHODOLOGY rule 8), as it is in the other frameworks.
-        jax.config.update("jax_default_matmul_precision", "highest")  # type: ignore[no-untyped-call]
+        settings = self.configure_jax(device, threads)
         keras = keras_module()
-        return {
-            "intra_op_threads": f"XLA thread pool on {len(os.sched_getaffinity(0))} cores",
-            "keras_backend": keras.backend.backend(),
-            "jax_platform": jax.default_backend(),
-            "jax_default_matmul_precision": "highest",
-            "xla_preallocate": os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"],
-        }
-
-    def compile_cache(self, directory: str, case: Case) -> dict[str, Any]:
-        import jax
-
-        # Every program, however quick to compile (the defaults skip those under 1 s),
-        # and XLA's GPU autotuning results with them.
-        jax.config.update("jax_compilation_cache_dir", os.path.join(directory, "jax"))  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # type: ignore[no-untyped-call]
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)  # type: ignore[no-untyped-call]
-        # JAX says each lookup as a monitoring event: counted for the result.
-        self.cache_events: dict[str, int] = {}
-
-        def count(event: str, **_: Any) -> None:
-            if event.startswith("/jax/compilation_cache/cache_"):
-                self.cache_events[event] = self.cache_events.get(event, 0) + 1
-
-        jax.monitoring.register_event_listener(count)
-        return {"compile_cache": f"XLA executables, in {directory}"}
-
-    def compile_cache_state(self) -> dict[str, Any]:
-        events = getattr(self, "cache_events", None)
-        if events is None:
-            return {}
-        return {
-            "compile_cache_hits": events.get("/jax/compilation_cache/cache_hits", 0),
-            "compile_cache_misses": events.get("/jax/compilation_cache/cache_misses", 0),
-        }
-
-    def unavailable_reason(self, device: str) -> str | None:
-        import jax
-
-        if device == "cuda" and not [d for d in jax.devices() if d.platform == "gpu"]:
-            return "JAX sees no GPU on this machine"
-        return None
+        return {**settings, "keras_backend": keras.backend.backend()}
 
     def environment(self, device: str) -> dict[str, Any]:
-        from importlib.metadata import version
-
-        import jax
-
-        keras = keras_module()
-        env: dict[str, Any] = {
-            "jax": jax.__version__,
-            "jaxlib": version("jaxlib"),
-            "keras": keras.__version__,
-        }
-        if device == "cuda":
-            gpus = [d for d in jax.devices() if d.platform == "gpu"]
-            if gpus:
-                env["device_name"] = gpus[0].device_kind
-        return env
-
-    def is_oom(self, exc: BaseException) -> bool:
-        return "RESOURCE_EXHAUSTED" in str(exc) or "Out of memory" in str(exc)
-
-    def is_unsupported(self, exc: BaseException) -> bool:
-        return str(exc).startswith("UNIMPLEMENTED")
-
-    def reset_device_memory(self, device: str) -> None:
-        return None
-
-    def device_memory(self, device: str) -> dict[str, int] | None:
-        if device != "cuda":
-            return None
-        import jax
-
-        stats = jax.devices()[0].memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use")
-        return None if peak is None else {"allocated_peak_bytes": int(peak)}
+        return {**self.jax_environment(device), "keras": keras_module().__version__}
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return _Matmul(dtype, n)

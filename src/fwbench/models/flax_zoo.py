@@ -1,0 +1,21 @@
+"""Flax NNX's builders of the zoo's models (framework `flax`): torchvision's ResNets
+(flax_resnet.py). Framework-free: each builder imports Flax when it is called, in a
+worker. The zoo's other models are refused for `flax` by name before any work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fwbench.catalog.models import Builder, register_builders
+
+
+def _resnet(depth: int) -> Builder:
+    def build(num_classes: int, input_size: int) -> Any:
+        from fwbench.models.flax_resnet import resnet
+
+        return resnet(depth, num_classes=num_classes)
+
+    return build
+
+
+register_builders("flax", {f"resnet{depth}": _resnet(depth) for depth in (18, 50, 152)})

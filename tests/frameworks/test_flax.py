@@ -1,0 +1,62 @@
+"""JAX as its users write it (issue 51): Flax NNX modules and optax, in the three ways a
+step is written (split once and jax.jit over merge; nnx.jit; eager), real workers."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from fwbench.api import RunOptions, run_cases
+from fwbench.case import Case
+from fwbench.errors import SpecError
+from fwbench.store.db import ResultStore
+from tests.conftest import FAST_TIMING, fwbench
+
+if importlib.util.find_spec("flax") is None:
+    pytest.skip("flax is not installed (make setup installs it)", allow_module_level=True)
+
+
+def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
+    tmp_path: Path,
+) -> None:
+    small = {"batch_size": 2, "threads": 2, "model": "resnet18", "input_size": 32}
+    cases = [
+        Case.build(**small, framework="torch", num_classes=10, task="train"),
+        *(
+            Case.build(**small, framework="flax", mode=mode, num_classes=10, task="train")
+            for mode in ("jit", "nnx-jit", "eager")
+        ),
+        Case.build(**small, framework="flax", num_classes=10, task="infer"),
+    ]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
+        results = list(run_cases(cases, store, "flax", RunOptions(timing=timing)))
+    torch, *flax = results
+    assert torch.status == "ok", torch.error
+    for r in flax:
+        label = r.case.label()
+        assert r.status == "ok", (label, r.error)
+        assert r.param_count == torch.param_count == 11_181_642, label
+        assert r.environment["flax"] and r.environment["optax"], label
+        assert r.settings["layout"] == "channels_last"
+        assert r.measurement is not None and r.measurement.step_time_s.median > 0
+        if r.case.mode == "jit":
+            assert r.settings["flax_step"].startswith("nnx.split once, jax.jit over nnx.merge")
+            # One compilation, before the timed blocks; none inside them.
+            assert r.settings["jit_compilations"] == 1, label
+            assert r.settings["compiles_after_timing"] == r.settings["compiles_after_warmup"]
+    assert [r.case.mode for r in flax] == ["jit", "nnx-jit", "eager", "jit"]
+
+
+def test_flax_refuses_what_it_does_not_implement_before_any_work(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="valid choices for flax: jit, nnx-jit, eager"):
+        Case.build(framework="flax", model="resnet18", mode="graph")
+    with pytest.raises(SpecError, match="valid choices for flax: fp32"):
+        Case.build(framework="flax", model="resnet18", precision="bf16")
+    db = tmp_path / "never.duckdb"
+    proc = fwbench("run", "--framework", "flax", "--model", "vgg16", "--db", str(db))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "'vgg16' has no flax implementation; it has: tensorflow, torch" in proc.stderr
+    assert not db.exists()
