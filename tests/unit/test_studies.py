@@ -4,6 +4,7 @@ synthetic results (run-level noise as real machines have it)."""
 from __future__ import annotations
 
 import itertools
+from importlib import resources
 from typing import Any
 
 import pytest
@@ -45,7 +46,9 @@ def test_every_study_loads_and_every_study_preset_expands() -> None:
     assert {"asu", "dai"} <= set(names)
     for name in names:
         assert load_study(name).claims
-    named = {p: load_preset(p) for p in presets()}
+    # A preset of models of the user's kind (hf:...) is made ready by describing them in
+    # a worker: test_a_preset_of_decoders_names_models_every_one_of_its_frameworks_runs.
+    named = {p: load_preset(p) for p in presets() if p not in USER_MODEL_PRESETS}
     for preset, sweep in named.items():
         assert sweep.cases, preset
         assert sweep.study is None or sweep.study in names
@@ -54,6 +57,29 @@ def test_every_study_loads_and_every_study_preset_expands() -> None:
         "asu-parallel", "asu-parallel-small",
     }  # fmt: skip
     assert named["dai"].study == named["seven-networks"].study == "dai"
+
+
+USER_MODEL_PRESETS = {"llm-families-cpu"}
+
+
+def test_a_preset_of_decoders_names_models_every_one_of_its_frameworks_runs() -> None:
+    """Its cases are made by `fwbench sweep` once a worker has described each model (too
+    slow here): what can be checked without one is that each model resolves and each
+    framework named runs it."""
+    import yaml
+
+    from fwbench.catalog.sources import source_of
+
+    for preset in USER_MODEL_PRESETS:
+        text = resources.files("fwbench.presets").joinpath(f"{preset}.yaml").read_text()
+        data = yaml.safe_load(text)
+        for model in data["model"]:
+            source = source_of(model)
+            assert source is not None, model
+            spec = source.resolve(model)
+            for framework in data["framework"]:
+                runs, why = source.can(framework, spec)
+                assert runs, (model, framework, why)
 
 
 FASTER = Claim(
