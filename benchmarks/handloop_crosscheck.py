@@ -36,7 +36,7 @@ from fwbench.measure.verdicts import ratio
 
 HERE = Path(__file__).parent
 FWBENCH = str(Path(sys.executable).parent / "fwbench")
-FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "onnxruntime", "openvino", "litert")
+FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "flax", "onnxruntime", "openvino", "litert")
 TARGET = 0.05
 
 

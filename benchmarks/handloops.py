@@ -4,7 +4,8 @@ reference that fwbench's figures are checked against (handloop_crosscheck.py).
 Only the model comes from fwbench (its builders, so both sides run the same network);
 the loop, the compilation and the synchronisation are the framework's documented ones:
 PyTorch `torch.inference_mode()`, TensorFlow a `tf.function`, Keras on JAX a `jax.jit`
-of the model's `stateless_call`, ONNX Runtime an `InferenceSession` on the exporter's
+of the model's `stateless_call`, Flax NNX a `jax.jit` over `nnx.merge` of a state split
+once, ONNX Runtime an `InferenceSession` on the exporter's
 default export, OpenVINO `ov.convert_model` then `compile_model` with the LATENCY hint,
 LiteRT: Keras 3's `model.export(format="litert")` then LiteRT's `Interpreter` with
 `set_tensor`, `invoke` and `get_tensor`.
@@ -90,6 +91,30 @@ def keras_jax_loop(args: argparse.Namespace) -> Callable[[], Any]:
     return lambda: infer(trainable, frozen, x).block_until_ready()
 
 
+def flax_loop(args: argparse.Namespace) -> Callable[[], Any]:
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from fwbench.catalog.models import get_model
+
+    model = get_model(args.model).build("flax", _dims(args))
+    model.eval()
+    # Flax's performance guide's fast path: split once, jax.jit over merge.
+    graphdef, state = nnx.split(model)
+    x = jax.numpy.asarray(
+        np.random.default_rng(0).standard_normal(
+            (args.batch_size, args.input_size, args.input_size, 3), dtype=np.float32
+        )
+    )
+
+    @jax.jit
+    def infer(state: Any, batch: Any) -> Any:
+        return nnx.merge(graphdef, state)(batch)
+
+    return lambda: infer(state, x).block_until_ready()
+
+
 def _torch_model_and_input(args: argparse.Namespace) -> tuple[Any, Any]:
     import torch
 
@@ -169,6 +194,7 @@ LOOPS: dict[str, Callable[[argparse.Namespace], Callable[[], Any]]] = {
     "torch": torch_loop,
     "tensorflow": tensorflow_loop,
     "keras-jax": keras_jax_loop,
+    "flax": flax_loop,
     "onnxruntime": onnxruntime_loop,
     "openvino": openvino_loop,
     "litert": litert_loop,

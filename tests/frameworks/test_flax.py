@@ -29,6 +29,7 @@ def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
             for mode in ("jit", "nnx-jit", "eager")
         ),
         Case.build(**small, framework="flax", num_classes=10, task="infer"),
+        Case.build(**small, framework="flax", num_classes=10, task="train", precision="bf16"),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
         timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
@@ -47,14 +48,16 @@ def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
             # One compilation, before the timed blocks; none inside them.
             assert r.settings["jit_compilations"] == 1, label
             assert r.settings["compiles_after_timing"] == r.settings["compiles_after_warmup"]
-    assert [r.case.mode for r in flax] == ["jit", "nnx-jit", "eager", "jit"]
+    assert [r.case.mode for r in flax] == ["jit", "nnx-jit", "eager", "jit", "jit"]
+    assert flax[-1].settings["compute_dtype"] == "bfloat16"
+    assert flax[0].settings["compute_dtype"] == "float32"
 
 
 def test_flax_refuses_what_it_does_not_implement_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="valid choices for flax: jit, nnx-jit, eager"):
         Case.build(framework="flax", model="resnet18", mode="graph")
-    with pytest.raises(SpecError, match="valid choices for flax: fp32"):
-        Case.build(framework="flax", model="resnet18", precision="bf16")
+    with pytest.raises(SpecError, match="valid choices for flax: fp32, bf16"):
+        Case.build(framework="flax", model="resnet18", precision="fp16")
     db = tmp_path / "never.duckdb"
     proc = fwbench("run", "--framework", "flax", "--model", "vgg16", "--db", str(db))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr

@@ -363,7 +363,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         native_layout="channels_last",
         layouts=("channels_last",),
         default_mode="jit",
-        precisions=("fp32",),
+        precisions=("fp32", "bf16"),
         colour="#00A67E",
         counts_flops=NO(
             False,

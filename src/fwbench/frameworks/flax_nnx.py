@@ -71,8 +71,16 @@ class FlaxWorkload(Workload):
         self.trains = get_task(case.task).trains
         self.check = OutputCheck(case, spec.objective, _as_array)
 
+        mixed = case.precision == "bf16"
+        if mixed:
+            # Flax's mixed precision: each layer computes in its `dtype`, its parameters
+            # stay in their `param_dtype` (float32), as Keras' mixed_bfloat16 policy does.
+            for _, layer in nnx.iter_modules(model):
+                if hasattr(layer, "dtype"):
+                    layer.dtype = jnp.bfloat16
+
         def loss_of(model: Any, x: Any, y: Any) -> Any:
-            logits = model(x)
+            logits = model(x).astype(jnp.float32)  # the loss in float32, as elsewhere
             return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
         def train(model: Any, optimizer: Any, x: Any, y: Any) -> Any:
@@ -127,7 +135,9 @@ class FlaxWorkload(Workload):
         self._step = step
         self.last: Any = None
         self.settings_: dict[str, Any] = {
-            "precision": "fp32",
+            "precision": case.precision or "fp32",
+            "compute_dtype": "bfloat16" if mixed else "float32",
+            "param_dtype": "float32",
             "layout": "channels_last",
             "flax_step": {
                 "jit": "nnx.split once, jax.jit over nnx.merge (state donated)",
