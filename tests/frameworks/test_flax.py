@@ -63,3 +63,17 @@ def test_flax_refuses_what_it_does_not_implement_before_any_work(tmp_path: Path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "'vgg16' has no flax implementation; it has: tensorflow, torch" in proc.stderr
     assert not db.exists()
+
+
+def test_a_model_flax_does_not_build_is_never_counted_or_tuned_in_it() -> None:
+    """Installing flax made every `fwbench tune` of a model it does not build fail ('has
+    no flax implementation'), and a one-framework run count its parameters in Flax."""
+    from fwbench.catalog.frameworks import core_frameworks
+    from fwbench.launch.counting import parity_frameworks
+
+    assert parity_frameworks([Case.build(framework="torch", model="vgg16")]) == [
+        "tensorflow",
+        "torch",
+    ]
+    assert "flax" in parity_frameworks([Case.build(framework="torch", model="resnet18")])
+    assert "flax" not in core_frameworks()  # tune's default, as its --framework help says

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fwbench.case import default_threads
-from fwbench.catalog.frameworks import FRAMEWORKS
+from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
 from fwbench.cli import choices
 from fwbench.cli.bundles import take, takes
 from fwbench.cli.common import console, out, print_json, timing_config
@@ -87,9 +87,8 @@ def command(
     from fwbench.report.terminal import tune_table
 
     timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
-    frameworks = framework or [
-        n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None
-    ]
+    # The core comparison, as --framework's help says (those installed).
+    frameworks = framework or [n for n in core_frameworks() if FRAMEWORKS[n].installed()]
     for fw in frameworks:
         if fw not in FRAMEWORKS:
             raise SpecError(f"unknown framework {fw!r}; valid choices: {', '.join(FRAMEWORKS)}")

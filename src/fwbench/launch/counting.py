@@ -120,14 +120,19 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     """Frameworks whose parameter counts each case is checked against.
 
     Those of the run itself; a single-framework run is checked against every other
-    installed framework, so `fwbench run` alone still flags different work. Keras'
-    other backends build TensorFlow's Keras models: they add nothing to that check
-    unless the run uses them. A user's model only where its source runs it.
+    installed framework that implements the model, so `fwbench run` alone still flags
+    different work. Keras' other backends build TensorFlow's Keras models: they add
+    nothing to that check unless the run uses them. A user's model only where its
+    source runs it.
     """
     named = sorted({c.framework for c in cases})
     if len(named) > 1:
         return named
     others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
+    # A framework that does not implement a zoo model (Flax NNX builds the ResNets only)
+    # has nothing to count.
+    zoo = [c.model_spec for c in cases if not (c.model_path or c.inputs)]
+    others = [fw for fw in others if all(spec.builds(fw) for spec in zoo)]
     for spec in {
         c.model_spec.name: c.model_spec for c in cases if c.model_path or c.inputs
     }.values():
