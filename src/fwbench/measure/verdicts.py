@@ -366,13 +366,14 @@ def runs_needed(
     room = abs(shown - edge)
     if room == 0:
         return RUNS_NEEDED_CAP
-    power = float(sps.norm.ppf(POWER))
-    for n in range(max(len(la), len(lb), 2), RUNS_NEEDED_CAP):
-        df = n - 1 if paired else 2 * n - 2
-        critical = float(sps.t.ppf(0.5 + confidence / 2, df))
-        if (critical + power) * sd * math.sqrt(2 / n) < room:
-            return n
-    return RUNS_NEEDED_CAP
+    # Every candidate n at once: one vectorised quantile call, not one per n (the
+    # sequential rule asks this after every round, so it is on the hot path of a sweep).
+    n = np.arange(max(len(la), len(lb), 2), RUNS_NEEDED_CAP)
+    if not len(n):
+        return RUNS_NEEDED_CAP
+    critical = sps.t.ppf(0.5 + confidence / 2, n - 1 if paired else 2 * n - 2)
+    clears = (critical + float(sps.norm.ppf(POWER))) * sd * np.sqrt(2 / n) < room
+    return int(n[np.argmax(clears)]) if clears.any() else RUNS_NEEDED_CAP
 
 
 def outcome_of(low: float, high: float, band: float) -> Outcome:
