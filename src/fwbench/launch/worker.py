@@ -55,7 +55,9 @@ def failure(
     or error) and the informative line. The traceback goes to the worker's log and its
     end to `settings["error_traceback"]`."""
     traceback.print_exception(exc)
-    status = "oom" if adapter.is_oom(exc) else "error"
+    # Python's MemoryError is every framework's: a host allocation failed, or a model
+    # refused before building one it knew would not fit (models.sources.hf.fits).
+    status = "oom" if isinstance(exc, MemoryError) or adapter.is_oom(exc) else "error"
     error = one_line(exc)
     if isinstance(exc, TaskNotImplemented):
         return {"status": "unsupported", "error": error[:700]}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -433,12 +434,16 @@ def _make_weights(given: str, folder: Path) -> None:
         )  # fmt: skip
         if done.returncode != 0 or not weight_files(folder):
             last = (done.stderr.strip().splitlines() or ["no error shown"])[-1]
+            if last.startswith(f"{MemoryError.__name__}: "):  # fits() refused it there
+                raise MemoryError(last.partition(": ")[2])
             raise SpecError(f"model: hf:{given}: its random weights could not be written: {last}")
         return
     import torch
     from transformers import AutoModel, AutoModelForCausalLM
 
     config = config_of(given)
+    # Before anything is built or written: a model that cannot run here writes nothing.
+    fits(given, meta_count(given))
     dtype = getattr(torch, _dtype_of(given))
     torch.manual_seed(SEED)
     cls = AutoModelForCausalLM if _causal(given, config) else AutoModel
@@ -474,8 +479,10 @@ def build(given: str) -> Any:
     causal = _causal(given, config)
     cls = AutoModelForCausalLM if causal else AutoModel
     if causal:
+        folder = weights_folder(given)
+        fits(given, stored_count(folder))
         found: Any = cls.from_pretrained(
-            weights_folder(given), dtype="float32",
+            folder, dtype="float32",
             ignore_mismatched_sizes=True, output_loading_info=True,
         )  # fmt: skip
         model, loaded = found
@@ -522,22 +529,83 @@ def build_keras(given: str) -> Any:
     import theirs)."""
     import importlib
 
-    return importlib.import_module("fwbench.models.keras_hub_lm").load(weights_folder(given))
+    folder = weights_folder(given)
+    fits(given, stored_count(folder))
+    return importlib.import_module("fwbench.models.keras_hub_lm").load(folder)
 
 
-def describe(spec: ModelSpec) -> dict[str, Any]:
-    import transformers
+# Bytes a parameter takes in every framework's model, whatever the task: fwbench reads
+# the weights in float32 (bf16 computes under autocast or a mixed policy, its variables
+# float32). Training adds gradients and the optimizer's state, generation its cache.
+LOADED_BYTES = 4
+
+
+def fits(given: str, params: int) -> None:
+    """Refuse, as an out-of-memory error (the case's result is `oom`; a sweep goes on),
+    a model whose float32 weights alone exceed the memory this host has available,
+    before it is built: the kernel's out-of-memory killer would stop the worker only
+    after minutes of swapping, its weights half written."""
+    import psutil
+
+    need, available = params * LOADED_BYTES, psutil.virtual_memory().available
+    if need > available:
+        gib = 1 << 30
+        raise MemoryError(
+            f"hf:{given}: its {params / 1e9:.2f}B parameters need {need / gib:.1f} GiB in "
+            f"float32, beyond the {available / gib:.1f} GiB of memory available here: a "
+            "smaller size, or a host with more memory"
+        )
+
+
+def stored_count(folder: Path) -> int:
+    """The parameters in `folder`'s safetensors, from their headers (nothing is read)."""
+    from safetensors import safe_open
+
+    total = 0
+    for path in weight_files(folder):
+        with safe_open(str(path), framework="numpy") as f:
+            for name in f.keys():  # noqa: SIM118 (a safe_open handle is no mapping)
+                shape = f.get_slice(name).get_shape()
+                total += int(math.prod(shape))
+    return total
+
+
+def meta_count(given: str) -> int:
+    """The trainable parameters of `given`'s model, built on PyTorch's meta device from
+    its configuration: no memory, no weights (in a PyTorch process)."""
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM
 
     from fwbench.models.sources.torch_common import trainable
 
+    config = config_of(given)
+    cls = AutoModelForCausalLM if _causal(given, config) else AutoModel
+    with torch.device("meta"):
+        model = cls.from_config(config)  # type: ignore[no-untyped-call]
+    return trainable(model)
+
+
+def describe(spec: ModelSpec) -> dict[str, Any]:
+    import psutil
+    import transformers
+
     given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
     config = config_of(given)
-    model = build(given)
     vocab = int(config.vocab_size)
     inputs = [TensorSpec("input_ids", ("B", None), "int64", vocab)]
+    params = meta_count(given)
+    own = _named(given) is None and weight_files(Path(given))
+    if own and params * LOADED_BYTES <= psutil.virtual_memory().available:
+        # A folder's own weights are read here, so weights that do not fit its config are
+        # refused before a case runs (_check_loaded). Otherwise nothing is built: a named
+        # size is counted on the meta device, and a model too large for this host is the
+        # worker's `oom` result, not a refused command.
+        from fwbench.models.sources.torch_common import trainable
+
+        params = trainable(build(given))
     return {
         "inputs": format_signature(inputs),
-        "params": trainable(model),
+        "params": params,
         "outputs": "logits over the vocabulary" if spec.context else "hidden states",
         "version": f"transformers {transformers.__version__}",
     }
