@@ -205,6 +205,11 @@ class Case(BaseModel):
                     f"options: {name}={value} is not a value of {name}; valid choices: "
                     f"{', '.join(known[name].values)}"
                 )
+            if not known[name].applies(self.task):
+                raise ValueError(
+                    f"options: {name} applies to task {', '.join(known[name].tasks)} only, "
+                    f"not {self.task}"
+                )
         if self.strategy and (self.precision or self.layout or self.autotune):
             raise ValueError(
                 "strategy: data-parallel cases run fp32 in the framework's native layout "

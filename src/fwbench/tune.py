@@ -43,6 +43,7 @@ def search_space(
     layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
     if spec.input_kind != "image":
         layouts = (None,)
+    task = str(workload.get("task") or Case.model_fields["task"].default)
     candidates: list[Case] = []
     for fw in frameworks:
         info = FRAMEWORKS[fw]
@@ -55,7 +56,7 @@ def search_space(
             layouts,
             threads or (None,),
             (False, True) if device == "cuda" else (False,),
-            option_sets(fw, options),
+            option_sets(fw, options, task),
         )
         for mode, precision, layout, n, autotune, chosen in grid:
             fields = {**workload, "framework": fw, "mode": mode, "precision": precision}
@@ -73,11 +74,12 @@ def search_space(
     return candidates
 
 
-def option_sets(framework: str, given: Sequence[str] = ()) -> list[str | None]:
+def option_sets(framework: str, given: Sequence[str] = (), task: str = "") -> list[str | None]:
     """The option sets to try: of `given` (`--options`), those whose every setting the
-    framework has ('default': none); otherwise every combination of its settings, each
-    value explicit ("onednn=on", "onednn=off"). [None] where nothing applies."""
-    settings = FRAMEWORKS[framework].settings
+    framework has ('default': none); otherwise every combination of its settings that
+    apply to `task` (any, when not given), each value explicit ("onednn=on",
+    "onednn=off"). [None] where nothing applies."""
+    settings = tuple(s for s in FRAMEWORKS[framework].settings if not task or s.applies(task))
     if given:
         names = {s.name for s in settings}
         found: list[str | None] = []

@@ -112,3 +112,47 @@ def test_a_size_too_large_for_this_host_is_an_oom_result_and_the_sweep_goes_on(
     assert tiny["status"] == "ok", tiny["error"]
     written = Path(os.environ["FWBENCH_CACHE_DIR"]) / hf.WEIGHTS
     assert not list(written.glob("llama-8b-*"))
+
+
+def test_keras_decoding_as_one_compiled_loop_makes_the_same_tokens(tmp_path: Path) -> None:
+    """`--options decoding=loop`: every decoding step in one compiled loop (JAX's
+    fori_loop, TensorFlow's while_loop), as keras-hub's generate() runs them; the same
+    tokens as PyTorch's, on Gemma 3 (its cache a pair of tensors per layer, the loop's
+    hardest carry; a single-tensor cache, Llama's, ran alike when this was written)."""
+    spec = tmp_path / "loop.yaml"
+    spec.write_text(
+        "framework: [torch, keras-jax, tensorflow]\n"
+        "model: hf:gemma3@tiny\ntask: generate\nnew_tokens: 8\n"
+        "options: {keras-jax: decoding=loop, tensorflow: decoding=loop}\n"
+        "batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 2\n" + FAST_TIMING_YAML
+    )
+    proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = json.loads(proc.stdout)
+    assert [r["status"] for r in records] == ["ok"] * 3, [
+        (r["framework"], r["error"]) for r in records
+    ]
+    mine = {r["framework"]: r for r in records}
+    tokens = {fw: r["settings"]["generated_tokens"] for fw, r in mine.items()}
+    assert len(set(map(tuple, tokens.values()))) == 1, tokens
+    for fw in ("keras-jax", "tensorflow"):
+        looped = mine[fw]
+        assert looped["options"] == "decoding=loop"
+        assert "one compiled loop" in looped["settings"]["decoding"]
+        assert looped["figures"]["tpot_s"]["median"] > 0
+        assert "tpot_p50_s" not in looped["figures"]  # no step is timed alone
+
+
+def test_decoding_is_a_setting_of_generation_in_the_keras_backends_that_compile() -> None:
+    from fwbench.case import Case
+    from fwbench.errors import SpecError
+    from fwbench.tune import option_sets
+
+    base = {"model": "gpt2_tiny", "seq_len": 8, "vocab_size": 64}
+    with pytest.raises(SpecError, match="decoding applies to task generate only, not train"):
+        Case.build(framework="keras-jax", task="train", options="decoding=loop", **base)
+    with pytest.raises(SpecError, match="Keras 3 on PyTorch has no setting 'decoding'"):
+        Case.build(framework="keras-torch", task="generate", options="decoding=loop", **base)
+    assert option_sets("keras-jax", task="generate") == ["decoding=stream", "decoding=loop"]
+    assert option_sets("keras-jax", task="train") == [None]
+    assert option_sets("tensorflow", task="train") == ["onednn=on", "onednn=off"]

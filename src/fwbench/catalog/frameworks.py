@@ -53,9 +53,28 @@ class Setting:
     help: str
     env: str | None = None  # the worker's environment variable that applies it
     env_values: tuple[tuple[str, str], ...] = ()  # value -> the variable's value
+    tasks: tuple[str, ...] = ()  # the tasks it applies to (none named: every task)
+
+    def applies(self, task: str) -> bool:
+        return not self.tasks or task in self.tasks
 
     def env_value(self, value: str) -> str:
         return dict(self.env_values).get(value, value)
+
+
+# A generation's decoding steps in a Keras backend that compiles (keras-hub's decoders):
+# each its own call, its token read back as it is made (stream: what fwbench does
+# everywhere, a streaming server's loop), or all of them one compiled loop whose tokens
+# are read at its end (loop: how keras-hub's own generate() runs them). Left out: stream.
+DECODING = Setting(
+    "decoding",
+    ("stream", "loop"),
+    "a generation's decoding steps: each its own compiled call, each token read back as "
+    "it is made (stream, the default), or one compiled loop, the tokens read at its end "
+    "(loop, as keras-hub's generate() runs them; time per output token is the loop's "
+    "time over its steps)",
+    tasks=(GENERATE.name,),
+)
 
 
 @dataclass(frozen=True)
@@ -282,6 +301,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         native_layout="channels_last",
         default_mode="graph",  # Keras' own fit() runs a tf.function
         settings=(
+            DECODING,
             Setting(
                 "onednn",
                 ("on", "off"),
@@ -335,6 +355,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         default_mode="jit",
         precisions=("fp32", "bf16"),
         models_from="tensorflow",
+        settings=(DECODING,),
         colour="#5E97F6",  # JAX's blue-violet
         counts_flops=NO(
             False,

@@ -27,7 +27,7 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.inputs import parse_signature
 from fwbench.explain.timeline import DECODE, PREFILL
-from fwbench.frameworks.base import Workload
+from fwbench.frameworks.base import TaskNotImplemented, Workload
 from fwbench.models import gpt_weights, shapes
 from fwbench.tasks.generate import NEW_TOKENS
 
@@ -97,8 +97,17 @@ class GenerateWorkload(Workload):
     # breakdown splits the profile by them. None otherwise: timed steps call prefill and
     # decode directly, with nothing around them.
     mark_phase: Callable[[str], AbstractContextManager[Any]] | None = None
+    # Whether it runs `--options decoding=loop` (decode_rest: every decoding step in one
+    # compiled loop); a generation that cannot is refused such a case.
+    LOOPS = False
 
     def __init__(self, case: Case, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.loop = case.option_values.get("decoding") == "loop"
+        if self.loop and not self.LOOPS:
+            raise TaskNotImplemented(
+                f"options: decoding=loop: {case.model} in {case.framework} decodes one "
+                "step a call; keras-hub's decoders in a compiled mode run the loop"
+            )
         self.new_tokens = new_tokens(case)
         self.prompt_len = case.prompt_len
         self.clock = clock
@@ -118,6 +127,11 @@ class GenerateWorkload(Workload):
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         """Feed `tokens` (batch,) at `position` through the cache; return the next ones."""
 
+    def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
+        """The `count` tokens after `tokens` (the prefill's), every decoding step in one
+        compiled loop, read back at its end: (batch, count). Where LOOPS."""
+        raise NotImplementedError
+
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         """The model's logits at every position of `ids` (1, length), in one forward pass
         without a cache, at the case's precision, as float32 (1, length, vocabulary):
@@ -134,6 +148,14 @@ class GenerateWorkload(Workload):
         if self.first_output is not None:
             self.first_output()
         made = [token]
+        if self.loop:
+            # One call for every decoding step: no step of its own is timed, so time per
+            # output token is the loop's time over its steps, and p50 and p90 are unknown.
+            rest = self.decode_rest(token, self.new_tokens - 1)
+            self._ttft.append(first - start)
+            self._tpot.append((clock() - first) / (self.new_tokens - 1))
+            self.last_tokens = np.concatenate([token[:, None], rest], axis=1)
+            return
         times = []
         for i in range(1, self.new_tokens):
             before = clock()
@@ -188,10 +210,15 @@ class GenerateWorkload(Workload):
 
     def cache_settings(self, case: Case, kind: str) -> dict[str, Any]:
         """What a result records of its cache and decoding (its settings)."""
+        read = (
+            "the decoding steps one compiled loop, its tokens read back at its end"
+            if self.loop
+            else "each token read back to the host"
+        )
         return {
             "kv_cache": kind,
             "kv_cache_bytes": cache_bytes(case),
-            "decoding": "greedy (argmax), each token read back to the host",
+            "decoding": f"greedy (argmax), {read}",
         }
 
     def generated(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks import generation
-from fwbench.frameworks.base import Workload
+from fwbench.frameworks.base import TaskNotImplemented, Workload
 from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import count_trainable, keras_module, logits_of
 
@@ -46,7 +46,12 @@ def _cache_shape(backbone: Any, batch: int, length: int) -> tuple[int, ...]:
 
 class KerasHubGenerate(GenerateWorkload):
     """See the module's docstring. `mode` is the case's: jit or eager on JAX, graph, xla
-    or eager on TensorFlow, eager on PyTorch."""
+    or eager on TensorFlow, eager on PyTorch. With `--options decoding=loop`, in a
+    compiled mode, the decoding steps after the prefill run as one compiled loop
+    (`jax.lax.fori_loop` in the jitted function, `tf.while_loop` in the tf.function), as
+    keras-hub's own generate() runs them: no token is read back until the last is made."""
+
+    LOOPS = True
 
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         super().__init__(case)
@@ -78,6 +83,13 @@ class KerasHubGenerate(GenerateWorkload):
             return ops.cast(ops.argmax(logits[:, -1, :], axis=-1), "int32"), cache
 
         self.compiled = case.mode in ("jit", "graph", "xla")
+        if self.loop and not (self.compiled and self.backend in ("jax", "tensorflow")):
+            raise TaskNotImplemented(
+                "options: decoding=loop compiles the decoding steps into one loop: on JAX "
+                "in mode jit, on TensorFlow in mode graph or xla"
+            )
+        self._rest: Any = None
+        self.rest: Any = None
         # The prefill and the decoding step (each compiled where the backend compiles),
         # and the calls that feed them this generation's prompt, token and cache.
         self._first: Any = None
@@ -120,6 +132,24 @@ class KerasHubGenerate(GenerateWorkload):
         self.following = lambda position: self._following(
             self.values, self.token, self.cache, self.at[position]
         )
+        if not self.loop:
+            return
+        count, batch = self.new_tokens - 1, ids.shape[0]
+
+        def rest(values: Any, token: Any, cache: Any, start: Any) -> Any:
+            def step(i: Any, carry: Any) -> Any:
+                token, cache, made = carry
+                token, cache = following(values, token, cache, start + i)
+                return token, cache, made.at[:, i].set(token)
+
+            made = jnp.zeros((batch, count), jnp.int32)
+            return jax.lax.fori_loop(0, count, step, (token, cache, made))[2]
+
+        # The cache is the loop's own carry: nothing returned could reuse it, so no donation.
+        self._rest = jax.jit(rest)
+        self.rest = lambda: self._rest(
+            self.values, self.token, self.cache, self.at[self.prompt_len]
+        )
 
     def _tensorflow(self, next_of: Any, empty: Any, ids: np.ndarray, xla: bool) -> None:
         import tensorflow as tf
@@ -136,6 +166,21 @@ class KerasHubGenerate(GenerateWorkload):
         self.at = [tf.constant(p, tf.int32) for p in range(self.prompt_len + self.new_tokens)]
         self.first = lambda: self._first(self.ids)
         self.following = lambda position: self._following(self.token, self.cache, self.at[position])
+        if not self.loop:
+            return
+        count = self.new_tokens - 1
+
+        def rest(token: Any, cache: Any, start: Any) -> Any:
+            def step(i: Any, token: Any, cache: Any, made: Any) -> Any:
+                token, cache = following(token, cache, start + i)
+                return i + 1, token, cache, made.write(i, token)
+
+            made = tf.TensorArray(tf.int32, size=count)
+            found = tf.while_loop(lambda i, *_: i < count, step, (0, token, cache, made))
+            return tf.transpose(found[3].stack())
+
+        self._rest = tf.function(rest, jit_compile=xla)
+        self.rest = lambda: self._rest(self.token, self.cache, self.at[self.prompt_len])
 
     def _torch(self, next_of: Any, empty: Any, ids: np.ndarray) -> None:
         import torch
@@ -160,16 +205,21 @@ class KerasHubGenerate(GenerateWorkload):
         self.token, self.cache = self.following(position)
         return np.asarray(keras_module().ops.convert_to_numpy(self.token))
 
+    def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
+        made = self.rest()
+        self.cache = None  # donated to the loop (JAX), or a value of the last generation
+        return np.asarray(keras_module().ops.convert_to_numpy(made))
+
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         return np.asarray(logits_of(self.model, ids))
 
     def compile_count(self) -> int | None:
         if not self.compiled or self.backend == "torch":
             return None
+        programs = [p for p in (self._first, self._following, self._rest) if p is not None]
         if self.backend == "jax":
-            return int(self._first._cache_size() + self._following._cache_size())
-        traces = self._first.experimental_get_tracing_count()
-        return int(traces + self._following.experimental_get_tracing_count())
+            return sum(int(p._cache_size()) for p in programs)
+        return sum(int(p.experimental_get_tracing_count()) for p in programs)
 
     def counters(self) -> dict[str, Any]:
         count = self.compile_count()

@@ -110,6 +110,7 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
     body: list[list[str]] = []
     estimators: set[str] = set()
     skews: list[str] = []
+    looped: list[str] = []
     for row in rows:
         model, _, batch, shape = row.workload[:4]
         compared = {name: _compared(row, name, band) for name in _FIGURES}
@@ -143,13 +144,26 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
             why = skewed(mean, value["tpot_p50_s"], value["tpot_p90_s"]) if mean else None
             if why is not None:
                 skews.append(f"{variant} b{batch} {shape}: {why}.")
+            if r.case.option_values.get("decoding") == "loop":
+                looped.append(variant)
         body.append(["", "", "", "verdict", verdicts["ttft_s"], verdicts["tpot_s"], "", "", ""])
     read = " / ".join(ESTIMATOR_TEXT[e] for e in sorted(estimators)) or ESTIMATOR_TEXT["median"]
+    loops = (
+        [
+            f"{', '.join(dict.fromkeys(looped))} (decoding=loop) ran every decoding step in "
+            "one compiled loop, its tokens read back at the end, as keras-hub's generate() "
+            "does: its TPOT is the loop's time over its steps, no step is timed alone (no "
+            "p50 or p90), and no token streams before the last."
+        ]
+        if looped
+        else []
+    )
     note = " ".join(
         [
             "Time to first token (TTFT: the prompt's prefill and the first token), then "
             "each later token's decoding step, each token read back as it is made, as a "
             "streaming server does. " + WHICH_IS_WHICH,
+            *loops,
             *skews,
             f"Each time as its verdict reads it: {read}, its geometric mean over runs with a "
             "95% interval; tokens/s is the batch's new tokens over the whole generation at "
