@@ -343,6 +343,7 @@ def _fwbench(args: argparse.Namespace, framework: str, db: Path) -> dict[str, fl
               else ["--seq-len", str(args.seq_len)]),
             "--task-dims", f"new_tokens={args.new_tokens}",
             "--threads", str(args.threads), "--min-runs", "1", "--max-runs", "1",
+            *(["--options", args.options] if args.options and framework != "torch" else []),
             "--db", str(db), "--json"]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -377,6 +378,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--options",
+        help="fwbench's --options for the Keras backends (e.g. decoding=loop, to set its "
+        "compiled decoding loop against keras-hub's generate())",
+    )
     p.add_argument("--hand", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.hand:
@@ -386,7 +392,8 @@ def main() -> None:
     frameworks = args.framework or list(LIBRARIES if _library(args.model) else LOOPS)
     against = "the libraries' generate()" if _library(args.model) else "hand loops"
     print(
-        f"# {date.today()}: {args.model} generate against {against}, "
+        f"# {date.today()}: {args.model} generate against {against}"
+        f"{', fwbench with ' + args.options if args.options else ''}, "
         f"b{args.batch_size} prompt {args.seq_len} "
         f"new {args.new_tokens}, {args.threads} threads, {args.rounds} rounds (ABBA)"
     )
