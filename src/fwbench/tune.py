@@ -20,6 +20,7 @@ from fwbench.catalog.models import get_model
 from fwbench.errors import SpecError
 from fwbench.measure.verdicts import Comparison, Verdict, comparison_of
 from fwbench.result import Result
+from fwbench.tasks.train import TRAIN
 
 # Reduced precision tried by default per device: bf16 runs natively on recent CPUs; fp16
 # has fast kernels on GPUs only (on CPUs ask for it with --precision fp16).
@@ -43,7 +44,7 @@ def search_space(
     layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
     if spec.input_kind != "image":
         layouts = (None,)
-    task = str(workload.get("task") or Case.model_fields["task"].default)
+    task = str(workload.get("task") or TRAIN.name)
     candidates: list[Case] = []
     for fw in frameworks:
         info = FRAMEWORKS[fw]
@@ -74,12 +75,14 @@ def search_space(
     return candidates
 
 
-def option_sets(framework: str, given: Sequence[str] = (), task: str = "") -> list[str | None]:
+def option_sets(
+    framework: str, given: Sequence[str] = (), task: str = TRAIN.name
+) -> list[str | None]:
     """The option sets to try: of `given` (`--options`), those whose every setting the
     framework has ('default': none); otherwise every combination of its settings that
-    apply to `task` (any, when not given), each value explicit ("onednn=on",
-    "onednn=off"). [None] where nothing applies."""
-    settings = tuple(s for s in FRAMEWORKS[framework].settings if not task or s.applies(task))
+    apply to `task`, each value explicit ("onednn=on", "onednn=off"). [None] where
+    nothing applies."""
+    settings = tuple(s for s in FRAMEWORKS[framework].settings if s.applies(task))
     if given:
         names = {s.name for s in settings}
         found: list[str | None] = []
