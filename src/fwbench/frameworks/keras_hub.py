@@ -207,7 +207,7 @@ class KerasHubGenerate(GenerateWorkload):
 
     def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
         made = self.rest()
-        self.cache = None  # donated to the loop (JAX), or a value of the last generation
+        self.cache = None  # the loop kept its cache to itself: the next prefill starts one
         return np.asarray(keras_module().ops.convert_to_numpy(made))
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
