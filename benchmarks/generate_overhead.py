@@ -200,7 +200,7 @@ def torch_loop(args: argparse.Namespace) -> Timed:
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
     case = _case(args)
-    model = torch_gpt.GPT2(args.model, args.seq_len, int(case.vocab_size))
+    model = torch_gpt.GPT2(args.model, args.seq_len, case.dim("vocab_size"))
     torch_gpt.load_weights(model, generation.weights(case))
     gpt = model.gpt.eval()
     ids = torch.from_numpy(generation.prompt(case)).long()
@@ -232,7 +232,7 @@ def _keras_model(args: argparse.Namespace) -> tuple[Any, Any, np.ndarray, int]:
     from fwbench.models import keras_gpt
 
     case = _case(args)
-    model = keras_gpt.build(args.model, seq_len=args.seq_len, vocab_size=case.vocab_size)
+    model = keras_gpt.build(args.model, seq_len=args.seq_len, vocab_size=case.dim("vocab_size"))
     keras_gpt.load_weights(model, generation.weights(case))
     return model, case, generation.prompt(case), args.seq_len + args.new_tokens
 

@@ -92,6 +92,7 @@ def _with_plugins(monkeypatch: pytest.MonkeyPatch, *modules: str) -> dict[str, s
     monkeypatch.setattr(tasks, "_loaded", False)
     monkeypatch.setattr(models, "_MODELS", dict(models._MODELS))
     monkeypatch.setattr(models, "_BUILDERS", {k: dict(v) for k, v in models._BUILDERS.items()})
+    monkeypatch.setattr(models.DIMENSIONS, "_entries", dict(models.DIMENSIONS._entries))
     monkeypatch.setattr(frameworks.FRAMEWORKS, "_entries", dict(frameworks.FRAMEWORKS._entries))
     monkeypatch.setattr(trackers, "_TRACKERS", dict(trackers._TRACKERS))
     monkeypatch.setattr(plugins, "_loaded", False)
@@ -116,6 +117,12 @@ def plugin_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 def toy_framework_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Register the toy framework `numpy` (and its model toy_mlp) here and in workers."""
     return _with_plugins(monkeypatch, "fwbench_toy_framework")
+
+
+@pytest.fixture
+def toy_dimension_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Register the toy model `toy_signal` and its dimension `length` here and in workers."""
+    return _with_plugins(monkeypatch, "fwbench_toy_dimension")
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ case's identity (and `--resume` still recognises it).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import psutil
@@ -19,6 +21,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -31,6 +34,7 @@ from fwbench.catalog.models import (
     USER_OBJECTIVES,
     ZOO,
     ModelSpec,
+    all_dimensions,
     all_models,
     find_model,
     get_model,
@@ -57,9 +61,6 @@ PLUGIN_MODELS = "plugin_models"
 # Validation context key: a stored case, checked field by field only (Case.stored).
 STORED = "stored"
 MAX_BATCH_SIZE = 1 << 24
-MAX_INPUT_SIZE = 8192
-MAX_SEQ_LEN = 1 << 20
-MAX_VOCAB = 1 << 22
 
 
 def default_threads() -> int:
@@ -74,13 +75,12 @@ class Case(BaseModel):
     model: str
     task: str = TRAIN.name  # a registered task (fwbench.tasks) its framework implements
     batch_size: int = Field(32, ge=1, le=MAX_BATCH_SIZE)
-    # The model's dimensions: each model takes a subset (its ModelSpec.dims), the rest
-    # stay None. Left out, a dimension takes the model's default.
-    input_size: int | None = Field(None, ge=1, le=MAX_INPUT_SIZE)  # image side, pixels
-    seq_len: int | None = Field(None, ge=1, le=MAX_SEQ_LEN)  # tokens, or spectrogram frames
-    vocab_size: int | None = Field(None, ge=2, le=MAX_VOCAB)
-    freq_bins: int | None = Field(None, ge=1, le=MAX_INPUT_SIZE)
-    num_classes: int | None = Field(None, ge=2, le=1_000_000)
+    # The model's dimensions (catalog.models.DIMENSIONS), name -> value, sorted by name:
+    # every one its model takes (ModelSpec.dims; left out, the model's default), no other.
+    # A declared dimension may also be given as a keyword of its name (input_size=224):
+    # it is folded in here. A case's key lists them as fields of their own, as it did when
+    # each dimension was a field, so stored keys still match.
+    dims: dict[str, int] = Field(default_factory=dict)
     device: Device = "cpu"
     mode: str = "eager"
     # How the numbers are computed and laid out. None is the default: fp32, the
@@ -117,6 +117,9 @@ class Case(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _normalise(cls, data: Any, validation: ValidationInfo) -> Any:
+        if isinstance(data, dict):
+            # Stored or given, a dimension may come as a field of its own name.
+            data = fold_dims(data)
         if (validation.context or {}).get(STORED):
             return data  # stored as it was made: normalising could change its key
         if isinstance(data, dict):
@@ -136,10 +139,25 @@ class Case(BaseModel):
             recorded = bool((validation.context or {}).get(PLUGIN_MODELS))
             data = _zoo_name(data) if recorded else _user_model(data)
             spec = find_model(data["model"])
-            if spec is not None:
-                defaults = {d: v for d, v in spec.dims.items() if data.get(d) is None}
-                data = {**data, **defaults}
+            given = data.get("dims") or {}
+            if spec is not None and isinstance(given, dict):
+                dims = {**spec.dims, **given}
+                data = {**data, "dims": dims}
+                if spec.inputs and data.get("inputs") is None and set(dims) <= set(spec.dims):
+                    # A value out of range fails here: validation names it.
+                    with contextlib.suppress(KeyError, IndexError, ValueError, SpecError):
+                        data["inputs"] = spec.signature(dims)
         return data
+
+    @field_validator("dims", mode="after")
+    @classmethod
+    def _dims(cls, dims: dict[str, int]) -> dict[str, int]:
+        # Ranges as declared, in every context (a stored batch of 0 is damage, so is a
+        # stored side of 0); a dimension no loaded plugin declares keeps its value.
+        for name, value in dims.items():
+            if name in DIMENSIONS:
+                DIMENSIONS[name].check(value)
+        return dict(sorted(dims.items()))
 
     @model_validator(mode="after")
     def _check(self, validation: ValidationInfo) -> Case:
@@ -230,6 +248,22 @@ class Case(BaseModel):
             spec = model_of(self.model, self.model_path)
         except SpecError as exc:
             raise ValueError(f"model: {str(exc).removeprefix('model: ')}") from None
+        for dim, size in self.dims.items():
+            if dim not in DIMENSIONS:
+                raise ValueError(
+                    f"dims: no dimension {dim!r} is declared; valid choices: "
+                    f"{', '.join(DIMENSIONS)}"
+                )
+            if dim not in spec.dims:
+                raise ValueError(
+                    f"{dim}: does not apply to {spec.name}, which takes "
+                    f"{spec.input_kind} input; its dimensions: {', '.join(spec.dims) or 'none'}"
+                )
+            if size < spec.minimum(dim):
+                raise ValueError(
+                    f"{dim}: {size} is too small for {spec.name}; "
+                    f"the smallest valid value is {spec.minimum(dim)}"
+                )
         if spec.source != ZOO:
             _check_source(self, spec, info.label)
         elif self.model_path:
@@ -254,14 +288,15 @@ class Case(BaseModel):
             )
         if task is not None and task.fits is not None and (why := task.fits(self, spec)):
             raise ValueError(f"task: {self.task} cannot run {spec.name}: {why}")
-        if spec.context is not None and (self.seq_len or 0) > spec.context:
+        seq_len = self.dims.get("seq_len")
+        if spec.context is not None and (seq_len or 0) > spec.context:
             # Its position table holds `context` positions: a longer sequence would be
             # another model (the builders grew the table, and the parameters with it).
             raise ValueError(
-                f"seq_len: {self.seq_len} is past {spec.name}'s context of {spec.context} "
+                f"seq_len: {seq_len} is past {spec.name}'s context of {spec.context} "
                 f"positions; valid: 1 to {spec.context}"
             )
-        if spec.context is not None and self.seq_len is None and self.prompt_len > spec.context:
+        if spec.context is not None and seq_len is None and self.prompt_len > spec.context:
             # A user's decoder (hf:) given its tokens by --input-shape: past its position
             # table, its worker would fail indexing it.
             raise ValueError(
@@ -277,18 +312,11 @@ class Case(BaseModel):
                 f"layout: {info.label} runs {', '.join(info.layouts)} only; "
                 f"valid choices for {self.framework}: {', '.join(info.layouts)}"
             )
-        for dim in DIMENSIONS:
-            value = getattr(self, dim)
-            if value is not None and dim not in spec.dims:
-                raise ValueError(
-                    f"{dim}: does not apply to {spec.name}, which takes "
-                    f"{spec.input_kind} input; its dimensions: {', '.join(spec.dims)}"
-                )
-            if value is not None and value < spec.minimum(dim):
-                raise ValueError(
-                    f"{dim}: {value} is too small for {spec.name}; "
-                    f"the smallest valid value is {spec.minimum(dim)}"
-                )
+        if spec.inputs and self.inputs != spec.signature(self.dims):
+            raise ValueError(
+                f"inputs: {spec.name}'s inputs are made from its dimensions "
+                f"({spec.signature(self.dims)}); give its dimensions instead"
+            )
         return self
 
     @classmethod
@@ -307,6 +335,7 @@ class Case(BaseModel):
         has its types, and `true` or "8" in a batch size is damage, not a batch of 1 or 8.
         Raises ValidationError."""
         given = {f: fields[f] for f in cls.model_fields if f in fields}
+        given |= {d: fields[d] for d in _OLD_DIMENSIONS if fields.get(d) is not None}
         return cls.model_validate(given, strict=True, context={PLUGIN_MODELS: True})
 
     @classmethod
@@ -317,7 +346,16 @@ class Case(BaseModel):
         not loaded (cases are validated where they are made, in Case.build). Fields it
         did not have take their defaults. Raises ValidationError."""
         given = {f: fields[f] for f in cls.model_fields if f in fields}
+        if isinstance(given.get("dims"), str):
+            given["dims"] = json.loads(given["dims"])  # the results table's JSON text
+        if given.get("dims") is None:
+            # Written before dims was one mapping: each dimension a column of its own.
+            given.pop("dims", None)
+            given |= {d: fields[d] for d in _OLD_DIMENSIONS if fields.get(d) is not None}
         return cls.model_validate(given, context={STORED: True})
+
+    def __hash__(self) -> int:
+        return hash(self.key())
 
     def key(self) -> str:
         """Stable identity of the case: the same fields give the same key on any machine.
@@ -326,39 +364,43 @@ class Case(BaseModel):
         a new optional field never changes the key of a case recorded before it. Where a
         user's model lies is not its identity (its name carries its content hash).
         """
-        fields = self.model_dump(exclude_none=True, exclude={"model_path"})
-        canonical = json.dumps(fields, sort_keys=True)
+        canonical = json.dumps(self.flat(exclude={"model_path"}), sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
-    @property
-    def dims(self) -> dict[str, int]:
-        """The model's dimensions this case sets (the others are None)."""
-        return {d: v for d in DIMENSIONS if (v := getattr(self, d)) is not None}
+    def flat(self, exclude: set[str] | None = None) -> dict[str, Any]:
+        """Its fields that are set, each dimension as a field of its own, as a case was
+        before its dimensions were one mapping: what its key (and a serving point's) hash,
+        so they stay the same (a stored result is found again by --resume and compared
+        with new ones)."""
+        fields = self.model_dump(exclude_none=True, exclude={"dims", *(exclude or set())})
+        return fields | self.dims
+
+    def dim(self, name: str) -> int:
+        """A dimension's value; 0 for one its model does not take."""
+        return self.dims.get(name, 0)
 
     @property
     def shape(self) -> str:
         """The dimensions in short, the model's then the task's: `224px c1000`,
         `seq128 v30522 c2`, `seq200 f161 c29`, `seq128 v50257 new32`."""
         parts = []
-        if self.inputs is not None:
+        spec = find_model(self.model)
+        # A model whose inputs are made from its dimensions is said by its dimensions.
+        if self.inputs is not None and not (spec is not None and spec.inputs):
             # A user's model: each input's shape past the batch (`x=3x224x224`).
             for tensor in parse_signature(self.inputs):
                 dims = "x".join(str(d) for d in tensor.shape[1:]) or "scalar"
                 kind = "" if tensor.dtype == "float32" else f":{tensor.dtype}"
                 parts.append(f"{tensor.name}={dims}{kind}")
-        if self.input_size is not None:
-            parts.append(f"{self.input_size}px")
-        if self.seq_len is not None:
-            parts.append(f"seq{self.seq_len}")
-        if self.vocab_size is not None:
-            parts.append(f"v{self.vocab_size}")
-        if self.freq_bins is not None:
-            parts.append(f"f{self.freq_bins}")
-        if self.num_classes is not None:
-            parts.append(f"c{self.num_classes}")
+        # In the order they were declared (the built-in ones first), as they always read.
+        order = [d for d in DIMENSIONS if d in self.dims]
+        order += sorted(set(self.dims) - set(DIMENSIONS))
         task = find_task(self.task)
-        short = {d.name: d.short or d.name for d in task.dimensions} if task else {}
-        parts += [f"{short.get(name, name)}{value}" for name, value in self.task_values.items()]
+        declared = {**DIMENSIONS, **{d.name: d for d in (task.dimensions if task else ())}}
+        values = [(name, self.dims[name]) for name in order] + list(self.task_values.items())
+        for name, value in values:
+            found = declared.get(name)
+            parts.append(found.label(value) if found else f"{name}{value}")
         return " ".join(parts)
 
     @property
@@ -407,8 +449,8 @@ class Case(BaseModel):
     def prompt_len(self) -> int:
         """A token model's sequence length: its dimension, or its first input's second
         dimension (a user's model: input_ids of B x sequence)."""
-        if self.seq_len is not None or not self.inputs:
-            return int(self.seq_len or 0)
+        if "seq_len" in self.dims or not self.inputs:
+            return self.dim("seq_len")
         first = parse_signature(self.inputs)[0]
         return (
             int(first.shape[1]) if len(first.shape) > 1 and isinstance(first.shape[1], int) else 0
@@ -486,6 +528,38 @@ class Case(BaseModel):
         )
 
 
+# The dimensions that were fields of their own before dims (results schema 18 and
+# earlier): a stored row's columns, an old export's keys.
+_OLD_DIMENSIONS = ("input_size", "seq_len", "vocab_size", "freq_bins", "num_classes")
+
+
+def fold_dims(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with every declared dimension given as a key of its own name (input_size=224,
+    as the CLI's flags, a sweep's axes and old records give them) moved into `dims`; a
+    None among them is left out (the model's default). A dimension given both ways with
+    two values is refused."""
+    declared = all_dimensions()  # a plugin's among them (loading the plugins)
+    names = [k for k in data if k in declared or k in _OLD_DIMENSIONS]
+    if not names:
+        return data
+    out = {k: v for k, v in data.items() if k not in names}
+    dims = out.get("dims")
+    if dims is None:
+        dims = {}
+    if not isinstance(dims, dict):
+        return data  # validation refuses the mapping
+    dims = dict(dims)
+    for name in names:
+        value = data[name]
+        if value is None:
+            continue
+        if name in dims and dims[name] != value:
+            raise ValueError(f"{name}: given twice ({dims[name]}, {value})")
+        dims[name] = value
+    out["dims"] = dims
+    return out
+
+
 def _zoo_name(data: dict[str, Any]) -> dict[str, Any]:
     text = data["model"]
     return {**data, "model": text.lower()} if text.lower() in all_models() else data
@@ -536,8 +610,8 @@ def _check_inputs(case: Case, spec: Any) -> None:
         raise ValueError(
             f"objective: {case.objective!r}; valid choices: {', '.join(USER_OBJECTIVES)}"
         )
-    for dim in DIMENSIONS:
-        if getattr(case, dim) is not None:
+    for dim in case.dims:
+        if dim not in spec.dims:
             raise ValueError(
                 f"{dim}: does not apply to {spec.name}, whose inputs are its own "
                 f"({case.inputs}); give shapes with --input-shape"
@@ -584,6 +658,24 @@ def canonical_options(value: Any) -> Any:
     if not isinstance(pairs, dict):
         return pairs
     return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
+
+
+def parse_dims(values: Sequence[str]) -> dict[str, int]:
+    """`--dim NAME=VALUE` (repeated, or "a=1,b=2") as a mapping; a SpecError for a text
+    that is not NAME=WHOLE-NUMBER. Names are checked where the case is validated."""
+    found: dict[str, int] = {}
+    for text in values:
+        try:
+            pairs = _pairs(text, "dim", "input_size=224") or {}
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        for name, value in pairs.items():
+            if not value.lstrip("-").isdigit():
+                raise SpecError(f"dim: {name}={value!r} is not a whole number")
+            if name in found and found[name] != int(value):
+                raise SpecError(f"dim: {name} given twice ({found[name]}, {value})")
+            found[name] = int(value)
+    return found
 
 
 def canonical_task_dims(value: Any) -> Any:
@@ -668,6 +760,8 @@ def validation_message(exc: ValidationError) -> str:
     """Turn pydantic's multi-line report into one line naming the key and the problem."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
+    if loc.startswith("dims."):
+        loc = loc.removeprefix("dims.")  # a dimension is named as itself
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "literal_error":
         expected = err.get("ctx", {}).get("expected", "")
@@ -676,6 +770,8 @@ def validation_message(exc: ValidationError) -> str:
         return f"unknown key {loc!r}"
     if err["type"] == "missing":
         return f"{loc}: missing"
+    if loc == "dims" and msg.split(":", 1)[0] in DIMENSIONS:
+        return msg  # names the dimension itself: "seq_len: 0 is out of range (...)"
     if loc and not msg.startswith(f"{loc}:"):
         return f"{loc}: {msg} (got {err.get('input')!r})"
     return msg

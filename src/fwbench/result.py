@@ -52,6 +52,10 @@ so `Result.from_record` reads exported JSON of every earlier version):
  18  runs[].reopened: the run was made after its comparison, stopped when its share of a
      sweep's budget was spent, was re-opened with the time the budget had left (false
      before this version).
+ 19  case dims: the model's dimensions as one mapping, name -> value (any a model
+     declares), in place of the fields input_size, seq_len, vocab_size, freq_bins and
+     num_classes, which records of earlier versions hold and are read into it. A case's
+     key lists them as before, so it is unchanged.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.

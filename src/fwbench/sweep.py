@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from fwbench.case import Case, default_mode
 from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
-from fwbench.catalog.models import DIMENSIONS, all_models, find_model
+from fwbench.catalog.models import all_dimensions, all_models, find_model
 from fwbench.catalog.sources import source_of
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError, duration_seconds, positive_seconds
@@ -40,11 +40,6 @@ AXES: tuple[str, ...] = (
     "model",
     "task",
     "batch_size",
-    "input_size",
-    "seq_len",
-    "vocab_size",
-    "freq_bins",
-    "num_classes",
     "precision",
     "device",
     "threads",
@@ -56,8 +51,10 @@ AXES: tuple[str, ...] = (
     "layout",
     "autotune",
 )
-# A dimension left out takes each model's default (None here). Each task's own dimensions
-# (fwbench.tasks: a generation's new_tokens) are axes too, beside the model's: all_axes().
+# Every model dimension declared (catalog.models.DIMENSIONS: input_size, seq_len, ... and
+# a plugin's) is an axis of its name after batch_size, and each task's own dimensions
+# (fwbench.tasks: a generation's new_tokens) after them: all_axes(). A dimension left out
+# takes each model's (each task's) default.
 # study: the study whose claims a report of this sweep evaluates (fwbench.studies).
 # serve: serving scenarios (fwbench.serve); each case is served under each of them.
 # input_shape, objective: a model of the user's (fwbench.user_models): its inputs' shapes
@@ -94,7 +91,6 @@ LEFT_OUT: dict[str, str] = {
     "batch_size": f"the default ({DEFAULTS['batch_size'][0]})",
     "device": f"the default ({DEFAULTS['device'][0]})",
     "mode": "each framework's default mode",
-    **{dim: "each model's default" for dim in DIMENSIONS},
     "precision": "the default (fp32)",
     "layout": "each framework's native layout",
     "autotune": "the default (off)",
@@ -117,23 +113,27 @@ LEFT_OUT: dict[str, str] = {
 
 
 def all_axes() -> tuple[str, ...]:
-    """AXES with the dimensions the registered tasks declare, after the model's: a task's
-    dimension is a sweep key of its name, applied to the cases of the tasks that declare
-    it (as a model dimension is applied to the models that take it)."""
-    extra = tuple(task_dimensions())
-    clash = [name for name in extra if name in AXES or name in OTHER_KEYS]
+    """AXES with the declared dimensions after the batch: the models' (each applied to the
+    models that take it), then the registered tasks' (each applied to the cases of the
+    tasks that declare it). Each is a sweep key of its name."""
+    models = tuple(all_dimensions())
+    tasks = tuple(task_dimensions())
+    clash = [name for name in (*models, *tasks) if name in AXES or name in OTHER_KEYS]
+    clash += [name for name in tasks if name in models]
     if clash:
         raise SpecError(
-            f"task dimension {clash[0]!r} has the name of a sweep key; a task must name its "
-            "dimensions apart from the case's fields"
+            f"dimension {clash[0]!r} has the name of a sweep key; a model or task must "
+            "name its dimensions apart from the case's fields and each other's"
         )
-    at = AXES.index("num_classes") + 1
-    return (*AXES[:at], *extra, *AXES[at:])
+    at = AXES.index("batch_size") + 1
+    return (*AXES[:at], *models, *tasks, *AXES[at:])
 
 
 def _left_out(key: str) -> str | None:
     if key in LEFT_OUT:
         return LEFT_OUT[key]
+    if key in all_dimensions():
+        return "each model's default"
     return "each task's default" if key in task_dimensions() else None
 
 
@@ -613,9 +613,9 @@ def _expand(
             raise SpecError(
                 f"{source}: strategy {name} applies to none of the sweep's cases{needs}"
             )
-    for dim in DIMENSIONS:
+    for dim in all_dimensions():
         given = [v for v in _flat(axes[dim]) if v is not None]
-        if given and all(getattr(c, dim) is None for c in cases):
+        if given and all(dim not in c.dims for c in cases):
             raise SpecError(
                 f"{source}: {dim} applies to none of the sweep's models "
                 f"({', '.join(sorted({c.model for c in cases}))})"
@@ -636,7 +636,7 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     """Drop the dimensions the case's model does not take: one sweep can mix image and
     token models, each reading only its own axes (duplicates are removed by key). Axes
     left out (None) take the case's defaults: threads default per world size."""
-    fields = {k: v for k, v in fields.items() if v is not None or k in DIMENSIONS}
+    fields = {k: v for k, v in fields.items() if v is not None or k in all_dimensions()}
     task = find_task(str(fields.get("task")))
     own = {d.name for d in task.dimensions} if task else set()
     others = set(task_dimensions()) - own
@@ -644,7 +644,7 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     spec = find_model(str(fields["model"]))
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices
-    return {k: v for k, v in fields.items() if k not in DIMENSIONS or k in spec.dims}
+    return {k: v for k, v in fields.items() if k not in all_dimensions() or k in spec.dims}
 
 
 def _fold_task_dims(fields: dict[str, Any]) -> dict[str, Any]:

@@ -70,13 +70,15 @@ def prepare(text: str, input_shapes: Sequence[str] = (), objective: str | None =
     own is described, and its inputs are what it declares, completed (or, where it
     declares none, given) by `input_shapes`. One-line SpecErrors for what cannot work."""
     spec = get_model(text)
-    if spec.input_kind != TENSORS:
+    # A model whose inputs are written in terms of its dimensions (ModelSpec.inputs): the
+    # case makes them from its dims, as it sizes a zoo model's image or tokens.
+    if spec.input_kind != TENSORS or spec.inputs:
         if input_shapes or objective:
             given = "--input-shape" if input_shapes else "--objective"
             raise SpecError(
                 f"{given}: applies to a model that takes tensors of its own; {spec.name} "
-                f"takes {spec.input_kind} input sized by its dimensions (--input-size, "
-                "--seq-len, ...), and trains with its own loss"
+                f"takes {spec.input_kind} input sized by its dimensions "
+                f"({', '.join(spec.dims)}: --dim NAME=VALUE), and trains with its own loss"
             )
         zoo_fields: dict[str, Any] = {"model": spec.name if spec.source != "zoo" else text}
         if spec.reference:

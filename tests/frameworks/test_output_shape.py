@@ -61,7 +61,7 @@ def test_the_keras_frameworks_check_inference_too(
 
 def test_each_objective_names_the_shape_it_takes() -> None:
     lm = Case.build(framework="torch", model="lstm_lm", batch_size=2, seq_len=8)
-    check_output_shape(lm, "lm", (2, 8, int(lm.vocab_size or 0)))
+    check_output_shape(lm, "lm", (2, 8, lm.dim("vocab_size")))
     with pytest.raises(OutputShapeError, match=r"takes logits of batch 2 x seq_len 8 x vocab"):
         check_output_shape(lm, "lm", (2, 8))
     ctc = Case.build(framework="torch", model="deepspeech2", batch_size=2, num_classes=29)

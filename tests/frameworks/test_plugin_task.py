@@ -173,5 +173,5 @@ def test_a_task_dimension_is_declared_sanely(monkeypatch: pytest.MonkeyPatch) ->
         Dimension("batch_size", "a second batch size", default=1),
     ))  # fmt: skip
     monkeypatch.setitem(tasks._TASKS, "clash", clash)
-    with pytest.raises(SpecError, match="task dimension 'batch_size' has the name of a sweep"):
+    with pytest.raises(SpecError, match="dimension 'batch_size' has the name of a sweep key"):
         sweep.parse("framework: torch\nmodel: resnet18\n")

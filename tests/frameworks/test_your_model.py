@@ -210,7 +210,7 @@ def test_twins_run_like_the_zoo_and_a_different_twin_is_flagged(tmp_path: Path) 
     assert all(r["status"] == "ok" for r in same), [r["error"] for r in same]
     assert {r["param_count"] for r in same} == {3 * 64 * 16 + 16 + 16 * 4 + 4}
     assert not any(r["different_work"] for r in same)
-    assert same[0]["model"].startswith("mlp@") and same[0]["input_size"] == 8
+    assert same[0]["model"].startswith("mlp@") and same[0]["dims"]["input_size"] == 8
     different = run(
         *base, "--model", "twins.py:lopsided", "--num-classes", "4", db=db, cwd=tmp_path
     )

@@ -103,7 +103,7 @@ class NumpyAdapter(Adapter):
         # case): a plugin's task adds a class of that shape (fwbench_toy_task).
         cls = workload_class(self.name, case)
         weights = self.build_model(case.model, case.dims)
-        side = int(case.input_size or 8)
+        side = int(case.dims.get("input_size", 8))
         rng = np.random.default_rng(1)
         batch = rng.standard_normal((case.batch_size, 3 * side * side), dtype=np.float32)
         built: Workload = cls(weights, batch, case)

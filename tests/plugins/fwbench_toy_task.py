@@ -68,7 +68,7 @@ class TorchProbe(Workload):
         first = next(i for i, m in enumerate(layers) if isinstance(m, torch.nn.ReLU))
         self.head = torch.nn.Sequential(*layers[: first + 1]).to(device).eval()
         self.param_count = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        side = int(case.input_size or 8)
+        side = int(case.dims.get("input_size", 8))
         self.x = torch.randn(case.batch_size, 3, side, side, device=device)
         self.depth = case.task_values["depth"]
         self.settings_: dict[str, Any] = {"precision": "fp32", "layout": "channels_first"}

@@ -41,13 +41,13 @@ DAMAGE = [
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'"],
         "its results table has column invocation_id, tracked, options, task_dims, figures, "
-        "group_id, model_path, inputs, objective, run_timing, run_plan, reading of a schema "
+        "group_id, model_path, inputs, objective, run_timing, run_plan, reading, dims of a schema "
         "after the version 7",
     ),
     (
         ["UPDATE meta SET value = '7' WHERE key = 'schema_version'", "DROP TABLE serving"],
         "its results table has column invocation_id, tracked, options, task_dims, figures, "
-        "group_id, model_path, inputs, objective, run_timing, run_plan, reading of a schema "
+        "group_id, model_path, inputs, objective, run_timing, run_plan, reading, dims of a schema "
         "after the version 7",
     ),
 ]

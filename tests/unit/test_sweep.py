@@ -145,7 +145,7 @@ def test_quick_preset_covers_what_the_readme_promises() -> None:
     # Measured until decided, in the time the comparisons share (the README's 5 minutes).
     assert s.timing.plan.max_runs > s.timing.plan.min_runs >= 3
     assert s.budget_s is not None and s.budget_s <= 240
-    assert max(c.input_size for c in s.cases) <= 96
+    assert max(c.dims["input_size"] for c in s.cases) <= 96
 
 
 def test_a_sweeps_duration_is_estimated_from_its_timing() -> None:

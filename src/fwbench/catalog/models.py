@@ -17,31 +17,89 @@ variable (comma-separated module names; fwbench.plugins), see docs/adding-a-mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fwbench import plugins
+from fwbench.catalog.inputs import format_signature, parse_signature
+from fwbench.dimensions import Dimension
 from fwbench.errors import SpecError
 
 # Called with the model's dimensions as keywords (e.g. num_classes=1000, input_size=224),
 # returns a framework-native model object with random weights.
 Builder = Callable[..., Any]
 
-# What a model reads, and the dimensions (Case fields) that describe it.
+# What a model reads, and the dimensions that size it (each one it must take).
 INPUT_KINDS: dict[str, tuple[str, ...]] = {
     "image": ("input_size",),  # batch x 3 x side x side pixels
     "tokens": ("seq_len", "vocab_size"),  # batch x seq_len token ids
     "token_pair": ("seq_len", "vocab_size"),  # source and target token ids (translation)
     "spectrogram": ("seq_len", "freq_bins"),  # batch x time frames x frequency bins
-    # A user's model: named tensors, as it declares them or the user gives them
-    # (fwbench.catalog.inputs; the case's `inputs`), sized by nothing else.
+    # Named tensors (fwbench.catalog.inputs; the case's `inputs`): a user's model, as it
+    # declares them or the user gives them; or a model whose ModelSpec.inputs writes
+    # them in terms of its own dimensions ("x=Bx3x{side}x{side}:float32").
     "tensors": (),
 }
 TENSORS = "tensors"
 ZOO = "zoo"  # the source of the built-in models and the plugins' (ModelSpec.source)
-# Every dimension a case may carry; each model takes a subset.
-DIMENSIONS: tuple[str, ...] = ("input_size", "seq_len", "vocab_size", "freq_bins", "num_classes")
+
+
+# Every dimension a model may take, by name (each model takes a subset, with its own
+# defaults: ModelSpec.dims). A plugin declares more with register_dimension: each is then
+# a key of Case.dims, a `--dim NAME=VALUE`, a sweep axis and part of the stored record.
+class _Dimensions(Mapping[str, Dimension]):
+    """Name -> Dimension: the built-in ones, then the plugins' on first use."""
+
+    def __init__(self, entries: tuple[Dimension, ...]) -> None:
+        self._entries = {d.name: d for d in entries}
+
+    def __getitem__(self, name: str) -> Dimension:
+        plugins.load()
+        return self._entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        plugins.load()
+        return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        plugins.load()
+        return len(self._entries)
+
+    def declared(self) -> dict[str, Dimension]:
+        """Those declared so far, loading no plugin (the zoo's models check theirs
+        while the package loads, before any plugin may)."""
+        return dict(self._entries)
+
+
+DIMENSIONS = _Dimensions(
+    (
+        Dimension("input_size", "image side, pixels", maximum=8192, short="{}px"),
+        Dimension("seq_len", "sequence length: tokens, or spectrogram frames", short="seq"),
+        Dimension("vocab_size", "vocabulary size", minimum=2, maximum=1 << 22, short="v"),
+        Dimension("freq_bins", "spectrogram frequency bins", maximum=8192, short="f"),
+        Dimension("num_classes", "output classes", minimum=2, maximum=1_000_000, short="c"),
+    )
+)
+
+
+def register_dimension(dimension: Dimension) -> Dimension:
+    """Declare a model dimension (a plugin's: its models' ModelSpec.dims may then name
+    it). A name that is taken by another declaration is refused."""
+    found = DIMENSIONS.declared().get(dimension.name)
+    if found is not None and found != dimension:
+        raise SpecError(
+            f"dimension {dimension.name!r} is declared already ({found.description}); "
+            "give yours a name of its own"
+        )
+    if dimension.default is not None:
+        raise SpecError(
+            f"dimension {dimension.name!r}: a model dimension has no default of its own; "
+            "each model gives its default in its dims"
+        )
+    DIMENSIONS._entries[dimension.name] = dimension
+    return dimension
+
 
 # How the output is trained (and which targets the synthetic data has):
 #   classify   logits (batch, num_classes) vs one class per sample: cross-entropy
@@ -109,6 +167,10 @@ class ModelSpec:
     # workload name: fwbench compares them like two modes of one framework.
     workload: str = ""
     implementation: str = ""
+    # A model of named tensors sized by its own dimensions: its input signature with
+    # each dimension written {name} ("x=Bx3x{side}x{side}:float32"); a case's `inputs`
+    # is made from it and the case's dims. Empty for every other model.
+    inputs: str = ""
     # Positions a generation may fill (prompt and new tokens): a causal language model's
     # context. None: the model does not generate (task generate refuses it).
     context: int | None = None
@@ -133,13 +195,29 @@ class ModelSpec:
             object.__setattr__(self, "dims", dims)
         if not self.min_dims and "input_size" in self.dims:
             object.__setattr__(self, "min_dims", {"input_size": self.min_input_size})
-        unknown = sorted(set(self.dims) - set(DIMENSIONS))
+        declared = DIMENSIONS.declared()
+        unknown = sorted(set(self.dims) - set(declared))
+        if unknown:
+            raise SpecError(
+                f"model {self.name!r}: no dimension {unknown[0]!r} is declared "
+                f"(register_dimension, before the model); declared: {', '.join(declared)}"
+            )
         missing = [d for d in INPUT_KINDS[self.input_kind] if d not in self.dims]
-        if unknown or missing:
+        if missing:
             raise SpecError(
                 f"model {self.name!r}: dims must give {', '.join(INPUT_KINDS[self.input_kind])}"
                 f" and may add num_classes; got {', '.join(self.dims)}"
             )
+        if self.inputs and self.input_kind != TENSORS:
+            raise SpecError(f"model {self.name!r}: only a model of tensors declares inputs")
+        if self.inputs:
+            try:
+                self.signature(self.dims)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise SpecError(
+                    f"model {self.name!r}: its inputs {self.inputs!r} do not resolve with "
+                    f"its dims: {exc}"
+                ) from None
         if not self.workload:
             object.__setattr__(self, "workload", self.name)
 
@@ -182,7 +260,16 @@ class ModelSpec:
         return {"loss": LOSSES[self.objective], "optimizer": self.optimizer.describe()}
 
     def minimum(self, dim: str) -> int:
-        return self.min_dims.get(dim, 2 if dim in ("vocab_size", "num_classes") else 1)
+        found = DIMENSIONS.declared().get(dim)
+        declared = found.minimum if found is not None else 1
+        return max(self.min_dims.get(dim, declared), declared)
+
+    def signature(self, dims: Mapping[str, int]) -> str:
+        """Its inputs (a model of tensors that declares them) for `dims`, as a case holds
+        them (fwbench.catalog.inputs: the batch written B); "" for any other model."""
+        if not self.inputs:
+            return ""
+        return format_signature(parse_signature(self.inputs.format(**dims)))
 
 
 _MODELS: dict[str, ModelSpec] = {}
@@ -221,6 +308,11 @@ def register_builders(framework: str, builders: Mapping[str, Builder]) -> None:
 def _load() -> None:
     # Each time, not once: it raises again while a plugin is broken.
     plugins.load()
+
+
+def all_dimensions() -> dict[str, Dimension]:
+    """Every model dimension declared: the built-in ones, then the loaded plugins'."""
+    return dict(DIMENSIONS)
 
 
 def all_models() -> dict[str, ModelSpec]:

@@ -135,6 +135,16 @@ FreqBinsOption = Annotated[
 NumClassesOption = Annotated[
     int | None, typer.Option(help="Output classes (classifiers, CTC). [default: the model's]")
 ]
+# Any dimension a model declares, the five above among them (they are its spellings).
+DimOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--dim",
+        help="A dimension of the model as NAME=VALUE (any it declares; `fwbench models` "
+        "lists them; --input-size and the others above spell the common ones); repeat for "
+        "several. [default: the model's]",
+    ),
+]
 
 # --- how it is measured ---------------------------------------------------------------
 

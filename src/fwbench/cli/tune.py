@@ -93,7 +93,7 @@ def command(
         if fw not in FRAMEWORKS:
             raise SpecError(f"unknown framework {fw!r}; valid choices: {', '.join(FRAMEWORKS)}")
     # Each case in one framework's default threads; --threads are the search's axis.
-    fields = dataclasses.asdict(workload)
+    fields = workload.fields()
     given: dict[str, Any] = {"model": model, **fields, "threads": default_threads()}
     for name in ("input_shape", "objective", *_SEARCHED[:-1]):
         del given[name]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from fwbench.case import parse_dims
 from fwbench.cli.common import cases_per_framework, timing_flags
 from fwbench.cli.options import (
     AutotuneOption,
@@ -14,6 +15,7 @@ from fwbench.cli.options import (
     BatchSizeOption,
     CompileCacheOption,
     DeviceOption,
+    DimOption,
     EstimatorOption,
     FreqBinsOption,
     InputShapeOption,
@@ -58,6 +60,7 @@ class Workload:
     vocab_size: VocabSizeOption = None
     freq_bins: FreqBinsOption = None
     num_classes: NumClassesOption = None
+    dim: DimOption = None
     precision: PrecisionOption = None
     layout: LayoutOption = None
     autotune: AutotuneOption = False
@@ -71,11 +74,7 @@ class Workload:
             "task": case.task,
             "task_dims": case.task_dims,
             "batch_size": case.batch_size,
-            "input_size": case.input_size,
-            "seq_len": case.seq_len,
-            "vocab_size": case.vocab_size,
-            "freq_bins": case.freq_bins,
-            "num_classes": case.num_classes,
+            "dim": [f"{name}={value}" for name, value in case.dims.items()] or None,
             "precision": case.precision,
             "layout": case.layout,
             "autotune": bool(case.autotune),
@@ -83,6 +82,13 @@ class Workload:
             "threads": case.threads,
         }
         return cls(**(fields | changes))
+
+    def fields(self) -> dict[str, Any]:
+        """Its flags as a case's fields: `--dim NAME=VALUE` as the case's dims, beside
+        the flags that spell some dimensions (`--input-size`; Case folds them in)."""
+        fields = asdict(self)
+        fields["dims"] = parse_dims(fields.pop("dim") or [])
+        return fields
 
     def cases(
         self,
@@ -95,7 +101,7 @@ class Workload:
     ) -> list[Case]:
         """One validated case per framework (cli.common.cases_per_framework), the
         workload's fields with `changes` over them (a serve point's batch, a world size)."""
-        fields = asdict(self) | changes
+        fields = self.fields() | changes
         input_shape, objective = fields.pop("input_shape"), fields.pop("objective")
         return cases_per_framework(
             frameworks,

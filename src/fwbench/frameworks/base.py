@@ -49,11 +49,15 @@ def check_output_shape(case: Case, objective: str, shape: tuple[int, ...]) -> No
     b = case.batch_size
     expected: tuple[tuple[str, int | None], ...]
     if objective == "classify":
-        expected = (("batch", b), ("num_classes", case.num_classes))
+        expected = (("batch", b), ("num_classes", case.dims.get("num_classes")))
     elif objective == "lm":
-        expected = (("batch", b), ("seq_len", case.seq_len), ("vocab_size", case.vocab_size))
+        expected = (
+            ("batch", b),
+            ("seq_len", case.dims.get("seq_len")),
+            ("vocab_size", case.dims.get("vocab_size")),
+        )
     else:  # ctc: frames may be fewer than the input's (a strided front end)
-        expected = (("batch", b), ("frames", None), ("num_classes", case.num_classes))
+        expected = (("batch", b), ("frames", None), ("num_classes", case.dims.get("num_classes")))
     matches = len(shape) == len(expected) and all(
         want is None or got == want for got, (_, want) in zip(shape, expected, strict=False)
     )

@@ -62,11 +62,11 @@ class FlaxWorkload(Workload):
 
         self.param_count = trainable(model)
         rng = np.random.default_rng(0)
-        side = int(case.input_size or 0)
+        side = case.dim("input_size")
         self.x = jnp.asarray(
             rng.standard_normal((case.batch_size, side, side, 3), dtype=np.float32)
         )
-        self.y = jnp.asarray(rng.integers(0, int(case.num_classes or 0), (case.batch_size,)))
+        self.y = jnp.asarray(rng.integers(0, case.dim("num_classes"), (case.batch_size,)))
         self.mode = case.mode
         self.trains = get_task(case.task).trains
         self.check = OutputCheck(case, spec.objective, _as_array)

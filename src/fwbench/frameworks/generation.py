@@ -43,13 +43,13 @@ def prompt(case: Case) -> np.ndarray:
     if case.inputs is not None:
         first = parse_signature(case.inputs)[0]
         return rng.integers(0, first.value_high(), shape, dtype=np.int32)
-    return rng.integers(0, int(case.vocab_size or 0), shape, dtype=np.int32)
+    return rng.integers(0, case.dim("vocab_size"), shape, dtype=np.int32)
 
 
 def weights(case: Case) -> dict[str, np.ndarray]:
     """The model's weights, the same in every framework (fwbench.models.gpt_weights)."""
     return gpt_weights.random_weights(
-        case.model, int(case.seq_len or 0), int(case.vocab_size or 0), WEIGHTS_SEED
+        case.model, case.dim("seq_len"), case.dim("vocab_size"), WEIGHTS_SEED
     )
 
 
@@ -81,7 +81,7 @@ def cache_bytes(case: Case) -> int | None:
     size = shapes.GPT2.get(case.model)
     if size is None:
         return None
-    positions = int(case.seq_len or 0) + new_tokens(case)
+    positions = case.dim("seq_len") + new_tokens(case)
     per_value = 2 if case.precision in ("bf16", "fp16") else 4
     return 2 * size["layers"] * case.batch_size * positions * size["width"] * per_value
 

@@ -44,16 +44,16 @@ def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
         return user_inputs(case)
     b = case.batch_size
     if kind == "image":
-        side = int(case.input_size or 0)
+        side = case.dim("input_size")
         shape: tuple[int, ...] = (b, side, side, 3)
         if case.layout == "channels_first":
             shape = (b, 3, side, side)
         return ops.convert_to_tensor(rng.standard_normal(shape, dtype="float32"))
     if kind == "spectrogram":
-        frames = (b, int(case.seq_len or 0), int(case.freq_bins or 0))
+        frames = (b, case.dim("seq_len"), case.dim("freq_bins"))
         return ops.convert_to_tensor(rng.standard_normal(frames, dtype="float32"))
-    tokens = (b, int(case.seq_len or 0))
-    vocab = int(case.vocab_size or 0)
+    tokens = (b, case.dim("seq_len"))
+    vocab = case.dim("vocab_size")
     ids = [ops.convert_to_tensor(rng.integers(0, vocab, tokens, dtype="int32")) for _ in range(2)]
     return ids if kind == "token_pair" else ids[0]
 
@@ -80,14 +80,12 @@ def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
         return ops.zeros(()), UserLoss(name, case.batch_size)
     b = case.batch_size
     if name in ("classify", "lm"):
-        high = int((case.num_classes if name == "classify" else case.vocab_size) or 0)
-        shape = (b,) if name == "classify" else (b, int(case.seq_len or 0))
+        high = case.dim("num_classes" if name == "classify" else "vocab_size")
+        shape = (b,) if name == "classify" else (b, case.dim("seq_len"))
         y = ops.convert_to_tensor(rng.integers(0, high, shape, dtype="int32"))
         return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    labels = ctc_label_length(int(case.seq_len or 0))
-    y = ops.convert_to_tensor(
-        rng.integers(1, int(case.num_classes or 0), (b, labels), dtype="int32")
-    )
+    labels = ctc_label_length(case.dim("seq_len"))
+    y = ops.convert_to_tensor(rng.integers(1, case.dim("num_classes"), (b, labels), dtype="int32"))
 
     def ctc_loss(y: Any, logits: Any) -> Any:
         frames = ops.full((logits.shape[0],), logits.shape[1], dtype="int32")

@@ -219,14 +219,14 @@ def synthetic_inputs(case: Case, kind: str) -> Any:
         return user_inputs(case)
     b = case.batch_size
     if kind == "image":
-        side = int(case.input_size or 0)
+        side = case.dim("input_size")
         if case.layout == "channels_first":
             return tf.random.normal((b, 3, side, side))
         return tf.random.normal((b, side, side, 3))
     if kind == "spectrogram":
-        return tf.random.normal((b, int(case.seq_len or 0), int(case.freq_bins or 0)))
-    shape = (b, int(case.seq_len or 0))
-    vocab = int(case.vocab_size or 0)
+        return tf.random.normal((b, case.dim("seq_len"), case.dim("freq_bins")))
+    shape = (b, case.dim("seq_len"))
+    vocab = case.dim("vocab_size")
     if kind == "token_pair":
         return [tf.random.uniform(shape, maxval=vocab, dtype=tf.int32) for _ in range(2)]
     return tf.random.uniform(shape, maxval=vocab, dtype=tf.int32)
@@ -242,14 +242,14 @@ def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
         return tf.zeros(()), UserLoss(name, case.batch_size)
     b = case.batch_size
     if name == "classify":
-        y = tf.random.uniform((b,), maxval=int(case.num_classes or 0), dtype=tf.int32)
+        y = tf.random.uniform((b,), maxval=case.dim("num_classes"), dtype=tf.int32)
         return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     if name == "lm":
-        shape = (b, int(case.seq_len or 0))
-        y = tf.random.uniform(shape, maxval=int(case.vocab_size or 0), dtype=tf.int32)
+        shape = (b, case.dim("seq_len"))
+        y = tf.random.uniform(shape, maxval=case.dim("vocab_size"), dtype=tf.int32)
         return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    labels = ctc_label_length(int(case.seq_len or 0))
-    y = tf.random.uniform((b, labels), minval=1, maxval=int(case.num_classes or 0), dtype=tf.int32)
+    labels = ctc_label_length(case.dim("seq_len"))
+    y = tf.random.uniform((b, labels), minval=1, maxval=case.dim("num_classes"), dtype=tf.int32)
 
     def ctc_loss(y: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
         batch, frames = tf.shape(logits)[0], tf.shape(logits)[1]

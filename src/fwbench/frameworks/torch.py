@@ -334,13 +334,13 @@ def synthetic_inputs(case: Case, kind: str, device: torch.device) -> tuple[torch
         return tuple(made)
     b = case.batch_size
     if kind == "image":
-        side = int(case.input_size or 0)
+        side = case.dim("input_size")
         return (torch.randn(b, 3, side, side, device=device),)
     if kind == "spectrogram":
-        return (torch.randn(b, int(case.seq_len or 0), int(case.freq_bins or 0), device=device),)
-    shape = (b, int(case.seq_len or 0))
+        return (torch.randn(b, case.dim("seq_len"), case.dim("freq_bins"), device=device),)
+    shape = (b, case.dim("seq_len"))
     tokens = tuple(
-        torch.randint(0, int(case.vocab_size or 0), shape, device=device)
+        torch.randint(0, case.dim("vocab_size"), shape, device=device)
         for _ in range(2 if kind == "token_pair" else 1)
     )
     return tokens
@@ -355,18 +355,18 @@ def objective(case: Case, name: str, device: torch.device) -> tuple[torch.Tensor
         return torch.zeros((), device=device), UserLoss(name, case.batch_size, device)
     b = case.batch_size
     if name == "classify":
-        target = torch.randint(0, int(case.num_classes or 0), (b,), device=device)
+        target = torch.randint(0, case.dim("num_classes"), (b,), device=device)
         return target, F.cross_entropy
     if name == "lm":
-        target = torch.randint(0, int(case.vocab_size or 0), (b, int(case.seq_len or 0)))
+        target = torch.randint(0, case.dim("vocab_size"), (b, case.dim("seq_len")))
 
         def lm_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return F.cross_entropy(logits.flatten(0, 1), y.flatten())
 
         return target.to(device), lm_loss
     # ctc: labels 1..C-1 (0 is the blank), ctc_label_length(seq_len) of them per sample.
-    labels = ctc_label_length(int(case.seq_len or 0))
-    target = torch.randint(1, int(case.num_classes or 0), (b, labels), device=device)
+    labels = ctc_label_length(case.dim("seq_len"))
+    target = torch.randint(1, case.dim("num_classes"), (b, labels), device=device)
 
     def ctc_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         frames = logits.shape[1]

@@ -20,6 +20,7 @@ from typing import NamedTuple, Protocol
 from fwbench import cache
 from fwbench.case import Case
 from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
+from fwbench.catalog.models import ZOO
 from fwbench.catalog.sources import get_source
 from fwbench.launch import outcome, process
 from fwbench.launch.protocol import CountItem, CountRequest
@@ -131,11 +132,10 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
     # A framework that does not implement a zoo model (Flax NNX builds the ResNets only)
     # has nothing to count.
-    zoo = [c.model_spec for c in cases if not (c.model_path or c.inputs)]
+    specs = {c.model_spec.name: c.model_spec for c in cases}.values()
+    zoo = [spec for spec in specs if spec.source == ZOO]
     others = [fw for fw in others if all(spec.builds(fw) for spec in zoo)]
-    for spec in {
-        c.model_spec.name: c.model_spec for c in cases if c.model_path or c.inputs
-    }.values():
+    for spec in (spec for spec in specs if spec.source != ZOO):
         source = get_source(spec.source)
         if source.runs:
             others = [fw for fw in others if source.can(fw, spec)[0]]

@@ -184,7 +184,7 @@ def min_queries(percentile: float) -> int:
 def point_key(case: Case, spec: ServeSpec) -> str:
     """Identity of a serving point: its case and its scenario settings."""
     canonical = json.dumps(
-        {"case": case.model_dump(exclude_none=True), "serve": spec.model_dump(exclude_none=True)},
+        {"case": case.flat(), "serve": spec.model_dump(exclude_none=True)},
         sort_keys=True,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -52,6 +52,13 @@ def _case(name: str, sql: str) -> Column:
     return Column(name, sql, lambda r: getattr(r.case, name), "case")
 
 
+def _dimension(name: str) -> Column:
+    """A dimension that had a column of its own before the case's dimensions were one
+    mapping (`dims`, schema 19): a flat copy of it for SQL users, NULL for a case whose
+    model does not take it. A dimension declared since has no column: `dims` holds it."""
+    return Column(name, "INTEGER", lambda r: r.case.dims.get(name), derived=True)
+
+
 def _json(name: str) -> Column:
     """A dict of the record, as JSON text."""
     return Column(name, "VARCHAR", lambda r: json.dumps(getattr(r, name)), "json")
@@ -99,8 +106,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _case("model", "VARCHAR"),
     _case("task", "VARCHAR"),
     _case("batch_size", "INTEGER"),
-    _case("input_size", "INTEGER"),
-    _case("num_classes", "INTEGER"),
+    _dimension("input_size"),
+    _dimension("num_classes"),
     _case("device", "VARCHAR"),
     _case("mode", "VARCHAR"),
     _case("threads", "INTEGER"),
@@ -157,9 +164,9 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     # version 3
     _model("breakdown", Breakdown),
     # version 4
-    _case("seq_len", "INTEGER"),
-    _case("vocab_size", "INTEGER"),
-    _case("freq_bins", "INTEGER"),
+    _dimension("seq_len"),
+    _dimension("vocab_size"),
+    _dimension("freq_bins"),
     # version 5
     _case("precision", "VARCHAR"),
     _case("layout", "VARCHAR"),
@@ -211,6 +218,8 @@ RESULT_COLUMNS: tuple[Column, ...] = (
     _model("run_timing", RunTiming),
     _model("run_plan", RunPlan),
     _model("reading", Reading),
+    # version 19 (the dimensions above are flat copies of it from then on)
+    Column("dims", "VARCHAR", lambda r: json.dumps(r.case.dims), "case"),
 )
 
 # Every case field has its column (a new case field needs one, and a migration).

@@ -44,6 +44,10 @@ are in one place: fwbench.result. The tables of each version:
      fwbench.result.settings_of_old reads an exported record of its version.
  18  (no table changes: each run in results.runs may say it was made after its
      comparison was re-opened, `reopened`; absent before this version: read as false.)
+ 19  results gain dims (JSON: the case's model dimensions, name -> value, any a model
+     declares). The five columns of the dimensions before it (input_size, num_classes,
+     seq_len, vocab_size, freq_bins) stay, as flat copies for SQL users; each row's
+     dims is made from them.
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -299,6 +303,20 @@ def _to_v18(con: Any) -> None:
     rows of earlier versions."""
 
 
+_OLD_DIMENSIONS = ("input_size", "seq_len", "vocab_size", "freq_bins", "num_classes")
+
+
+def _to_v19(con: Any) -> None:
+    con.execute("ALTER TABLE results ADD COLUMN dims VARCHAR")
+    rows = con.execute(f"SELECT result_id, {', '.join(_OLD_DIMENSIONS)} FROM results").fetchall()
+    made = []
+    for result_id, *values in rows:
+        dims = {n: v for n, v in zip(_OLD_DIMENSIONS, values, strict=True) if v is not None}
+        made.append([json.dumps(dict(sorted(dims.items()))), result_id])
+    if made:
+        con.executemany("UPDATE results SET dims = ? WHERE result_id = ?", made)
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -318,6 +336,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     15: _to_v16,
     16: _to_v17,
     17: _to_v18,
+    18: _to_v19,
 }
 
 

@@ -18,44 +18,14 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fwbench import plugins
+
+# Declared in fwbench.dimensions, shared with the models' dimensions; named here too.
+from fwbench.dimensions import Dimension as Dimension
 from fwbench.errors import SpecError
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """A size of a task's work that is the task's own (a generation's new tokens). Declared
-    once here, it is a case's `task_dims` entry, a `--task-dims NAME=VALUE` of the CLI, a
-    sweep axis of its name, and part of the stored `task_dims` column."""
-
-    name: str  # lower_snake_case: the sweep key and the NAME of --task-dims NAME=VALUE
-    description: str
-    default: int  # what a case of the task takes when it is left out
-    minimum: int = 1
-    maximum: int = 1 << 20
-    short: str = ""  # how a case's shape writes it ("new" -> `new32`); the name if empty
-
-    def __post_init__(self) -> None:
-        if not self.name.isidentifier() or self.name != self.name.lower():
-            raise ValueError(f"task dimension {self.name!r}: use a lower_snake_case name")
-        if not self.minimum <= self.default <= self.maximum:
-            raise ValueError(f"task dimension {self.name}: its default is outside its range")
-
-    def check(self, value: object) -> int:
-        """The value as a case holds it, or ValueError naming the dimension and its range."""
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"task_dims: {self.name}={value!r} is not a whole number")
-        if not self.minimum <= value <= self.maximum:
-            raise ValueError(
-                f"task_dims: {self.name}={value} is out of range "
-                f"(valid: {self.minimum} to {self.maximum})"
-            )
-        return value
 
 
 @dataclass(frozen=True)
@@ -107,6 +77,11 @@ class Task:
     fits: Callable[[Any, Any], str | None] | None = None
 
     def __post_init__(self) -> None:
+        if any(d.default is None for d in self.dimensions):
+            raise ValueError(f"task {self.name}: each of its dimensions needs a default")
+        # Its dimensions are entries of a case's task_dims: their errors say so.
+        own = tuple(replace(d, field="task_dims") for d in self.dimensions)
+        object.__setattr__(self, "dimensions", own)
         names = [f.name for f in self.figures]
         if STEP_TIME.name not in names or len(set(names)) != len(names):
             raise ValueError(f"task {self.name}: figures must name step_time_s, each once")

@@ -35,9 +35,13 @@ def _takes(spec: Any) -> bool:
 def _fits(case: Any, spec: Any) -> str | None:
     context = int(spec.context)
     new = case.task_values.get(NEW_TOKENS.name, NEW_TOKENS.default)
-    prompt = int(getattr(case, "prompt_len", None) or case.seq_len or 0)
+    prompt = int(getattr(case, "prompt_len", None) or case.dims.get("seq_len") or 0)
     total = prompt + new
-    said = f"seq_len {case.seq_len}" if case.seq_len is not None else f"{prompt} tokens"
+    said = (
+        f"seq_len {case.dims.get('seq_len')}"
+        if case.dims.get("seq_len") is not None
+        else f"{prompt} tokens"
+    )
     if total > context:
         return (
             f"a prompt of {said} and {new} new tokens need {total} positions; "
