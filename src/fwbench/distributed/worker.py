@@ -29,7 +29,8 @@ from fwbench.explain.timeline import Window
 from fwbench.frameworks.base import Adapter, Workload
 from fwbench.launch.protocol import CaseRequest
 from fwbench.launch.rank_group import LAUNCHER_ENV
-from fwbench.launch.worker import Role, _die_with_parent, serve_case
+from fwbench.launch.worker import Role, serve_case
+from fwbench.lifetime import die_with_parent
 
 # Steps profiled after the measurement to read communication time (never timed).
 COMM_PROFILE_STEPS = 3
@@ -120,7 +121,7 @@ def _communication(
 
 
 def main() -> int:
-    _die_with_parent()
+    die_with_parent()
     # Frameworks print to fd 1: that goes to the log; the protocol runs over a socket.
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -110,9 +110,9 @@ def _name(comm: str) -> None:
 
 
 def serve(framework: str, fd: int) -> int:
-    from fwbench.launch.worker import _die_with_parent
+    from fwbench.lifetime import die_with_parent
 
-    _die_with_parent()
+    die_with_parent()
     sock = socket.socket(fileno=fd)
     info = get_framework(framework)
     # The adapter first: the Keras adapters choose Keras' backend before Keras is imported.

@@ -41,6 +41,7 @@ from fwbench.launch.protocol import (
     ServeReport,
     ServeRequest,
 )
+from fwbench.lifetime import die_with_parent
 from fwbench.measure import load, trackers
 from fwbench.measure.timing import RunTiming, measure, prepare, run_block, sync_overhead
 from fwbench.tasks.infer import INFER
@@ -354,19 +355,6 @@ def run_serve(request: ServeRequest) -> ServeReport:
     return report(status="ok", run=run, param_count=param_count)
 
 
-def _die_with_parent() -> None:
-    """Linux: if the launcher is killed (even with SIGKILL), take this worker down too."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-        if os.getppid() == 1:  # the parent died before prctl took effect
-            os._exit(1)
-
-
 def _protocol_channel() -> TextIO:
     """Keep the original stdout for protocol lines; send fd 1 (native prints) to the log."""
     channel = os.fdopen(os.dup(1), "w", buffering=1)
@@ -376,7 +364,7 @@ def _protocol_channel() -> TextIO:
 
 
 def main() -> int:
-    _die_with_parent()
+    die_with_parent()
     channel = _protocol_channel()
 
     def send(message: dict[str, Any]) -> None:

@@ -613,5 +613,9 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
 
 if __name__ == "__main__":
     # `python -m fwbench.models.sources.hf GIVEN`: write GIVEN's random weights (the
-    # PyTorch process a Keras worker starts for them).
+    # PyTorch process a Keras worker starts for them). A worker stopped at its time limit
+    # takes it down too: the weights are written aside and renamed, so none are half-made.
+    from fwbench.lifetime import die_with_parent
+
+    die_with_parent()
     weights_folder(sys.argv[1])
