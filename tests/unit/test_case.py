@@ -271,3 +271,21 @@ def test_a_sequence_past_the_models_context_is_refused_for_every_task() -> None:
         with pytest.raises(SpecError, match="seq_len: 129 is past gpt2_tiny's context of 128"):
             Case.build(framework="torch", model="gpt2_tiny", task=task, seq_len=129)
     assert Case.build(framework="torch", model="gpt2_tiny", task="infer", seq_len=128)
+
+
+def test_dim_takes_a_tasks_dimension_as_task_dims_does() -> None:
+    from fwbench.cli.workload import Workload
+
+    def case(**flags: object) -> Case:
+        workload = Workload(task="generate", batch_size=1, device="cpu", **flags)  # type: ignore[arg-type]
+        (found,) = workload.cases("gpt2_tiny", ["torch"])
+        return found
+
+    by_dim = case(dim=["new_tokens=5", "seq_len=16"])
+    by_flags = case(task_dims="new_tokens=5", seq_len=16)
+    assert by_dim.task_dims == by_flags.task_dims == "new_tokens=5"
+    assert by_dim.dims["seq_len"] == 16
+    assert by_dim.key() == by_flags.key()
+    assert case(dim=["new_tokens=5"], task_dims="new_tokens=5").task_dims == "new_tokens=5"
+    with pytest.raises(SpecError, match="new_tokens: given twice"):
+        case(dim=["new_tokens=5"], task_dims="new_tokens=6")

@@ -141,8 +141,8 @@ DimOption = Annotated[
     typer.Option(
         "--dim",
         help="A dimension of the model as NAME=VALUE (any it declares; `fwbench models` "
-        "lists them; --input-size and the others above spell the common ones); repeat for "
-        "several. [default: the model's]",
+        "lists them; --input-size and the others above spell the common ones), or of the "
+        "task (as --task-dims); repeat for several. [default: the model's]",
     ),
 ]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from fwbench.case import parse_dims
+from fwbench.case import canonical_task_dims, parse_dims
 from fwbench.cli.common import cases_per_framework, timing_flags
 from fwbench.cli.options import (
     AutotuneOption,
@@ -35,6 +35,8 @@ from fwbench.cli.options import (
     ThreadsOption,
     VocabSizeOption,
 )
+from fwbench.errors import SpecError
+from fwbench.tasks import task_dimensions
 from fwbench.tasks.train import TRAIN
 
 if TYPE_CHECKING:
@@ -85,9 +87,22 @@ class Workload:
 
     def fields(self) -> dict[str, Any]:
         """Its flags as a case's fields: `--dim NAME=VALUE` as the case's dims, beside
-        the flags that spell some dimensions (`--input-size`; Case folds them in)."""
+        the flags that spell some dimensions (`--input-size`; Case folds them in). A
+        task's dimension given as `--dim` (`--dim new_tokens=64`) joins `--task-dims`, as
+        a sweep takes either kind as an axis of its name."""
         fields = asdict(self)
-        fields["dims"] = parse_dims(fields.pop("dim") or [])
+        dims = parse_dims(fields.pop("dim") or [])
+        of_tasks = task_dimensions()
+        moved = {name: dims.pop(name) for name in list(dims) if name in of_tasks}
+        if moved:
+            given = canonical_task_dims(fields["task_dims"]) or {}
+            for name, value in moved.items():
+                if name in given and str(given[name]).strip() != str(value):
+                    raise SpecError(
+                        f"{name}: given twice ({given[name]} by --task-dims, {value} by --dim)"
+                    )
+            fields["task_dims"] = {**given, **moved}
+        fields["dims"] = dims
         return fields
 
     def cases(
