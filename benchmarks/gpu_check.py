@@ -17,8 +17,10 @@ not installed: they are reported as SKIP with that reason.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,9 +67,13 @@ class Line:
 
 
 class Context:
-    def __init__(self, out: Path, budget_s: float, python: str) -> None:
+    def __init__(self, out: Path, budget_s: float, python: str, smoke: bool = False) -> None:
         self.out = out
         self.python = python
+        # --smoke: the checks' own logic on this machine's CPU at toy sizes, before a GPU
+        # session spends its minutes on them.
+        self.smoke = smoke
+        self.device = "cpu" if smoke else "cuda"
         self.deadline = time.monotonic() + budget_s
         self.db = out / "gpu-check.duckdb"
         self.figures_db = out / "figures.duckdb"
@@ -100,15 +106,30 @@ class Context:
         cmd = [self.python, "-m", "fwbench.cli.app", *args]
         self.log.write(f"$ fwbench {' '.join(args)}\n")
         self.log.flush()
+        # A session of its own: a time-out takes the command's whole process group down
+        # (a sweep's workers and what they started), or it would run on beside the next
+        # check and slow what that one times.
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,
+        )  # fmt: skip
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            return 124, None, f"stopped after {limit:.0f} s"
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            # What it had printed: where the time went.
+            self.log.write(f"[stopped after {limit:.0f} s]\n{out[-3000:]}\n{err[-4000:]}\n")
+            self.log.flush()
+            return 124, None, f"stopped after {limit:.0f} s: {(err.strip() or out.strip())[-400:]}"
+        done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
         self.log.write(done.stderr[-4000:] + "\n")
         try:
             parsed = json.loads(done.stdout) if done.stdout.strip() else None
         except json.JSONDecodeError:
             parsed = None
+            self.log.write(done.stdout[-3000:] + "\n")
         return done.returncode, parsed, done.stderr.strip()[-600:]
 
 
@@ -378,7 +399,7 @@ def _sweep(ctx: Context, sweep: dict[str, Any], db: Path, timeout: float) -> lis
     rc, _, err = ctx.fwbench("sweep", str(path), "--db", str(db), "--resume", timeout=timeout)
     _, found, err2 = ctx.fwbench("results", "--db", str(db), "--json")
     names = {sweep["model"]} if isinstance(sweep["model"], str) else set(sweep["model"])
-    records = [r for r in _records(found) if r["model"] in names and r["device"] == "cuda"]
+    records = [r for r in _records(found) if r["model"] in names and r["device"] == ctx.device]
     if not records:
         raise RuntimeError(f"sweep exited {rc} with no results: {err or err2}")
     return records
@@ -596,6 +617,119 @@ def check_figures(ctx: Context) -> None:
     )
 
 
+def _verdicts(ctx: Context, check: str, db: Path, claim: str) -> None:
+    """One line per compared workload: each variant's median and the verdict."""
+    from fwbench.report.summary import summarise
+    from fwbench.store.db import ResultStore
+
+    with ResultStore(db, read_only=True) as store:
+        results = store.results()
+    _, rows = summarise(results)
+    for row in rows:
+        firsts = list(row.results.values())
+        c = firsts[0].case
+        shown = []
+        for variant, r in row.results.items():
+            m = r.measurement
+            if m is None:
+                shown.append(f"{variant} {r.status}: {(r.error or '')[:160]}")
+                continue
+            figure = m.figures.get("tpot_s") if c.task == "generate" else m.step_time_s
+            assert figure is not None
+            shown.append(
+                f"{variant} {figure.median * 1e3:.2f} ms "
+                f"({figure.ci_low * 1e3:.2f}-{figure.ci_high * 1e3:.2f}, {len(m.runs)} runs)"
+            )
+        decided = all(r.measurement is not None for r in firsts) and len(firsts) > 1
+        where = f"{c.model} {c.task} b{c.batch_size} {c.precision or 'fp32'}"
+        ctx.say(
+            Line(
+                check,
+                "PASS" if decided else "FAIL",
+                f"{claim}: {where}",
+                "; ".join(shown) + f" -> {row.verdict(short=True)}",
+                {"results": [_compact(r.to_record()) for r in firsts]},
+            )
+        )
+
+
+FLAX_MODELS = ("resnet50", "resnet18", "resnet152")
+
+
+def check_flax(ctx: Context) -> None:
+    """Flax NNX (jit) against PyTorch (eager) on the ASU networks Flax holds, with verdicts."""
+    sweep = {
+        "name": "flax",
+        "framework": ["torch", "flax"],
+        "mode": {"torch": "eager", "flax": "jit"},
+        "model": ["resnet18"] if ctx.smoke else list(FLAX_MODELS),
+        "task": ["train", "infer"],
+        "batch_size": 2 if ctx.smoke else 32,
+        "input_size": 32 if ctx.smoke else 224,
+        "precision": ["fp32", "bf16"],
+        # ResNet-50 in both precisions, the two others in fp32: what fits a GPU session.
+        "exclude": [{"model": ["resnet18", "resnet152"], "precision": "bf16"}],
+        "device": ctx.device,
+        "timing": {"min_runs": 3, "max_runs": 3, "run_time_s": 0.5, "max_warmup_s": 5},
+        "timeout_s": 240,
+    }
+    budget = ctx.remaining() - 20
+    # The sweep's own budget stops it in good order (every comparison keeps its runs)
+    # before the check's time limit would kill it.
+    sweep["budget"] = max(60, int(budget - 40))
+    db = ctx.out / "flax.duckdb"
+    try:
+        _sweep(ctx, sweep, db, timeout=budget)
+    except RuntimeError as exc:
+        ctx.say(Line("flax", "FAIL", "PyTorch against Flax on the GPU", str(exc)))
+        return
+    size = f"{sweep['input_size']} px, batch {sweep['batch_size']}"
+    _verdicts(ctx, "flax", db, f"PyTorch eager against Flax jit, {size}")
+
+
+LLM_MODEL = "hf:gemma@2b"
+
+
+def check_llm(ctx: Context) -> None:
+    """Gemma 2B generate b1 bf16 from one set of weights: PyTorch against Keras on JAX."""
+    model = "hf:gemma@tiny" if ctx.smoke else LLM_MODEL
+    sweep = {
+        "name": "llm",
+        "framework": ["torch", "keras-jax"],
+        "mode": {"torch": "eager", "keras-jax": "jit"},
+        "model": model,
+        "task": "generate",
+        "batch_size": 1,
+        "input_shape": "input_ids=Bx8" if ctx.smoke else "input_ids=Bx128",
+        "new_tokens": 8 if ctx.smoke else 32,
+        "precision": "bf16",
+        "device": ctx.device,
+        "timing": {"min_runs": 3, "max_runs": 3, "run_time_s": 1},
+        "timeout_s": 240,
+    }
+    # Gemma 2B: its weights written once (about a minute), counted in both frameworks,
+    # then read again by each run (keras-hub: about a minute a run): a command of its own.
+    budget = min(ctx.remaining() - 20, 480)
+    sweep["budget"] = max(60, int(budget - 40))
+    db = ctx.out / "llm.duckdb"
+    try:
+        records = _sweep(ctx, sweep, db, timeout=budget)
+    except RuntimeError as exc:
+        ctx.say(Line("llm", "FAIL", f"{model} generate on the GPU", str(exc)))
+        return
+    tokens = {r["framework"]: (r.get("settings") or {}).get("generated_tokens") for r in records}
+    same = len(records) > 1 and len({json.dumps(t) for t in tokens.values()}) == 1
+    ctx.say(
+        Line(
+            "llm",
+            "PASS" if same else "FAIL",
+            f"{model}: PyTorch and Keras on JAX generate the same greedy tokens",
+            json.dumps({fw: (t or [])[:1] for fw, t in tokens.items()})[:300],
+        )
+    )
+    _verdicts(ctx, "llm", db, "time per output token, PyTorch eager against Keras-JAX jit")
+
+
 def _compact(r: dict[str, Any]) -> dict[str, Any]:
     """A result without its samples and environment: small enough to commit."""
     keep = (
@@ -620,6 +754,8 @@ CHECKS: dict[str, tuple[float, Callable[[Context], None]]] = {
     "explain": (45, check_explain),
     "runtimes": (60, check_runtimes),
     "figures": (120, check_figures),
+    "llm": (420, check_llm),
+    "flax": (200, check_flax),
 }
 
 
@@ -642,6 +778,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help=f"Comma-separated checks to run: {', '.join(CHECKS)}.")
     p.add_argument("--skip", help="Comma-separated checks to leave out.")
     p.add_argument("--list", action="store_true", help="List the checks and exit.")
+    p.add_argument(
+        "--smoke", action="store_true", help="Run the checks on the CPU at toy sizes (no GPU)."
+    )
     a = p.parse_args(argv)
     if a.list:
         for name, (estimate, fn) in CHECKS.items():
@@ -653,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"gpu_check: --budget-s must be positive, got {a.budget_s}")
     only, skip = parse_names(a.only), parse_names(a.skip)
     a.out.mkdir(parents=True, exist_ok=True)
-    ctx = Context(a.out, a.budget_s, sys.executable)
+    ctx = Context(a.out, a.budget_s, sys.executable, smoke=a.smoke)
     selected = [n for n in CHECKS if (not only or n in only) and n not in skip]
     if "env" not in selected:
         selected.insert(0, "env")  # the GPU's name decides the datasheet figures
