@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
@@ -110,3 +111,37 @@ def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -
     assert _request(case, RunOptions(timing=TimingConfig())).sent.count_flops is False
     work = _no_flops(case)
     assert work is not None and "not counted for keras-jax: XLA's cost analysis" in str(work.error)
+
+
+def test_a_parameter_count_is_cached_under_fwbenchs_model_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A count cached before a builder was added or changed (a model flax did not build,
+    a layer's width) is not read after: the cache's version carries the code's identity."""
+    import shutil
+
+    import fwbench.models
+    from fwbench.launch import counting
+
+    copy = tmp_path / "models"
+    shutil.copytree(fwbench.models.__path__[0], copy)
+    monkeypatch.setattr(fwbench.models, "__path__", [str(copy)])
+    try:
+        counting._model_code.cache_clear()
+        before = counting.counted_version("torch")
+        counting._model_code.cache_clear()
+        assert counting.counted_version("torch") == before  # the same code: the same key
+        edited = copy / "flax_vision.py"
+        edited.write_text(edited.read_text() + "\n# wider\n")
+        counting._model_code.cache_clear()
+        after = counting.counted_version("torch")
+    finally:
+        counting._model_code.cache_clear()
+    assert before is not None and after is not None and before != after
+    assert before.startswith(torch_version()) and after.startswith(torch_version())
+
+
+def torch_version() -> str:
+    from importlib.metadata import version
+
+    return version("torch")

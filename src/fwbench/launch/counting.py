@@ -6,15 +6,17 @@ run side by side. A model that kills its worker (a crash, a hang) is retried alo
 it costs only its own count, never the others' in the same batch.
 
 The counts a run of cases checks its same work against (`parameter_counts`) are kept in
-the results database, under each framework's version; the store is handed in as a
-`CountCache`.
+the results database, under each framework's version and the identity of fwbench's own
+model code (`counted_version`); the store is handed in as a `CountCache`.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from fwbench import cache
@@ -27,6 +29,31 @@ from fwbench.launch.protocol import CountItem, CountRequest
 
 # The user's cache's entries of counts (fwbench.cache).
 CACHE_KIND = "counts"
+
+
+@functools.cache
+def _model_code() -> str:
+    """The identity of fwbench's own model code: the catalog and the builders (every
+    source file of fwbench.catalog and fwbench.models), so a count made before a model
+    was added to a framework, or its layers changed, is not read after."""
+    import fwbench.catalog
+    import fwbench.models
+
+    h = hashlib.sha256()
+    for package in (fwbench.catalog, fwbench.models):
+        root = Path(package.__path__[0])
+        for file in sorted(root.rglob("*.py")):
+            h.update(f"{package.__name__}/{file.relative_to(root)}".encode() + b"\0")
+            h.update(file.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def counted_version(framework: str) -> str | None:
+    """What a count is cached under beside the model: the framework's version and
+    fwbench's model code (`_model_code`); None where the framework is not installed."""
+    version = get_framework(framework).version()
+    return None if version is None else f"{version} (models {_model_code()})"
+
 
 # model, its dimensions as canonical JSON, and what resolves a user's model ("" for the
 # zoo's): a count is cached under the first two (a user's model's name carries its hash).
@@ -90,7 +117,7 @@ def cached_count_in_each(
     keys: dict[tuple[str, int], str] = {}
     hits = 0
     for fw, items in requests.items():
-        version = get_framework(fw).version()
+        version = counted_version(fw)
         found[fw] = [None] * len(items)
         for i, item in enumerate(items):
             key = json.dumps([fw, version, item.model, item.reference, item.dims, item.flops])
@@ -159,7 +186,7 @@ def parameter_counts(
     missing: dict[str, list[ParityKey]] = {}
     versions: dict[str, str] = {}
     for fw in frameworks:
-        version = FRAMEWORKS[fw].version()
+        version = counted_version(fw)
         if version is None:
             continue
         versions[fw] = version
