@@ -1,6 +1,7 @@
 """Flax NNX's builders of the zoo's models (framework `flax`): torchvision's ResNets
-(flax_resnet.py). Framework-free: each builder imports Flax when it is called, in a
-worker. The zoo's other models are refused for `flax` by name before any work."""
+(flax_resnet.py), VGG-16 and MobileNetV2 (flax_vision.py). Framework-free: each builder
+imports Flax when it is called, in a worker. The zoo's other models are refused for
+`flax` by name before any work."""
 
 from __future__ import annotations
 
@@ -18,4 +19,20 @@ def _resnet(depth: int) -> Builder:
     return build
 
 
-register_builders("flax", {f"resnet{depth}": _resnet(depth) for depth in (18, 50, 152)})
+def _vision(name: str) -> Builder:
+    def build(num_classes: int, input_size: int) -> Any:
+        from fwbench.models import flax_vision
+
+        return getattr(flax_vision, name)(num_classes=num_classes)
+
+    return build
+
+
+register_builders(
+    "flax",
+    {
+        **{f"resnet{depth}": _resnet(depth) for depth in (18, 50, 152)},
+        "vgg16": _vision("vgg16"),
+        "mobilenet_v2": _vision("mobilenet_v2"),
+    },
+)
