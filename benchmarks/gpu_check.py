@@ -653,7 +653,7 @@ def _verdicts(ctx: Context, check: str, db: Path, claim: str) -> None:
         )
 
 
-FLAX_MODELS = ("resnet50", "resnet18", "resnet152")
+FLAX_MODELS = ("resnet50", "mobilenet_v2", "vgg16", "resnet18", "resnet152")
 
 
 def check_flax(ctx: Context) -> None:
@@ -667,8 +667,8 @@ def check_flax(ctx: Context) -> None:
         "batch_size": 2 if ctx.smoke else 32,
         "input_size": 32 if ctx.smoke else 224,
         "precision": ["fp32", "bf16"],
-        # ResNet-50 in both precisions, the two others in fp32: what fits a GPU session.
-        "exclude": [{"model": ["resnet18", "resnet152"], "precision": "bf16"}],
+        # ResNet-50 in both precisions, the others in fp32: what fits a GPU session.
+        "exclude": [{"model": list(FLAX_MODELS[1:]), "precision": "bf16"}],
         "device": ctx.device,
         "timing": {"min_runs": 3, "max_runs": 3, "run_time_s": 0.5, "max_warmup_s": 5},
         "timeout_s": 240,

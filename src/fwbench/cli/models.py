@@ -81,7 +81,7 @@ def command(
     # A framework without a FLOP counter (its entry says why) is not asked for FLOPs.
     counts_flops = {fw: flops and FRAMEWORKS[fw].counts_flops.available for fw in installed}
     # A framework counts the models it implements: one without a builder for a model
-    # (Flax NNX builds the ResNets only) shows "-" there, not an error.
+    # (Flax NNX builds the study's CNNs only) shows "-" there, not an error.
     built = {fw: [i for i, s in enumerate(specs) if s.builds(fw)] for fw in installed}
     requests = {
         fw: tuple(

@@ -157,7 +157,7 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     if len(named) > 1:
         return named
     others = [n for n, info in FRAMEWORKS.items() if info.installed() and info.models_from is None]
-    # A framework that does not implement a zoo model (Flax NNX builds the ResNets only)
+    # A framework that does not implement a zoo model (Flax NNX builds the study's CNNs only)
     # has nothing to count.
     specs = {c.model_spec.name: c.model_spec for c in cases}.values()
     zoo = [spec for spec in specs if spec.source == ZOO]
