@@ -554,7 +554,7 @@ def fold_dims(data: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if name in dims and dims[name] != value:
-            raise ValueError(f"{name}: given twice ({dims[name]}, {value})")
+            raise ValueError(f"{name}: given twice ({dims[name]!r}, {value!r})")
         dims[name] = value
     out["dims"] = dims
     return out

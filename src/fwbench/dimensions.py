@@ -37,17 +37,18 @@ class Dimension:
         if self.default is not None and not self.minimum <= self.default <= self.maximum:
             raise ValueError(f"dimension {self.name}: its default is outside its range")
 
-    def check(self, value: object, minimum: int | None = None) -> int:
+    def check(self, value: object) -> int:
         """The value as a case holds it, or ValueError naming the dimension and its range
-        (`minimum`: a model's own, above the dimension's)."""
+        (a model's own minimum, above the dimension's, is the case's to check)."""
         where = f"{self.field}: {self.name}=" if self.field else f"{self.name}: "
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{where}{value!r} is not a whole number")
-        low = max(self.minimum, minimum or self.minimum)
-        if not low <= value <= self.maximum:
-            raise ValueError(f"{where}{value} is out of range (valid: {low} to {self.maximum})")
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(
+                f"{where}{value} is out of range (valid: {self.minimum} to {self.maximum})"
+            )
         return value
 
     def label(self, value: int) -> str:

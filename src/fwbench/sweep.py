@@ -636,7 +636,8 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     """Drop the dimensions the case's model does not take: one sweep can mix image and
     token models, each reading only its own axes (duplicates are removed by key). Axes
     left out (None) take the case's defaults: threads default per world size."""
-    fields = {k: v for k, v in fields.items() if v is not None or k in all_dimensions()}
+    declared = all_dimensions()
+    fields = {k: v for k, v in fields.items() if v is not None or k in declared}
     task = find_task(str(fields.get("task")))
     own = {d.name for d in task.dimensions} if task else set()
     others = set(task_dimensions()) - own
@@ -644,7 +645,7 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     spec = find_model(str(fields["model"]))
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices
-    return {k: v for k, v in fields.items() if k not in all_dimensions() or k in spec.dims}
+    return {k: v for k, v in fields.items() if k not in declared or k in spec.dims}
 
 
 def _fold_task_dims(fields: dict[str, Any]) -> dict[str, Any]:

@@ -74,6 +74,73 @@ def test_flax_runs_vgg16_and_mobilenet_v2_with_torchvisions_parameters(tmp_path:
     assert mobile_flax.settings["jit_compilations"] == 1
 
 
+USER_MODULE = """
+import jax
+from flax import nnx
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs):
+        self.a = nnx.Linear(16, 32, rngs=rngs)
+        self.b = nnx.Linear(32, 10, rngs=rngs)
+
+    def __call__(self, x):
+        return self.b(jax.nn.relu(self.a(x)))
+
+
+def build():
+    return MLP(nnx.Rngs(0))
+
+
+def not_a_module():
+    return 3
+"""
+
+
+def test_a_users_flax_module_trains_and_infers_from_its_function(tmp_path: Path) -> None:
+    """`flax:file.py:function` (issue 51, item 4): an NNX module the user's function
+    returns, its inputs from --input-shape, trained on its objective in both jitted
+    ways and inferred in bf16; another framework, or a function returning something
+    else, is refused in one line with nothing written."""
+    nets = tmp_path / "nets.py"
+    nets.write_text(USER_MODULE)
+    model = f"flax:{nets}:build"
+    db = tmp_path / "r.duckdb"
+    common = ("--input-shape", "x=Bx16:float32", "--batch-size", "4", "--threads", "1")
+    common += ("--min-runs", "1", "--max-runs", "1", "--max-time", "0.2", "--db", str(db))
+    train = fwbench(
+        "run", "--framework", "flax", "--mode", "jit", "--mode", "nnx-jit", "--model", model,
+        "--task", "train", "--objective", "classify", *common,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr
+    infer = fwbench(
+        "run", "--framework", "flax", "--model", model, "--task", "infer",
+        "--precision", "bf16", *common,
+    )  # fmt: skip
+    assert infer.returncode == 0, infer.stderr
+    with ResultStore(db, read_only=True) as store:
+        results = store.results()
+    assert [(r.case.mode, r.case.task, r.status) for r in results] == [
+        ("jit", "train", "ok"),
+        ("nnx-jit", "train", "ok"),
+        ("jit", "infer", "ok"),
+    ], [r.error for r in results]
+    assert {r.param_count for r in results} == {16 * 32 + 32 + 32 * 10 + 10}
+    assert results[-1].settings["compute_dtype"] == "bfloat16"
+    for framework, function, said in (
+        ("torch", "build", "a Flax NNX module runs on Flax; no other framework reads it"),
+        ("flax", "not_a_module", "returned a int, not a flax.nnx.Module"),
+    ):
+        other = tmp_path / f"{framework}.duckdb"
+        proc = fwbench(
+            "run", "--framework", framework, "--model", f"flax:{nets}:{function}",
+            "--input-shape", "x=Bx16:float32", "--db", str(other),
+        )  # fmt: skip
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert said in proc.stderr
+        assert not other.exists()
+
+
 def test_flax_refuses_what_it_does_not_implement_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="valid choices for flax: jit, nnx-jit, eager"):
         Case.build(framework="flax", model="resnet18", mode="graph")

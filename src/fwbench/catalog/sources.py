@@ -153,6 +153,18 @@ _BUILT_IN = (
         native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH, executes=_PYTHON,
     ),
     Source(
+        name="flax_callable", module="flax_callable",
+        label="a Flax NNX module from a function",
+        syntax="flax:module:function", example="flax:nets.py:build",
+        native="flax",
+        runs=(("flax", "natively, in every mode (jit, nnx-jit, eager)"),),
+        cannot=tuple(
+            (fw, "a Flax NNX module runs on Flax; no other framework reads it")
+            for fw in ("torch", "tensorflow", "keras-jax", "keras-torch")
+        ),
+        executes=_PYTHON,
+    ),
+    Source(
         name="torch_export", module="torch_export",
         label="a torch.export program", syntax="PATH.pt2", example="./net.pt2",
         native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,

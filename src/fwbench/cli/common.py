@@ -181,7 +181,8 @@ def cases_per_framework(
     objective: str | None = None,
     **workload: Any,
 ) -> list[Case]:
-    """One validated case per framework: one mode (strategy, options) for all, or one each.
+    """One validated case per framework: one mode (strategy, options) for all, or one each
+    (several for a single framework: one case in each).
     A user's model is prepared first (user_models.prepare: its inputs read from it or
     given by `input_shape`); its batch may be fixed by its inputs."""
     prepared = user_models.prepare(str(workload["model"]), input_shape or [], objective)
@@ -196,6 +197,11 @@ def cases_per_framework(
         prepared, workload.get("batch_size"), DEFAULT_BATCH_SIZE
     )
     given_options = options or []
+    # One framework in several modes (or options, strategies): a variant of each, as
+    # `--framework flax --mode jit --mode nnx-jit` reads.
+    several = {len(g) for g in (modes, strategies or [], given_options) if len(g) > 1}
+    if len(frameworks) == 1 and len(several) == 1:
+        frameworks = frameworks * several.pop()
     for name, given in (
         ("mode", modes),
         ("strategy", strategies or []),
@@ -203,8 +209,8 @@ def cases_per_framework(
     ):
         if len(given) not in (0, 1, len(frameworks)):
             raise SpecError(
-                f"{name}: give one {name} for all frameworks or one per framework "
-                f"({len(frameworks)}), not {len(given)}"
+                f"{name}: give one {name} for all frameworks, one per framework "
+                f"({len(frameworks)}), or several for one framework; not {len(given)}"
             )
     # Left out, threads default per case: the cores, shared by a case's processes.
     if not workload.get("threads"):

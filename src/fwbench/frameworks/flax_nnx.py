@@ -21,9 +21,18 @@ from typing import Any
 import numpy as np
 
 from fwbench.case import Case
+from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
-from fwbench.frameworks.base import Adapter, OutputCheck, Workload, workload_class
+from fwbench.frameworks.base import (
+    Adapter,
+    OutputCheck,
+    OutputShapeError,
+    Workload,
+    tensors_in,
+    workload_class,
+)
 from fwbench.frameworks.jax_common import JaxRuntime
+from fwbench.models.sources.flax_callable import trainable
 from fwbench.tasks import get_task
 
 
@@ -39,20 +48,51 @@ def optax_of(opt: Optimizer) -> Any:
     return optax.sgd(opt.learning_rate, momentum=opt.momentum)
 
 
-def trainable(model: Any) -> int:
-    import jax
-    from flax import nnx
-
-    return int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
-
-
 def _as_array(tensor: Any) -> Any:
+    """A JAX array as NumPy, floats as float32 (NumPy has no bfloat16): the output sample
+    a user's model keeps for the check across frameworks."""
+    import jax.numpy as jnp
+
+    if jnp.issubdtype(tensor.dtype, jnp.floating):
+        tensor = tensor.astype(jnp.float32)
     return np.asarray(tensor)
 
 
+class UserLoss:
+    """A user's module's loss, as the other frameworks' adapters compute it: the mean of
+    its floating-point outputs, or cross-entropy of its first output (logits: batch x
+    classes, or batch x positions x vocabulary) against random labels (a fixed seed),
+    made when the step is traced, where the logits' shape is known: a constant of it."""
+
+    def __init__(self, name: str, batch: int) -> None:
+        self.name, self.batch = name, batch
+
+    def __call__(self, out: Any) -> Any:
+        import jax.numpy as jnp
+        import optax
+
+        found = tensors_in(out)
+        if self.name == "mean":
+            floats = [t for t in found if jnp.issubdtype(t.dtype, jnp.floating)]
+            if not floats:
+                raise OutputShapeError("the model returned no floating-point output to average")
+            return sum(jnp.mean(t.astype(jnp.float32)) for t in floats)
+        logits = found[0].astype(jnp.float32)
+        rank = 2 if self.name == "classify" else 3
+        shape = tuple(logits.shape)
+        if len(shape) != rank or shape[0] != self.batch:
+            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
+            raise OutputShapeError(
+                f"objective {self.name} takes logits of {want}; the model's first output is {shape}"
+            )
+        labels = np.random.default_rng(0).integers(0, shape[-1], shape[:-1]).astype(np.int32)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
 class FlaxWorkload(Workload):
-    """`train` (cross-entropy against random labels, the model's optimizer) and `infer`
-    (BatchNorm on its running averages), in the case's mode (the module's docstring)."""
+    """`train` (the zoo's models: cross-entropy against random labels; a user's: its
+    objective, USER_OBJECTIVES) with the model's optimizer, and `infer` (BatchNorm on its
+    running averages), in the case's mode (the module's docstring)."""
 
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         import jax
@@ -61,15 +101,31 @@ class FlaxWorkload(Workload):
         from flax import nnx
 
         self.param_count = trainable(model)
-        rng = np.random.default_rng(0)
-        side = case.dim("input_size")
-        self.x = jnp.asarray(
-            rng.standard_normal((case.batch_size, side, side, 3), dtype=np.float32)
-        )
-        self.y = jnp.asarray(rng.integers(0, case.dim("num_classes"), (case.batch_size,)))
         self.mode = case.mode
         self.trains = get_task(case.task).trains
         self.check = OutputCheck(case, spec.objective, _as_array)
+        if case.inputs is not None:
+            # A user's module: the same values as every other framework's (catalog.inputs).
+            signature = parse_signature(case.inputs)
+            values = arrays(signature, case.batch_size)
+            inputs = tuple(
+                jnp.asarray(v, dtype=jnp.bfloat16 if t.dtype == "bfloat16" else t.dtype)
+                for t, v in zip(signature, values, strict=True)
+            )
+            targets: tuple[Any, ...] = ()
+            objective: Any = UserLoss(case.loss, case.batch_size)
+        else:
+            rng = np.random.default_rng(0)
+            side = case.dim("input_size")
+            image = rng.standard_normal((case.batch_size, side, side, 3), dtype=np.float32)
+            labels = rng.integers(0, case.dim("num_classes"), (case.batch_size,))
+            inputs, targets = (jnp.asarray(image),), (jnp.asarray(labels),)
+
+            def objective(out: Any, y: Any) -> Any:
+                logits = out.astype(jnp.float32)  # the loss in float32, as elsewhere
+                return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+        taken = len(inputs)
 
         mixed = case.precision == "bf16"
         if mixed:
@@ -79,28 +135,26 @@ class FlaxWorkload(Workload):
                 if hasattr(layer, "dtype"):
                     layer.dtype = jnp.bfloat16
 
-        def loss_of(model: Any, x: Any, y: Any) -> Any:
-            logits = model(x).astype(jnp.float32)  # the loss in float32, as elsewhere
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+        def loss_of(model: Any, *args: Any) -> Any:
+            return objective(model(*args[:taken]), *args[taken:])
 
-        def train(model: Any, optimizer: Any, x: Any, y: Any) -> Any:
-            loss, grads = nnx.value_and_grad(loss_of)(model, x, y)
+        def train(model: Any, optimizer: Any, *args: Any) -> Any:
+            loss, grads = nnx.value_and_grad(loss_of)(model, *args)
             optimizer.update(model, grads)
             return loss
 
-        def infer(model: Any, x: Any) -> Any:
-            return model(x)
+        def infer(model: Any, *args: Any) -> Any:
+            return model(*args)
 
         if self.trains:
             model.train()
             optimizer = nnx.Optimizer(model, optax_of(spec.optimizer), wrt=nnx.Param)
             objects: tuple[Any, ...] = (model, optimizer)
             work: Any = train
-            args: tuple[Any, ...] = (self.x, self.y)
+            args: tuple[Any, ...] = (*inputs, *targets)
         else:
             model.eval()
-            objects, work, args = (model,), infer, (self.x,)
-        self.objects = objects
+            objects, work, args = (model,), infer, inputs
         if self.mode == "jit":
             graphdef, state = nnx.split(objects)
 
