@@ -586,23 +586,25 @@ def meta_count(given: str) -> int:
 
 
 def describe(spec: ModelSpec) -> dict[str, Any]:
-    import psutil
     import transformers
 
     given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
     config = config_of(given)
     vocab = int(config.vocab_size)
     inputs = [TensorSpec("input_ids", ("B", None), "int64", vocab)]
-    params = meta_count(given)
-    own = _named(given) is None and weight_files(Path(given))
-    if own and params * LOADED_BYTES <= psutil.virtual_memory().available:
+    if _named(given) is None and weight_files(Path(given)):
         # A folder's own weights are read here, so weights that do not fit its config are
         # refused before a case runs (_check_loaded). Otherwise nothing is built: a named
-        # size is counted on the meta device, and a model too large for this host is the
-        # worker's `oom` result, not a refused command.
+        # size is counted on the meta device, and a model too large for this host (build
+        # refuses it first, fits) is the worker's `oom` result, not a refused command.
         from fwbench.models.sources.torch_common import trainable
 
-        params = trainable(build(given))
+        try:
+            params = trainable(build(given))
+        except MemoryError:
+            params = meta_count(given)
+    else:
+        params = meta_count(given)
     return {
         "inputs": format_signature(inputs),
         "params": params,
