@@ -1,11 +1,13 @@
-"""torchvision's VGG-16 and MobileNetV2 (width 1.0) in Flax NNX, channels last: the same
-layers, shapes and trainable parameters as torchvision's (138,357,544 and 3,504,872 at
-1000 classes), their dropout where torchvision has it (active in training only),
+"""torchvision's VGG-16, MobileNetV2 (width 1.0) and EfficientNet-B4 in Flax NNX, channels
+last: the same layers, shapes and trainable parameters as torchvision's (138,357,544,
+3,504,872 and 19,341,616 at 1000 classes), their dropout and stochastic depth where
+torchvision has them (active in training only),
 BatchNorm with PyTorch's momentum and epsilon (flax_resnet.py). Imported in a Flax worker
 only."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -129,9 +131,97 @@ class MobileNetV2(nnx.Module):
         return self.fc(self.drop(x.mean(axis=(1, 2))))
 
 
+# EfficientNet-B0's stages (expansion, kernel, stride, input and output channels, blocks),
+# scaled for B4 as torchvision scales them: widths x1.4 (to multiples of 8), depths x1.8.
+EFFICIENTNET_B0 = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2),
+                   (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4),
+                   (6, 3, 1, 192, 320, 1))  # fmt: skip
+B4_WIDTH, B4_DEPTH, B4_DROPOUT, STOCHASTIC_DEPTH = 1.4, 1.8, 0.4, 0.2
+
+
+def _divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's _make_divisible: the nearest multiple, never 10% below the value."""
+    found = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return found + divisor if found < 0.9 * value else found
+
+
+class SqueezeExcitation(nnx.Module):
+    def __init__(self, channels: int, squeeze: int, rngs: nnx.Rngs) -> None:
+        self.fc1 = nnx.Conv(channels, squeeze, (1, 1), rngs=rngs)
+        self.fc2 = nnx.Conv(squeeze, channels, (1, 1), rngs=rngs)
+
+    def __call__(self, x: Any) -> Any:
+        scale = x.mean(axis=(1, 2), keepdims=True)
+        return x * jax.nn.sigmoid(self.fc2(jax.nn.silu(self.fc1(scale))))
+
+
+class MBConv(nnx.Module):
+    def __init__(
+        self, cin: int, cout: int, expand: int, kernel: int, stride: int, drop: float,
+        rngs: nnx.Rngs,
+    ) -> None:  # fmt: skip
+        hidden = _divisible(cin * expand)
+        layers = [_conv_norm(cin, hidden, 1, 1, 1, rngs)] if hidden != cin else []
+        layers.append(_conv_norm(hidden, hidden, kernel, stride, hidden, rngs))  # depthwise
+        self.activated = nnx.List(layers)  # each followed by SiLU
+        self.excite = SqueezeExcitation(hidden, max(1, cin // 4), rngs)
+        self.project = _conv_norm(hidden, cout, 1, 1, 1, rngs)
+        self.residual = stride == 1 and cin == cout
+        # Stochastic depth, torchvision's "row" mode: a sample's whole branch dropped,
+        # the kept ones scaled by 1 / (1 - p); training only.
+        self.drop = (
+            nnx.Dropout(drop, broadcast_dims=(1, 2, 3), rngs=rngs) if self.residual else None
+        )
+
+    def __call__(self, x: Any) -> Any:
+        y = x
+        for layer in self.activated:
+            y = jax.nn.silu(layer(y))
+        y = self.project(self.excite(y))
+        if self.drop is None:
+            return y
+        return x + self.drop(y)
+
+
+class EfficientNet(nnx.Module):
+    def __init__(self, num_classes: int, rngs: nnx.Rngs) -> None:
+        stages = [
+            (e, k, s, _divisible(cin * B4_WIDTH), _divisible(cout * B4_WIDTH),
+             math.ceil(n * B4_DEPTH))
+            for e, k, s, cin, cout, n in EFFICIENTNET_B0
+        ]  # fmt: skip
+        total = sum(stage[-1] for stage in stages)
+        self.stem = _conv_norm(3, stages[0][3], 3, 2, 1, rngs)
+        blocks: list[MBConv] = []
+        for expand, kernel, stride, cin, cout, count in stages:
+            for i in range(count):
+                drop = STOCHASTIC_DEPTH * len(blocks) / total
+                first = i == 0
+                blocks.append(
+                    MBConv(cin if first else cout, cout, expand, kernel, stride if first else 1,
+                           drop, rngs)
+                )  # fmt: skip
+        self.blocks = nnx.List(blocks)
+        last = stages[-1][4]
+        self.head = _conv_norm(last, 4 * last, 1, 1, 1, rngs)
+        self.dropout = nnx.Dropout(B4_DROPOUT, rngs=rngs)
+        self.fc = nnx.Linear(4 * last, num_classes, rngs=rngs)
+
+    def __call__(self, x: Any) -> Any:
+        x = jax.nn.silu(self.stem(x))
+        for block in self.blocks:
+            x = block(x)
+        x = jax.nn.silu(self.head(x))
+        return self.fc(self.dropout(x.mean(axis=(1, 2))))
+
+
 def vgg16(num_classes: int, seed: int = 0) -> VGG:
     return VGG(num_classes, nnx.Rngs(seed))
 
 
 def mobilenet_v2(num_classes: int, seed: int = 0) -> MobileNetV2:
     return MobileNetV2(num_classes, nnx.Rngs(seed))
+
+
+def efficientnet_b4(num_classes: int, seed: int = 0) -> EfficientNet:
+    return EfficientNet(num_classes, nnx.Rngs(seed))

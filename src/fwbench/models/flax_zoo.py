@@ -1,7 +1,7 @@
 """Flax NNX's builders of the zoo's models (framework `flax`): torchvision's ResNets
-(flax_resnet.py), VGG-16 and MobileNetV2 (flax_vision.py). Framework-free: each builder
-imports Flax when it is called, in a worker. The zoo's other models are refused for
-`flax` by name before any work."""
+(flax_resnet.py), VGG-16, MobileNetV2 and EfficientNet-B4 (flax_vision.py).
+Framework-free: each builder imports Flax when it is called, in a worker. The zoo's other
+models are refused for `flax` by name before any work."""
 
 from __future__ import annotations
 
@@ -34,5 +34,6 @@ register_builders(
         **{f"resnet{depth}": _resnet(depth) for depth in (18, 50, 152)},
         "vgg16": _vision("vgg16"),
         "mobilenet_v2": _vision("mobilenet_v2"),
+        "efficientnet_b4": _vision("efficientnet_b4"),
     },
 )
