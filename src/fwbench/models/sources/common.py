@@ -205,6 +205,23 @@ def file_model(reference: str, content: str, base: str, **fields: Any) -> ModelS
     return user_model(named(base, content), reference=reference, digest=content, **fields)
 
 
+def callable_model(
+    text: str, prefix: str, framework: str, build: Callable[[str], Any], family: str
+) -> ModelSpec:
+    """`PREFIX:module:function` (or `PREFIX:path/file.py:function`) as a model of the
+    user's: named by its function and the digest of its code (code_digest), read again
+    from the file's absolute path, built by `build(reference)` in `framework`'s worker."""
+    module, function = callable_parts(text, prefix)
+    path = module_file(module, text)
+    reference = f"{prefix}:{path}:{function}" if module.endswith(".py") else text
+    return file_model(
+        reference, code_digest(path), f"{path.stem}.{function}",
+        family=family,
+        builders={framework: lambda **_: build(reference)},
+        description=f"{function}() of {path}",
+    )  # fmt: skip
+
+
 def user_model(name: str, **fields: Any) -> ModelSpec:
     """A model of the user's: it takes tensors, and trains on the mean of its outputs
     unless `fields` say otherwise."""

@@ -12,10 +12,8 @@ from typing import Any
 from fwbench.catalog.models import ModelSpec
 from fwbench.models.sources.common import (
     call,
+    callable_model,
     callable_parts,
-    code_digest,
-    file_model,
-    module_file,
 )
 
 PREFIX = "torch"
@@ -37,16 +35,7 @@ def build(text: str) -> Any:
 
 
 def resolve(text: str) -> ModelSpec:
-    module, function = callable_parts(text, PREFIX)
-    path = module_file(module, text)
-    content = code_digest(path)
-    reference = f"{PREFIX}:{path}:{function}" if module.endswith(".py") else text
-    return file_model(
-        reference, content, f"{path.stem}.{function}",
-        family="pytorch",
-        builders={"torch": lambda **_: build(reference)},
-        description=f"{function}() of {path}",
-    )  # fmt: skip
+    return callable_model(text, PREFIX, "torch", build, family="pytorch")
 
 
 def describe(spec: ModelSpec) -> dict[str, Any]:
