@@ -640,14 +640,14 @@ def _verdicts(ctx: Context, check: str, db: Path, claim: str) -> None:
                 f"{variant} {figure.median * 1e3:.2f} ms "
                 f"({figure.ci_low * 1e3:.2f}-{figure.ci_high * 1e3:.2f}, {len(m.runs)} runs)"
             )
-        decided = all(r.measurement is not None for r in firsts) and len(firsts) > 1
+        measured = all(r.measurement is not None for r in firsts) and len(firsts) > 1
         where = f"{c.model} {c.task} b{c.batch_size} {c.precision or 'fp32'}"
         ctx.say(
             Line(
                 check,
-                "PASS" if decided else "FAIL",
+                "PASS" if measured else "FAIL",
                 f"{claim}: {where}",
-                "; ".join(shown) + f" -> {row.verdict(short=True)}",
+                "; ".join(shown) + f" -> {row.verdict()}",
                 {"results": [_compact(r.to_record()) for r in firsts]},
             )
         )
@@ -733,10 +733,11 @@ def check_llm(ctx: Context) -> None:
 def _compact(r: dict[str, Any]) -> dict[str, Any]:
     """A result without its samples and environment: small enough to commit."""
     keep = (
-        "framework", "mode", "model", "task", "batch_size", "input_size", "precision",
-        "layout", "autotune", "strategy", "world_size", "status", "error", "step_time_s",
-        "throughput", "first_step_s", "warmup_steps", "steps_per_block", "stop_reason",
-        "memory", "energy", "work", "warnings",
+        "framework", "mode", "model", "task", "batch_size", "dims", "task_dims", "inputs",
+        "precision", "layout", "autotune", "strategy", "world_size", "status", "error",
+        "param_count", "step_time_s", "figures", "throughput", "first_step_s",
+        "warmup_steps", "steps_per_block", "stop_reason", "memory", "energy", "work",
+        "warnings",
     )  # fmt: skip
     return {k: r.get(k) for k in keep}
 
