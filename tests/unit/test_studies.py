@@ -59,7 +59,7 @@ def test_every_study_loads_and_every_study_preset_expands() -> None:
     assert named["dai"].study == named["seven-networks"].study == "dai"
 
 
-USER_MODEL_PRESETS = {"llm-families-cpu"}
+USER_MODEL_PRESETS = {"llm-families-cpu", "keras3"}
 
 
 def test_a_preset_of_decoders_names_models_every_one_of_its_frameworks_runs() -> None:
@@ -255,3 +255,31 @@ def test_a_report_finds_the_study_of_the_preset_that_made_the_results() -> None:
         study_of(["fwbench sweep --preset asu-infer-small", "fwbench sweep --preset dai"]) is None
     )
     assert study_of(["fwbench sweep --preset 'unclosed"]) is None
+
+
+def test_a_published_ratio_is_set_beside_each_pairs_interval() -> None:
+    # PyTorch about 1.30x faster here (1.25-1.35 or so).
+    results = pair([0.100, 0.103, 0.097], [0.130, 0.134, 0.127])
+    inside = FASTER.model_copy(update={"published_ratio": 1.3})
+    found = evaluate_claim(inside, results)
+    assert found.outcome == "agrees"
+    assert "published torch 1.30x faster: inside this interval" in found.here
+    above = evaluate_claim(FASTER.model_copy(update={"published_ratio": 2.45}), results)
+    assert "published torch 2.45x faster: above this interval" in above.here
+    # The other side won here: the published speed-up of `a` lies above an interval
+    # below 1, and the claim disagrees in direction.
+    flipped = evaluate_claim(inside, pair([0.130, 0.134, 0.127], [0.100, 0.103, 0.097]))
+    assert flipped.outcome == "disagrees"
+    assert "published torch 1.30x faster: above this interval" in flipped.here
+    below = evaluate_claim(FASTER.model_copy(update={"published_ratio": 1.05}), results)
+    assert "1.05x faster: below this interval" in below.here
+
+
+def test_the_keras3_study_sets_the_published_ratios_beside_its_claims() -> None:
+    study = load_study("keras3")
+    ratios = {c.id: c.published_ratio for c in study.claims}
+    assert ratios["gemma-generate-jax"] == 2.45
+    assert all(c.kind == "faster" and c.published_ratio for c in study.claims)
+    # On a CPU-only result set every claim (a GPU's decoders) is not measured here.
+    found = evaluate(study, pair([0.1, 0.1, 0.1], [0.2, 0.2, 0.2]))
+    assert {f.outcome for f in found} == {"not measured here"}

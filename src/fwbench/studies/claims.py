@@ -3,7 +3,8 @@
 Each claim names the cases it is about (`where`: case fields and their allowed values)
 and what it says:
   faster            `a` is faster than `b` along `axis` (framework, mode, model, strategy,
-                    autotune, ...), every other case field equal;
+                    autotune, ...), every other case field equal; with `published_ratio`,
+                    the published speed-up is set beside each pair's interval;
   same              `a` and `b` are equivalent within `band` (default the verdicts' ±2%);
   falls_with_batch  inference time per sample falls as the batch grows (Figure 4's trend
                     test over run-level values);
@@ -21,6 +22,7 @@ Where fwbench can see why a pair disagrees (the two sides did different work), i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -31,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError
-from fwbench.measure.verdicts import DEFAULT_BAND, comparison_of
+from fwbench.measure.verdicts import DEFAULT_BAND, Verdict, comparison_of
 from fwbench.result import Result
 from fwbench.studies import studies
 from fwbench.studies.trends import downward_trend, efficiency
@@ -55,6 +57,10 @@ class Claim(BaseModel):
     b: Any = None
     band: float = Field(DEFAULT_BAND, gt=0, lt=1)
     threshold: float = Field(0.90, gt=0, le=1)  # scales_near_linearly: least efficiency
+    # faster: how many times faster `a` was in the published figures (b's time over a's),
+    # set beside each pair's interval here: a claim can agree in direction while its
+    # size has moved.
+    published_ratio: float | None = Field(None, gt=0)
 
     def matches(self, r: Result) -> bool:
         case = r.case.model_dump()
@@ -167,7 +173,7 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
         pair = [(str(claim.a), str(claim.b))]
         v = comparison_of({str(claim.a): a, str(claim.b): b}, "given", pair, claim.band).verdict()
         assert v is not None
-        text = f"{_label(a, axis)}: {v.text()}"
+        text = f"{_label(a, axis)}: {v.text()}" + _beside_published(claim, v)
         if claim.kind == "faster":
             ok = v.outcome == "faster" and v.faster == str(claim.a)
             bad = v.outcome == "equivalent" or (v.outcome == "faster" and v.faster != str(claim.a))
@@ -190,6 +196,25 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
     summary = f"{len(agree)} of {n} agree, {len(disagree)} disagree, {len(unsure)} inconclusive"
     here = summary + "; " + "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else "")
     return Finding(claim, outcome, here, reason)
+
+
+def _beside_published(claim: Claim, v: Verdict) -> str:
+    """The published ratio (a faster than b by that much) against this pair's interval of
+    the same ratio: inside it, or which way it lies outside."""
+    if claim.published_ratio is None:
+        return ""
+    published = claim.published_ratio
+    head = f"; published {claim.a} {published:.2f}x faster"
+    if not math.isfinite(v.ci_high) or v.ci_low <= 0:
+        return head
+    # This pair's a-over-b speed-up and its interval, whichever side won.
+    if v.faster == str(claim.a):
+        low, high = v.ci_low, v.ci_high
+    else:
+        low, high = 1.0 / v.ci_high, 1.0 / v.ci_low
+    if low <= published <= high:
+        return head + ": inside this interval"
+    return head + (": above this interval" if published > high else ": below this interval")
 
 
 def _trend(claim: Claim, results: list[Result]) -> Finding:
