@@ -220,3 +220,16 @@ def test_distributed_results_round_trip_and_old_files_migrate(tmp_path: Path) ->
         ).fetchone()
     assert back.to_record() == result.to_record()
     assert row == ("ddp", 2, 16, pytest.approx(0.125 / 4))
+
+
+def test_a_strategys_environment_is_filled_in_and_appended_to_what_is_set() -> None:
+    from fwbench.catalog.strategies import get_strategy
+
+    sharded = get_strategy("sharded")
+    assert sharded is not None and sharded.framework == "flax" and sharded.modes == ("jit",)
+    flag = "--xla_force_host_platform_device_count=2"
+    assert sharded.env_for(2, {}) == {"XLA_FLAGS": flag}
+    assert sharded.env_for(2, {"XLA_FLAGS": "--xla_dump_to=x"}) == {
+        "XLA_FLAGS": f"--xla_dump_to=x {flag}"
+    }
+    assert get_strategy("ddp").env_for(2, {}) == {}  # type: ignore[union-attr]

@@ -36,6 +36,16 @@ class Strategy:
     # replica, each with its TF_CONFIG; or one worker driving every device.
     launch: Literal["torchrun", "tf_config", "single"] = "single"
     framework: str = ""  # filled in from the entry it is listed on
+    # Set in its processes' environment before the framework starts, "{replicas}" filled
+    # in, appended to a value already there (jax.sharding on a CPU: XLA's host devices).
+    env: tuple[tuple[str, str], ...] = ()
+
+    def env_for(self, replicas: int, base: Mapping[str, str]) -> dict[str, str]:
+        found = {}
+        for name, template in self.env:
+            value = template.format(replicas=replicas)
+            found[name] = f"{base[name]} {value}" if base.get(name) else value
+        return found
 
     def process_count(self, world_size: int) -> int:
         return world_size if self.processes == "per_replica" else 1
@@ -378,6 +388,19 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             (INFER.name, "fwbench.frameworks.flax_nnx:FlaxWorkload"),
         ),
         task_reasons=((GENERATE.name, "fwbench has no Flax decoder yet"),),
+        data_parallel="fwbench.distributed.flax_dp",
+        strategies=(
+            Strategy(
+                "sharded",
+                "jax.sharding (a Mesh, the batch sharded over its devices)",
+                "one",
+                ("cpu", "cuda"),  # on a CPU over XLA's host devices (distributed/flax_dp.py)
+                ("jit",),
+                "global batch, sharded on its batch axis over the devices (NamedSharding); "
+                "parameters and optimizer state replicated",
+                env=(("XLA_FLAGS", "--xla_force_host_platform_device_count={replicas}"),),
+            ),
+        ),
         preload=("jax", "flax"),
         forks_on_cuda=True,
         distributions=("flax",),

@@ -69,6 +69,22 @@ def check_output_shape(case: Case, objective: str, shape: tuple[int, ...]) -> No
         )
 
 
+# A user's model whose `mean` objective finds nothing to average.
+NO_FLOATS = "the model returned no floating-point output to average"
+
+
+def check_user_logits(objective: str, batch: int, shape: tuple[int, ...]) -> None:
+    """Refuse a user's model's first output that is not the logits its declared objective
+    takes (classify: batch x classes; lm: batch x positions x vocabulary), the same words
+    in every framework."""
+    rank = 2 if objective == "classify" else 3
+    if len(shape) != rank or shape[0] != batch:
+        want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
+        raise OutputShapeError(
+            f"objective {objective} takes logits of {want}; the model's first output is {shape}"
+        )
+
+
 def tensors_in(out: Any) -> list[Any]:
     """The tensors a model returned, in order: a tensor, or those inside a list, tuple or
     mapping (a transformers ModelOutput is one) of them, however nested."""

@@ -24,10 +24,12 @@ from fwbench.case import Case
 from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
 from fwbench.frameworks.base import (
+    NO_FLOATS,
     Adapter,
     OutputCheck,
     OutputShapeError,
     Workload,
+    check_user_logits,
     tensors_in,
     workload_class,
 )
@@ -77,16 +79,11 @@ class UserLoss:
         if self.name == "mean":
             floats = [t for t in found if jnp.issubdtype(t.dtype, jnp.floating)]
             if not floats:
-                raise OutputShapeError("the model returned no floating-point output to average")
+                raise OutputShapeError(NO_FLOATS)
             return sum(jnp.mean(t.astype(jnp.float32)) for t in floats)
         logits = found[0].astype(jnp.float32)
-        rank = 2 if self.name == "classify" else 3
         shape = tuple(logits.shape)
-        if len(shape) != rank or shape[0] != self.batch:
-            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
-            raise OutputShapeError(
-                f"objective {self.name} takes logits of {want}; the model's first output is {shape}"
-            )
+        check_user_logits(self.name, self.batch, shape)
         if self.labels is None:
             rng = np.random.default_rng(0)
             self.labels = rng.integers(0, shape[-1], shape[:-1]).astype(np.int32)
@@ -98,12 +95,16 @@ class FlaxWorkload(Workload):
     objective, USER_OBJECTIVES) with the model's optimizer, and `infer` (BatchNorm on its
     running averages), in the case's mode (the module's docstring)."""
 
-    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+    def __init__(self, model: Any, case: Case, spec: ModelSpec, mesh: Any = None) -> None:
+        """`mesh`: train data-parallel over its devices (distributed/flax_dp.py), the
+        global batch sharded on its batch axis, the state replicated (`jit` only)."""
         import jax
         import jax.numpy as jnp
         import optax
         from flax import nnx
 
+        # Data-parallel: the whole global batch, sharded below.
+        batch = case.global_batch_size if mesh is not None else case.batch_size
         self.param_count = trainable(model)
         self.mode = case.mode
         self.trains = get_task(case.task).trains
@@ -111,18 +112,18 @@ class FlaxWorkload(Workload):
         if case.inputs is not None:
             # A user's module: the same values as every other framework's (catalog.inputs).
             signature = parse_signature(case.inputs)
-            values = arrays(signature, case.batch_size)
+            values = arrays(signature, batch)
             inputs = tuple(
                 jnp.asarray(v, dtype=jnp.bfloat16 if t.dtype == "bfloat16" else t.dtype)
                 for t, v in zip(signature, values, strict=True)
             )
             targets: tuple[Any, ...] = ()
-            objective: Any = UserLoss(case.loss, case.batch_size)
+            objective: Any = UserLoss(case.loss, batch)
         else:
             rng = np.random.default_rng(0)
             side = case.dim("input_size")
-            image = rng.standard_normal((case.batch_size, side, side, 3), dtype=np.float32)
-            labels = rng.integers(0, case.dim("num_classes"), (case.batch_size,))
+            image = rng.standard_normal((batch, side, side, 3), dtype=np.float32)
+            labels = rng.integers(0, case.dim("num_classes"), (batch,))
             inputs, targets = (jnp.asarray(image),), (jnp.asarray(labels),)
 
             def objective(out: Any, y: Any) -> Any:
@@ -169,7 +170,23 @@ class FlaxWorkload(Workload):
 
             # The state is donated when training: its buffers are updated in place, as in
             # the other frameworks' optimizers.
-            fn: Any = jax.jit(pure, donate_argnums=0 if self.trains else ())
+            donate = 0 if self.trains else ()
+            if mesh is None:
+                fn: Any = jax.jit(pure, donate_argnums=donate)
+            else:
+                from jax.sharding import NamedSharding, PartitionSpec
+
+                replicated = NamedSharding(mesh, PartitionSpec())  # type: ignore[no-untyped-call]
+                on_batch = NamedSharding(mesh, PartitionSpec(mesh.axis_names[0]))  # type: ignore[no-untyped-call]
+                state = jax.device_put(state, replicated)
+                args = tuple(jax.device_put(a, on_batch) for a in args)
+                # XLA inserts the gradients' all-reduce: the update is the global batch's.
+                fn = jax.jit(
+                    pure,
+                    in_shardings=(replicated, *[on_batch] * len(args)),
+                    out_shardings=replicated,
+                    donate_argnums=donate,
+                )
             self.jitted: Any = fn
             self.state = state
 

@@ -16,7 +16,15 @@ from typing import Any
 from fwbench.case import Case
 from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import TENSORS, Optimizer, ctc_label_length, get_model
-from fwbench.frameworks.base import Adapter, OutputShapeError, Workload, tensors_in, workload_class
+from fwbench.frameworks.base import (
+    NO_FLOATS,
+    Adapter,
+    OutputShapeError,
+    Workload,
+    check_user_logits,
+    tensors_in,
+    workload_class,
+)
 
 
 def keras_module() -> Any:
@@ -121,16 +129,11 @@ class UserLoss:
                 if keras.backend.is_float_dtype(keras.backend.standardize_dtype(t.dtype))
             ]
             if not floats:
-                raise OutputShapeError("the model returned no floating-point output to average")
+                raise OutputShapeError(NO_FLOATS)
             return sum(ops.mean(ops.cast(t, "float32")) for t in floats)
         logits = ops.cast(found[0], "float32")
-        rank = 2 if self.name == "classify" else 3
         shape = tuple(logits.shape)
-        if len(shape) != rank or shape[0] != self.batch:
-            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
-            raise OutputShapeError(
-                f"objective {self.name} takes logits of {want}; the model's first output is {shape}"
-            )
+        check_user_logits(self.name, self.batch, shape)
         if self.labels is None:
             rng = np.random.default_rng(0)
             self.labels = rng.integers(0, shape[-1], shape[:-1]).astype("int32")

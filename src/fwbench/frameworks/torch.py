@@ -20,11 +20,13 @@ from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
+    NO_FLOATS,
     Adapter,
     OutputCheck,
     OutputShapeError,
     TaskNotImplemented,
     Workload,
+    check_user_logits,
     tensors_in,
     workload_class,
 )
@@ -396,16 +398,10 @@ class UserLoss:
         if self.name == "mean":
             floats = [t for t in found if t.is_floating_point()]
             if not floats:
-                raise OutputShapeError("the model returned no floating-point output to average")
+                raise OutputShapeError(NO_FLOATS)
             return torch.stack([t.float().mean() for t in floats]).sum()
         logits = found[0].float()
-        rank = 2 if self.name == "classify" else 3
-        if logits.dim() != rank or logits.shape[0] != self.batch:
-            want = "batch x classes" if rank == 2 else "batch x positions x vocabulary"
-            raise OutputShapeError(
-                f"objective {self.name} takes logits of {want}; the model's first output "
-                f"is {tuple(logits.shape)}"
-            )
+        check_user_logits(self.name, self.batch, tuple(logits.shape))
         if self.labels is None:
             generator = torch.Generator().manual_seed(0)
             shape = tuple(logits.shape[:-1])

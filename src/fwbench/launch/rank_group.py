@@ -207,6 +207,7 @@ class RankGroup:
     def _start(self) -> None:
         label = f"case: {self.case.label()}"
         env = case_env(self.case)
+        env |= self.strategy.env_for(self.case.replicas, env)
         env[LAUNCHER_ENV] = f"127.0.0.1:{self.server.getsockname()[1]}"
         # -P: a `torch.py` in the user's directory must not shadow the framework.
         worker = [sys.executable, "-P", "-m", "fwbench.distributed.worker", label]

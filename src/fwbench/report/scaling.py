@@ -27,6 +27,9 @@ class ScalingPoint:
     efficiency_ci: tuple[float, float] | None = None
     communication_s: float | None = None
     communication_share: float | None = None
+    # No profiler ran (the framework's cannot be read; its error is in the record): the
+    # communication is unknown, not "none seen".
+    communication_unread: bool = False
 
 
 @dataclass
@@ -98,6 +101,8 @@ def _point(r: Result, base: Result | None) -> ScalingPoint:
     if comm is not None and comm.in_flight_s is not None:
         point.communication_s = comm.in_flight_s
         point.communication_share = comm.share_of_step
+    elif comm is not None and comm.profiler is None and comm.error:
+        point.communication_unread = True
     return point
 
 
@@ -136,6 +141,8 @@ def rows(panels: list[ScalingPanel]) -> tuple[list[str], list[list[str]]]:
                         _efficiency_text(p, series.has_baseline),
                         f"{p.communication_s * 1e3:.1f} ({p.communication_share:.0%})"
                         if p.communication_s is not None and p.communication_share is not None
+                        else "not read"
+                        if p.communication_unread
                         else "none seen",
                     ]
                 body.append(
