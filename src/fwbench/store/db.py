@@ -25,7 +25,7 @@ from fwbench.result import (
     StepTime,
 )
 from fwbench.serve.result import ServingResult
-from fwbench.store import columns, schema, snapshot
+from fwbench.store import columns, interrupts, schema, snapshot
 from fwbench.store.rescue import Rescue
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
 from fwbench.store.snapshot import Snapshot
@@ -167,7 +167,9 @@ class ResultStore:
             # Without replacement scans a missing table is an error, not whichever Python
             # variable of the caller happens to have its name.
             config: dict[str, Any] = {"python_enable_replacements": False}
-            return duckdb.connect(str(self._file), read_only=read_only, config=config)
+            interrupts.install()
+            con = duckdb.connect(str(self._file), read_only=read_only, config=config)
+            return interrupts.Guarded(con)
         except duckdb.Error as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if "lock" in text.lower():
