@@ -84,6 +84,11 @@ class Context:
             "checks": [],
         }
         self.log = (out / "gpu-check.log").open("a")
+        # What the flax and llm checks sweep (--flax-models, --llm-model, --llm-torch-modes):
+        # a later GPU session measures what an earlier one's budget left out.
+        self.flax_models: list[str] = list(FLAX_MODELS)
+        self.llm_model = LLM_MODEL
+        self.llm_torch_modes: list[str] = ["eager"]
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -658,17 +663,18 @@ FLAX_MODELS = ("resnet50", "mobilenet_v2", "vgg16", "resnet18", "resnet152")
 
 def check_flax(ctx: Context) -> None:
     """Flax NNX (jit) against PyTorch (eager) on the ASU networks Flax holds, with verdicts."""
+    others = [m for m in ctx.flax_models if m != "resnet50"]
     sweep = {
         "name": "flax",
         "framework": ["torch", "flax"],
         "mode": {"torch": "eager", "flax": "jit"},
-        "model": ["resnet18"] if ctx.smoke else list(FLAX_MODELS),
+        "model": ["resnet18"] if ctx.smoke else ctx.flax_models,
         "task": ["train", "infer"],
         "batch_size": 2 if ctx.smoke else 32,
         "input_size": 32 if ctx.smoke else 224,
         "precision": ["fp32", "bf16"],
         # ResNet-50 in both precisions, the others in fp32: what fits a GPU session.
-        "exclude": [{"model": list(FLAX_MODELS[1:]), "precision": "bf16"}],
+        "exclude": [{"model": others, "precision": "bf16"}] if others else [],
         "device": ctx.device,
         "timing": {"min_runs": 3, "max_runs": 3, "run_time_s": 0.5, "max_warmup_s": 5},
         "timeout_s": 240,
@@ -692,11 +698,11 @@ LLM_MODEL = "hf:gemma@2b"
 
 def check_llm(ctx: Context) -> None:
     """Gemma 2B generate b1 bf16 from one set of weights: PyTorch against Keras on JAX."""
-    model = "hf:gemma@tiny" if ctx.smoke else LLM_MODEL
+    model = "hf:gemma@tiny" if ctx.smoke else ctx.llm_model
     sweep = {
         "name": "llm",
         "framework": ["torch", "keras-jax"],
-        "mode": {"torch": "eager", "keras-jax": "jit"},
+        "mode": {"torch": ctx.llm_torch_modes, "keras-jax": "jit"},
         "model": model,
         "task": "generate",
         "batch_size": 1,
@@ -717,17 +723,21 @@ def check_llm(ctx: Context) -> None:
     except RuntimeError as exc:
         ctx.say(Line("llm", "FAIL", f"{model} generate on the GPU", str(exc)))
         return
-    tokens = {r["framework"]: (r.get("settings") or {}).get("generated_tokens") for r in records}
+    tokens = {
+        f"{r['framework']}/{r['mode']}": (r.get("settings") or {}).get("generated_tokens")
+        for r in records
+    }
     same = len(records) > 1 and len({json.dumps(t) for t in tokens.values()}) == 1
     ctx.say(
         Line(
             "llm",
             "PASS" if same else "FAIL",
             f"{model}: PyTorch and Keras on JAX generate the same greedy tokens",
-            json.dumps({fw: (t or [])[:1] for fw, t in tokens.items()})[:300],
+            json.dumps({variant: (t or [])[:1] for variant, t in tokens.items()})[:300],
         )
     )
-    _verdicts(ctx, "llm", db, "time per output token, PyTorch eager against Keras-JAX jit")
+    torch_modes = "/".join(ctx.llm_torch_modes)
+    _verdicts(ctx, "llm", db, f"time per output token, PyTorch {torch_modes} against Keras-JAX jit")
 
 
 def _compact(r: dict[str, Any]) -> dict[str, Any]:
@@ -782,6 +792,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--smoke", action="store_true", help="Run the checks on the CPU at toy sizes (no GPU)."
     )
+    p.add_argument(
+        "--flax-models",
+        help=f"Comma-separated models the flax check sweeps (default {','.join(FLAX_MODELS)}).",
+    )
+    p.add_argument("--llm-model", help=f"The llm check's decoder (default {LLM_MODEL}).")
+    p.add_argument(
+        "--llm-torch-modes",
+        help="Comma-separated PyTorch modes the llm check times (default eager; compile "
+        "adds the static cache under torch.compile).",
+    )
     a = p.parse_args(argv)
     if a.list:
         for name, (estimate, fn) in CHECKS.items():
@@ -794,6 +814,12 @@ def main(argv: list[str] | None = None) -> int:
     only, skip = parse_names(a.only), parse_names(a.skip)
     a.out.mkdir(parents=True, exist_ok=True)
     ctx = Context(a.out, a.budget_s, sys.executable, smoke=a.smoke)
+    if a.flax_models:
+        ctx.flax_models = [m.strip() for m in a.flax_models.split(",") if m.strip()]
+    if a.llm_model:
+        ctx.llm_model = a.llm_model
+    if a.llm_torch_modes:
+        ctx.llm_torch_modes = [m.strip() for m in a.llm_torch_modes.split(",") if m.strip()]
     selected = [n for n in CHECKS if (not only or n in only) and n not in skip]
     if "env" not in selected:
         selected.insert(0, "env")  # the GPU's name decides the datasheet figures

@@ -4,12 +4,13 @@ framework is imported when it is called, in a worker)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
@@ -206,20 +207,31 @@ def file_model(reference: str, content: str, base: str, **fields: Any) -> ModelS
 
 
 def callable_model(
-    text: str, prefix: str, framework: str, build: Callable[[str], Any], family: str
+    text: str, prefix: str, builds: Mapping[str, Callable[[str], Any]], family: str
 ) -> ModelSpec:
     """`PREFIX:module:function` (or `PREFIX:path/file.py:function`) as a model of the
     user's: named by its function and the digest of its code (code_digest), read again
-    from the file's absolute path, built by `build(reference)` in `framework`'s worker."""
+    from the file's absolute path, built by `builds[framework](reference)` in each
+    framework's worker."""
     module, function = callable_parts(text, prefix)
     path = module_file(module, text)
     reference = f"{prefix}:{path}:{function}" if module.endswith(".py") else text
     return file_model(
         reference, code_digest(path), f"{path.stem}.{function}",
         family=family,
-        builders={framework: lambda **_: build(reference)},
+        builders={fw: builder(build, reference) for fw, build in builds.items()},
         description=f"{function}() of {path}",
     )  # fmt: skip
+
+
+def builder(build: Callable[[str], Any], reference: str) -> Callable[..., Any]:
+    """A ModelSpec builder (called with the model's dimensions) that builds a user's
+    model from its reference alone: its dimensions are its own."""
+    return functools.partial(_built, build, reference)
+
+
+def _built(build: Callable[[str], Any], reference: str, **_: Any) -> Any:
+    return build(reference)
 
 
 def user_model(name: str, **fields: Any) -> ModelSpec:

@@ -43,7 +43,7 @@ def build(text: str) -> Any:
 
 
 def resolve(text: str) -> ModelSpec:
-    return callable_model(text, PREFIX, "flax", build, family="flax")
+    return callable_model(text, PREFIX, {"flax": build}, family="flax")
 
 
 def describe(spec: ModelSpec) -> dict[str, Any]:

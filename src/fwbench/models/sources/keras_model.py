@@ -35,13 +35,13 @@ from fwbench.catalog.inputs import BATCH, DTYPES, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
 from fwbench.models.sources.common import (
+    builder,
     call,
+    callable_model,
     callable_parts,
-    code_digest,
     digest,
     existing,
     file_model,
-    module_file,
 )
 
 PREFIX = "keras"
@@ -54,28 +54,22 @@ def claims(text: str) -> bool:
 
 
 def resolve(text: str) -> ModelSpec:
+    # Keras' own frameworks build it: TensorFlow's, and Keras on PyTorch (keras-torch).
+    builds = {"tensorflow": build, "torch": build_on_torch}
     if text.startswith(f"{PREFIX}:"):
-        module, function = callable_parts(text, PREFIX)
-        path = module_file(module, text)
-        reference = f"{PREFIX}:{path}:{function}" if module.endswith(".py") else text
-        name, description = f"{path.stem}.{function}", f"{function}() of {path}"
-    else:
-        path = existing(text, "a Keras model file")
-        if not zipfile.is_zipfile(path):
-            raise SpecError(
-                f"model: {text}: not a Keras model file (a .keras file is the zip archive "
-                "model.save writes; this one is not a zip)"
-            )
-        reference, name, description = str(path), path.name, f"Keras model file {path}"
-    content = code_digest(path) if text.startswith(f"{PREFIX}:") else digest(path)
+        return callable_model(text, PREFIX, builds, family="keras")
+    path = existing(text, "a Keras model file")
+    if not zipfile.is_zipfile(path):
+        raise SpecError(
+            f"model: {text}: not a Keras model file (a .keras file is the zip archive "
+            "model.save writes; this one is not a zip)"
+        )
+    reference = str(path)
     return file_model(
-        reference, content, name,
+        reference, digest(path), path.name,
         family="keras",
-        builders={
-            "tensorflow": lambda **_: build(reference),
-            "torch": lambda **_: build_on_torch(reference),
-        },
-        description=description,
+        builders={fw: builder(b, reference) for fw, b in builds.items()},
+        description=f"Keras model file {path}",
     )  # fmt: skip
 
 

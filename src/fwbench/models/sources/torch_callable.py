@@ -35,7 +35,7 @@ def build(text: str) -> Any:
 
 
 def resolve(text: str) -> ModelSpec:
-    return callable_model(text, PREFIX, "torch", build, family="pytorch")
+    return callable_model(text, PREFIX, {"torch": build}, family="pytorch")
 
 
 def describe(spec: ModelSpec) -> dict[str, Any]:
