@@ -16,3 +16,12 @@ class DistributedWorkload(Workload):
 
     def close(self) -> None:
         """Tear down what the build set up (a process group); called on every rank."""
+
+
+def split_cpu(replicas: int, devices: str, how: str) -> str:
+    """The record's words for replicas on devices split from one CPU (MirroredStrategy's
+    logical devices, XLA's host devices): they add no compute."""
+    return (
+        f"{replicas} {devices} split from one CPU ({how}): the replicas share the "
+        "process's threads and cores"
+    )

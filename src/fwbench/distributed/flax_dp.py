@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.distributed.base import DistributedWorkload
+from fwbench.distributed.base import DistributedWorkload, split_cpu
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.flax_nnx import FlaxWorkload
 
@@ -55,10 +55,10 @@ class ShardedWorkload(FlaxWorkload, DistributedWorkload):
             "MirroredStrategy use each replica's own",
         }
         if not self.on_gpu:
-            found["logical_devices"] = (
-                f"{len(self.device_names)} XLA host device(s) split from one CPU "
-                "(--xla_force_host_platform_device_count): the replicas share the "
-                "process's threads and cores"
+            found["logical_devices"] = split_cpu(
+                len(self.device_names),
+                "XLA host device(s)",
+                "--xla_force_host_platform_device_count",
             )
         return found
 

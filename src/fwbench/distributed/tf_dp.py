@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from fwbench.case import Case
-from fwbench.distributed.base import DistributedWorkload
+from fwbench.distributed.base import DistributedWorkload, split_cpu
 from fwbench.frameworks.base import Adapter
 from fwbench.frameworks.keras_common import make_optimizer
 from fwbench.frameworks.tensorflow import count_trainable, objective
@@ -95,10 +95,8 @@ class StrategyWorkload(DistributedWorkload):
             "devices": list(self.strategy.extended.worker_devices),
         }
         if not self.on_gpu:
-            found["logical_devices"] = (
-                f"{self.replicas} logical CPU device(s) split from one CPU "
-                "(tf.config.set_logical_device_configuration): the replicas share the "
-                "process's threads and cores"
+            found["logical_devices"] = split_cpu(
+                self.replicas, "logical CPU device(s)", "tf.config.set_logical_device_configuration"
             )
         return found
 
