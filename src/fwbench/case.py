@@ -30,6 +30,7 @@ from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.inputs import parse_signature
 from fwbench.catalog.models import (
     DIMENSIONS,
+    INPUT_KINDS,
     TENSORS,
     USER_OBJECTIVES,
     ZOO,
@@ -303,7 +304,7 @@ class Case(BaseModel):
                 f"input_shape: {self.prompt_len} tokens are past {spec.name}'s context of "
                 f"{spec.context} positions; valid: 1 to {spec.context}"
             )
-        if self.layout is not None and spec.input_kind != "image":
+        if self.layout is not None and not INPUT_KINDS[spec.input_kind].images:
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"
             )

@@ -16,7 +16,7 @@ from typing import Any
 
 from fwbench.case import Case, canonical_options
 from fwbench.catalog.frameworks import FRAMEWORKS
-from fwbench.catalog.models import get_model
+from fwbench.catalog.models import INPUT_KINDS, get_model
 from fwbench.errors import SpecError
 from fwbench.measure.verdicts import Comparison, Verdict, comparison_of
 from fwbench.result import Result
@@ -42,7 +42,7 @@ def search_space(
     device = str(workload.get("device", "cpu"))
     spec = get_model(str(workload["model"]))
     layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
-    if spec.input_kind != "image":
+    if not INPUT_KINDS[spec.input_kind].images:
         layouts = (None,)
     task = str(workload.get("task") or TRAIN.name)
     candidates: list[Case] = []

@@ -17,7 +17,7 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.frameworks import NO, FrameworkInfo, register_framework
 from fwbench.catalog.models import ModelSpec, register
-from fwbench.frameworks.base import Adapter, Workload, workload_class
+from fwbench.frameworks.base import Adapter, Workload, synthetic_arrays, workload_class
 
 HIDDEN = 64
 
@@ -103,9 +103,9 @@ class NumpyAdapter(Adapter):
         # case): a plugin's task adds a class of that shape (fwbench_toy_task).
         cls = workload_class(self.name, case)
         weights = self.build_model(case.model, case.dims)
-        side = int(case.dims.get("input_size", 8))
-        rng = np.random.default_rng(1)
-        batch = rng.standard_normal((case.batch_size, 3 * side * side), dtype=np.float32)
+        # Its inputs from the model's signature alone, as every framework makes them.
+        ((_, images),) = synthetic_arrays(case, case.model_spec)
+        batch = images.reshape(case.batch_size, -1)
         built: Workload = cls(weights, batch, case)
         return built
 

@@ -93,3 +93,48 @@ def test_synthetic_values_are_the_same_for_every_framework_and_within_bounds() -
     assert all((a == b).all() for a, b in zip(first, again, strict=True))
     assert first[1].dtype.name == "int64" and first[1].min() >= 0 and first[1].max() < 7
     assert first[2].dtype.name == "bool"
+
+
+def test_every_model_kind_is_a_signature_and_each_framework_takes_the_same_values() -> None:
+    import numpy as np
+
+    from fwbench.case import Case
+    from fwbench.catalog.models import INPUT_KINDS, get_model
+    from fwbench.frameworks.base import synthetic_arrays
+
+    assert INPUT_KINDS["token_pair"].dims() == ("seq_len", "vocab_size")
+    assert INPUT_KINDS["image"].dims() == ("input_size",)
+    bert = get_model("bert_base")
+    assert format_signature(bert.input_signature({"seq_len": 16, "vocab_size": 64})) == (
+        "ids=Bx16:int64<64"
+    )
+
+    image = Case.build(
+        framework="torch", model="resnet18", task="infer", batch_size=2, input_size=32
+    )
+    ((x, nchw),) = synthetic_arrays(image, image.model_spec)
+    ((_, nhwc),) = synthetic_arrays(image, image.model_spec, channels_last=True)
+    assert x == TensorSpec("x", (BATCH, 3, 32, 32), "float32")
+    assert nchw.shape == (2, 3, 32, 32) and nhwc.shape == (2, 32, 32, 3)
+    # One image in either layout: outputs compare across frameworks with shared weights.
+    assert np.array_equal(nchw.transpose(0, 2, 3, 1), nhwc)
+    ((_, wider),) = synthetic_arrays(image, image.model_spec, batch=4)
+    assert wider.shape == (4, 3, 32, 32)
+
+    pair = Case.build(
+        framework="tensorflow", model="transformer_base", task="infer", seq_len=8, vocab_size=5
+    )
+    made = synthetic_arrays(pair, pair.model_spec, index="int32")
+    assert [t.name for t, _ in made] == ["source", "target"]
+    for _, ids in made:
+        assert ids.dtype == np.int32 and ids.shape == (pair.batch_size, 8)
+        assert ids.min() >= 0 and ids.max() < 5
+    # A layout moves images only: token ids are never transposed.
+    assert all(
+        np.array_equal(a, b)
+        for (_, a), (_, b) in zip(
+            made,
+            synthetic_arrays(pair, pair.model_spec, index="int32", channels_last=True),
+            strict=True,
+        )
+    )

@@ -1,10 +1,11 @@
 """A model's input signature: its named input tensors, their shapes and dtypes.
 
-The zoo's models take one of a few kinds of input, sized by the case's dimensions
-(`catalog.models.INPUT_KINDS`). A user's model declares its inputs instead (a Keras
-model's inputs, an ONNX graph's, an exported program's example inputs, a SavedModel's
-signature, a transformers config), or the user gives them (`--input-shape`). Either way a
-case holds them in one canonical text (`Case.inputs`), part of its identity:
+The zoo's models take one of a few kinds of input, each a signature written in the
+case's dimensions (`catalog.models.INPUT_KINDS`); every framework makes a case's inputs
+from its signature (frameworks.base.synthetic_arrays). A user's model declares its
+inputs (a Keras model's inputs, an ONNX graph's, an exported program's example inputs, a
+SavedModel's signature, a transformers config), or the user gives them (`--input-shape`);
+a case holds them in one canonical text (`Case.inputs`), part of its identity:
 
     name=Bx3x224x224:float32;ids=Bx128:int64<50257
 

@@ -17,12 +17,13 @@ variable (comma-separated module names; fwbench.plugins), see docs/adding-a-mode
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fwbench import plugins
-from fwbench.catalog.inputs import format_signature, parse_signature
+from fwbench.catalog.inputs import Signature, format_signature, parse_signature
 from fwbench.dimensions import Dimension
 from fwbench.errors import SpecError
 
@@ -30,16 +31,35 @@ from fwbench.errors import SpecError
 # returns a framework-native model object with random weights.
 Builder = Callable[..., Any]
 
-# What a model reads, and the dimensions that size it (each one it must take).
-INPUT_KINDS: dict[str, tuple[str, ...]] = {
-    "image": ("input_size",),  # batch x 3 x side x side pixels
-    "tokens": ("seq_len", "vocab_size"),  # batch x seq_len token ids
-    "token_pair": ("seq_len", "vocab_size"),  # source and target token ids (translation)
-    "spectrogram": ("seq_len", "freq_bins"),  # batch x time frames x frequency bins
+
+# What a model reads: each kind's input signature (fwbench.catalog.inputs) written in
+# the dimensions that size it ({name}: each one a model of the kind must take). Token ids
+# are in the framework's index dtype ({index}: PyTorch's int64, Keras' and JAX's int32);
+# images are channels-first here, and laid out as each framework computes them
+# (InputKind.images). A model of kind "tensors" writes its own (ModelSpec.inputs).
+@dataclass(frozen=True)
+class InputKind:
+    signature: str
+    images: bool = False  # its 4-d inputs are NCHW images
+
+    def dims(self) -> tuple[str, ...]:
+        """The dimensions its signature is written in."""
+        found = (f for _, f, _, _ in string.Formatter().parse(self.signature) if f)
+        return tuple(dict.fromkeys(f for f in found if f != "index"))
+
+
+INPUT_KINDS: dict[str, InputKind] = {
+    "image": InputKind("x=Bx3x{input_size}x{input_size}:float32", images=True),
+    "tokens": InputKind("ids=Bx{seq_len}:{index}<{vocab_size}"),
+    # Translation: source and target token ids.
+    "token_pair": InputKind(
+        "source=Bx{seq_len}:{index}<{vocab_size};target=Bx{seq_len}:{index}<{vocab_size}"
+    ),
+    "spectrogram": InputKind("x=Bx{seq_len}x{freq_bins}:float32"),  # time frames x bins
     # Named tensors (fwbench.catalog.inputs; the case's `inputs`): a user's model, as it
     # declares them or the user gives them; or a model whose ModelSpec.inputs writes
     # them in terms of its own dimensions ("x=Bx3x{side}x{side}:float32").
-    "tensors": (),
+    "tensors": InputKind(""),
 }
 TENSORS = "tensors"
 ZOO = "zoo"  # the source of the built-in models and the plugins' (ModelSpec.source)
@@ -202,10 +222,11 @@ class ModelSpec:
                 f"model {self.name!r}: no dimension {unknown[0]!r} is declared "
                 f"(register_dimension, before the model); declared: {', '.join(declared)}"
             )
-        missing = [d for d in INPUT_KINDS[self.input_kind] if d not in self.dims]
+        needed = INPUT_KINDS[self.input_kind].dims()
+        missing = [d for d in needed if d not in self.dims]
         if missing:
             raise SpecError(
-                f"model {self.name!r}: dims must give {', '.join(INPUT_KINDS[self.input_kind])}"
+                f"model {self.name!r}: dims must give {', '.join(needed)}"
                 f" and may add num_classes; got {', '.join(self.dims)}"
             )
         if self.inputs and self.input_kind != TENSORS:
@@ -270,6 +291,12 @@ class ModelSpec:
         if not self.inputs:
             return ""
         return format_signature(parse_signature(self.inputs.format(**dims)))
+
+    def input_signature(self, dims: Mapping[str, int], index: str = "int64") -> Signature:
+        """What it reads at `dims`: its own inputs, or its kind's, token ids in `index`."""
+        if self.inputs:
+            return parse_signature(self.signature(dims))
+        return parse_signature(INPUT_KINDS[self.input_kind].signature.format(index=index, **dims))
 
 
 _MODELS: dict[str, ModelSpec] = {}

@@ -26,9 +26,8 @@ import tensorflow as tf
 from fwbench.case import Case
 from fwbench.distributed.base import DistributedWorkload, split_cpu
 from fwbench.frameworks.base import Adapter
-from fwbench.frameworks.keras_common import make_optimizer
+from fwbench.frameworks.keras_common import make_optimizer, synthetic_inputs
 from fwbench.frameworks.tensorflow import count_trainable, objective
-from fwbench.frameworks.tensorflow import synthetic_inputs as make_inputs
 
 
 class StrategyWorkload(DistributedWorkload):
@@ -49,7 +48,7 @@ class StrategyWorkload(DistributedWorkload):
         self.param_count = count_trainable(self.model)
         _, self.loss_fn = objective(case, spec.objective)
         self.x = strategy.experimental_distribute_values_from_function(
-            lambda _: make_inputs(case, spec.input_kind)
+            lambda _: synthetic_inputs(case, spec)
         )
         self.y = strategy.experimental_distribute_values_from_function(
             lambda _: objective(case, spec.objective)[0]

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 from fwbench.case import Case
 from fwbench.catalog.frameworks import get_framework
+from fwbench.catalog.inputs import TensorSpec, arrays, parse_signature
+from fwbench.catalog.models import INPUT_KINDS, ModelSpec
 from fwbench.environment import cpu_features_text
 from fwbench.explain.timeline import Event, Window
 from fwbench.tasks import get_task
@@ -36,6 +38,36 @@ def workload_class(framework: str, case: Case) -> type[Any]:
     module_name, _, class_name = path.partition(":")
     cls: type[Any] = getattr(importlib.import_module(module_name), class_name)
     return cls
+
+
+def synthetic_arrays(
+    case: Case,
+    spec: ModelSpec,
+    *,
+    index: str = "int64",
+    channels_last: bool = False,
+    batch: int | None = None,
+) -> list[tuple[TensorSpec, Any]]:
+    """A case's inputs as NumPy arrays, each beside the input it fills, made from its
+    signature alone: a user's model's (the case's `inputs`) or its model kind's at the
+    case's dims (catalog.models.INPUT_KINDS), for zoo and user models alike. The values
+    are the same in every framework (catalog.inputs.arrays: one seed), so outputs can be
+    compared where weights are shared. The framework says how it takes them: token ids
+    in its `index` dtype, images NHWC where it computes `channels_last` (then an array's
+    shape is its input's with the channels moved last); `batch`: the case's unless given
+    (data parallel: the global batch)."""
+    import numpy as np
+
+    if case.inputs is not None:
+        signature = parse_signature(case.inputs)
+    else:
+        signature = spec.input_signature(case.dims, index)
+    values = arrays(signature, batch or case.batch_size)
+    if channels_last and INPUT_KINDS[spec.input_kind].images:
+        values = [
+            np.ascontiguousarray(v.transpose(0, 2, 3, 1)) if v.ndim == 4 else v for v in values
+        ]
+    return list(zip(signature, values, strict=True))
 
 
 class OutputShapeError(ValueError):

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from fwbench.case import Case
-from fwbench.catalog.inputs import arrays, parse_signature
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
 from fwbench.frameworks.base import (
     NO_FLOATS,
@@ -30,6 +29,7 @@ from fwbench.frameworks.base import (
     OutputShapeError,
     Workload,
     check_user_logits,
+    synthetic_arrays,
     tensors_in,
     workload_class,
 )
@@ -109,26 +109,24 @@ class FlaxWorkload(Workload):
         self.mode = case.mode
         self.trains = get_task(case.task).trains
         self.check = OutputCheck(case, spec.objective, _as_array)
-        if case.inputs is not None:
-            # A user's module: the same values as every other framework's (catalog.inputs).
-            signature = parse_signature(case.inputs)
-            values = arrays(signature, batch)
-            inputs = tuple(
-                jnp.asarray(v, dtype=jnp.bfloat16 if t.dtype == "bfloat16" else t.dtype)
-                for t, v in zip(signature, values, strict=True)
-            )
-            targets: tuple[Any, ...] = ()
-            objective: Any = UserLoss(case.loss, batch)
-        else:
+        # The same values as every other framework's (frameworks.base.synthetic_arrays);
+        # Flax's convolutions are NHWC.
+        inputs = tuple(
+            jnp.asarray(v, dtype=jnp.bfloat16 if t.dtype == "bfloat16" else t.dtype)
+            for t, v in synthetic_arrays(case, spec, index="int32", channels_last=True, batch=batch)
+        )
+        targets: tuple[Any, ...] = ()
+        objective: Any = UserLoss(case.loss, batch)
+        if case.inputs is None:
             rng = np.random.default_rng(0)
-            side = case.dim("input_size")
-            image = rng.standard_normal((batch, side, side, 3), dtype=np.float32)
             labels = rng.integers(0, case.dim("num_classes"), (batch,))
-            inputs, targets = (jnp.asarray(image),), (jnp.asarray(labels),)
+            targets = (jnp.asarray(labels),)
 
-            def objective(out: Any, y: Any) -> Any:
+            def classify(out: Any, y: Any) -> Any:
                 logits = out.astype(jnp.float32)  # the loss in float32, as elsewhere
                 return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+            objective = classify
 
         taken = len(inputs)
 

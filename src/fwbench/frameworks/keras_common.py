@@ -14,14 +14,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.catalog.inputs import arrays, parse_signature
-from fwbench.catalog.models import TENSORS, Optimizer, ctc_label_length, get_model
+from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.frameworks.base import (
     NO_FLOATS,
     Adapter,
     OutputShapeError,
     Workload,
     check_user_logits,
+    synthetic_arrays,
     tensors_in,
     workload_class,
 )
@@ -33,37 +33,17 @@ def keras_module() -> Any:
     return keras
 
 
-def user_inputs(case: Case) -> Any:
-    """A user's model's inputs: the same values as in every other framework
-    (catalog.inputs.arrays), as this backend's tensors; one tensor, or a list in the
+def synthetic_inputs(case: Case, spec: ModelSpec) -> Any:
+    """The case's inputs (frameworks.base.synthetic_arrays: the same values in every
+    framework) as this backend's tensors: images NHWC unless the case asks for
+    channels-first, token ids int32 (Keras' index dtype); one tensor, or a list in the
     model's input order (how a Keras model with several inputs takes them)."""
     ops = keras_module().ops
-    signature = parse_signature(case.inputs or "")
-    made = [
-        ops.cast(ops.convert_to_tensor(values), tensor.dtype)
-        for tensor, values in zip(signature, arrays(signature, case.batch_size), strict=True)
-    ]
+    found = synthetic_arrays(
+        case, spec, index="int32", channels_last=case.layout != "channels_first"
+    )
+    made = [ops.cast(ops.convert_to_tensor(values), tensor.dtype) for tensor, values in found]
     return made[0] if len(made) == 1 else made
-
-
-def synthetic_inputs(case: Case, kind: str, rng: Any) -> Any:
-    ops = keras_module().ops
-    if kind == TENSORS:
-        return user_inputs(case)
-    b = case.batch_size
-    if kind == "image":
-        side = case.dim("input_size")
-        shape: tuple[int, ...] = (b, side, side, 3)
-        if case.layout == "channels_first":
-            shape = (b, 3, side, side)
-        return ops.convert_to_tensor(rng.standard_normal(shape, dtype="float32"))
-    if kind == "spectrogram":
-        frames = (b, case.dim("seq_len"), case.dim("freq_bins"))
-        return ops.convert_to_tensor(rng.standard_normal(frames, dtype="float32"))
-    tokens = (b, case.dim("seq_len"))
-    vocab = case.dim("vocab_size")
-    ids = [ops.convert_to_tensor(rng.integers(0, vocab, tokens, dtype="int32")) for _ in range(2)]
-    return ids if kind == "token_pair" else ids[0]
 
 
 Loss = Callable[[Any, Any], Any]

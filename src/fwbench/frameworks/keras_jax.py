@@ -46,7 +46,7 @@ class KerasJaxWorkload(Workload):
         self.model = model
         self.param_count = count_trainable(model)
         rng = np.random.default_rng(0)
-        self.x = synthetic_inputs(case, spec.input_kind, rng)
+        self.x = synthetic_inputs(case, spec)
         self.y, loss_fn = objective(case, case.loss, rng)
         trainable = [v.value for v in model.trainable_variables]
         frozen = [v.value for v in model.non_trainable_variables]

@@ -41,7 +41,7 @@ class KerasTorchWorkload(Workload):
         self.model = model
         self.param_count = count_trainable(model)
         rng = np.random.default_rng(0)
-        self.x = synthetic_inputs(case, spec.input_kind, rng)
+        self.x = synthetic_inputs(case, spec)
         self.y, self.loss_fn = objective(case, case.loss, rng)
         self.optimizer: Any = None
         if get_task(case.task).trains:

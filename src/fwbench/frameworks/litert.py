@@ -53,8 +53,12 @@ from fwbench.case import Case
 from fwbench.catalog.inputs import parse_signature
 from fwbench.frameworks.agreement import within
 from fwbench.frameworks.base import OutputCheck, Workload, tensors_in, workload_class
-from fwbench.frameworks.keras_common import KerasModelsAdapter, check_policy, count_trainable
-from fwbench.frameworks.tensorflow import synthetic_inputs
+from fwbench.frameworks.keras_common import (
+    KerasModelsAdapter,
+    check_policy,
+    count_trainable,
+    synthetic_inputs,
+)
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.models.sources.saved_model import FOLDER as SAVED_MODEL
 from fwbench.models.sources.saved_model import signature_key
@@ -285,7 +289,7 @@ class LiteRtAdapter(KerasModelsAdapter):
         model = self.build_model(case.reference, case.dims)
         # A user's model computes in the dtypes it was made with: fp32 here.
         policy = check_policy(model, case) if case.inputs is not None else {}
-        inputs = synthetic_inputs(case, spec.input_kind)
+        inputs = synthetic_inputs(case, spec)
         arrays = _arrays(inputs)
         # A user's SavedModel is converted as it is (its source's builder of that format
         # gives the folder), its inputs named by its signature; any other model is the

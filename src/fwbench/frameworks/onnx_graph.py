@@ -367,7 +367,7 @@ class ExportedAdapter(Adapter):
         if fmt is not None:
             return self._from_file(cls, case, fmt)
         source = spec.build(self.name, case.dims).eval()
-        inputs = synthetic_inputs(case, spec.input_kind, torch.device("cpu"))
+        inputs = synthetic_inputs(case, spec, torch.device("cpu"))
         start = time.perf_counter()
         with torch.no_grad():
             proto = export(source, inputs)

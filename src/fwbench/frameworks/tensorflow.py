@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
-from fwbench.catalog.models import TENSORS, ModelSpec, ctc_label_length, get_model
+from fwbench.catalog.models import ModelSpec, ctc_label_length, get_model
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
@@ -28,7 +28,7 @@ from fwbench.frameworks.keras_common import (
     logits_of,
     make_optimizer,
     on_float32,
-    user_inputs,
+    synthetic_inputs,
 )
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.tasks import get_task
@@ -42,7 +42,7 @@ class TensorFlowWorkload(Workload):
         self.param_count = count_trainable(model)
         self.on_gpu = case.device == "cuda"
         with tf.device(device_name):
-            self.x = synthetic_inputs(case, spec.input_kind)
+            self.x = synthetic_inputs(case, spec)
             self.y, self.loss_fn = objective(case, case.loss)
         self.optimizer: keras.optimizers.Optimizer | None = None
         if get_task(case.task).trains:
@@ -210,26 +210,6 @@ class MatmulWorkload(Workload):
             tf.test.experimental.sync_devices()
         elif self.last is not None:
             self.last.numpy()
-
-
-def synthetic_inputs(case: Case, kind: str) -> Any:
-    """Random inputs of the model's kind; images in the case's layout (Keras: NHWC). A
-    user's model takes its own, the same values in every framework."""
-    if kind == TENSORS:
-        return user_inputs(case)
-    b = case.batch_size
-    if kind == "image":
-        side = case.dim("input_size")
-        if case.layout == "channels_first":
-            return tf.random.normal((b, 3, side, side))
-        return tf.random.normal((b, side, side, 3))
-    if kind == "spectrogram":
-        return tf.random.normal((b, case.dim("seq_len"), case.dim("freq_bins")))
-    shape = (b, case.dim("seq_len"))
-    vocab = case.dim("vocab_size")
-    if kind == "token_pair":
-        return [tf.random.uniform(shape, maxval=vocab, dtype=tf.int32) for _ in range(2)]
-    return tf.random.uniform(shape, maxval=vocab, dtype=tf.int32)
 
 
 Loss = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]

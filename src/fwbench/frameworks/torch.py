@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from fwbench.case import Case
-from fwbench.catalog.inputs import arrays, parse_signature
-from fwbench.catalog.models import TENSORS, ModelSpec, Optimizer, ctc_label_length, get_model
+from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.explain.kernels import kernel_launchers
 from fwbench.explain.timeline import PHASES, Event, Window
 from fwbench.frameworks import generation
@@ -27,6 +26,7 @@ from fwbench.frameworks.base import (
     TaskNotImplemented,
     Workload,
     check_user_logits,
+    synthetic_arrays,
     tensors_in,
     workload_class,
 )
@@ -53,7 +53,7 @@ class TorchWorkload(Workload):
         self.param_count = count_trainable(model)
         self.inputs = tuple(
             x.contiguous(memory_format=memory_format) if x.dim() == 4 else x
-            for x in synthetic_inputs(case, spec.input_kind, device)
+            for x in synthetic_inputs(case, spec, device)
         )
         self.target, self.loss_fn = objective(case, case.loss, device)
         trains = get_task(case.task).trains
@@ -324,28 +324,15 @@ class MatmulWorkload(Workload):
             torch.cuda.synchronize(self.device)
 
 
-def synthetic_inputs(case: Case, kind: str, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Random inputs of the model's kind; PyTorch's layouts (images NCHW). A user's model
-    takes its own inputs, the same values in every framework (catalog.inputs.arrays)."""
-    if kind == TENSORS:
-        signature = parse_signature(case.inputs or "")
-        made = []
-        for tensor, values in zip(signature, arrays(signature, case.batch_size), strict=True):
-            found = torch.from_numpy(values).to(device)
-            made.append(found.to(torch.bfloat16) if tensor.dtype == "bfloat16" else found)
-        return tuple(made)
-    b = case.batch_size
-    if kind == "image":
-        side = case.dim("input_size")
-        return (torch.randn(b, 3, side, side, device=device),)
-    if kind == "spectrogram":
-        return (torch.randn(b, case.dim("seq_len"), case.dim("freq_bins"), device=device),)
-    shape = (b, case.dim("seq_len"))
-    tokens = tuple(
-        torch.randint(0, case.dim("vocab_size"), shape, device=device)
-        for _ in range(2 if kind == "token_pair" else 1)
-    )
-    return tokens
+def synthetic_inputs(case: Case, spec: ModelSpec, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The case's inputs (frameworks.base.synthetic_arrays: the same values in every
+    framework) as PyTorch takes them: images NCHW (channels-last is a memory format, set
+    by the workload), token ids int64."""
+    made = []
+    for tensor, values in synthetic_arrays(case, spec):
+        found = torch.from_numpy(values).to(device)
+        made.append(found.to(torch.bfloat16) if tensor.dtype == "bfloat16" else found)
+    return tuple(made)
 
 
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
