@@ -370,7 +370,8 @@ class Result(BaseModel):
         fwbench.frameworks.onnx_graph), a runtime's outputs differ from its source
         framework's beyond the tolerance (settings.output_check, written by the inference
         runtimes), generations from the same weights made other tokens
-        (settings.token_check, written by fwbench.launch.records.check_outputs), or a user's model's
+        (settings.token_check, written by fwbench.launch.records.check_outputs), LoRA
+        runs trained different numbers of parameters (settings.trained_check), or a user's model's
         outputs on the same inputs differ (settings.output_agreement). Read from the
         stored settings, so results recorded before the checks read as they did."""
         return self.different_work_reason is not None
@@ -394,6 +395,9 @@ class Result(BaseModel):
         tokens = self.settings.get("token_check")
         if isinstance(tokens, str) and tokens.startswith("failed"):
             return f"the generations differ ({tokens})"
+        trained = self.settings.get("trained_check")
+        if isinstance(trained, str) and trained.startswith("failed"):
+            return trained.removeprefix("failed: ")
         outputs = self.settings.get("output_agreement")
         if isinstance(outputs, str) and outputs.startswith("failed"):
             return f"the frameworks' outputs differ ({outputs})"

@@ -26,11 +26,17 @@ if importlib.util.find_spec("keras_hub") is None:
     pytest.skip("keras-hub is not installed (make setup installs it)", allow_module_level=True)
 
 
-def sweep(tmp_path: Path, task: str, models: list[str], extra: str = "") -> list[dict[str, Any]]:
+def sweep(
+    tmp_path: Path,
+    task: str,
+    models: list[str],
+    extra: str = "",
+    frameworks: list[str] = FRAMEWORKS,
+) -> list[dict[str, Any]]:
     spec = tmp_path / f"{task}.yaml"
     spec.write_text(
         f"name: llm-{task}\n"
-        f"framework: [{', '.join(FRAMEWORKS)}]\n"
+        f"framework: [{', '.join(frameworks)}]\n"
         f"model: [{', '.join(models)}]\n"
         f"task: {task}\n"
         "batch_size: 1\n"
@@ -72,15 +78,67 @@ def test_every_framework_generates_the_same_tokens_from_the_same_weights(
 
 
 def test_a_decoder_trains_and_infers_in_every_framework(tmp_path: Path) -> None:
-    for task in ("train", "infer"):
+    for task in ("train", "infer", "lora"):
         records = sweep(tmp_path, task, ["hf:llama@tiny"])
         assert [r["status"] for r in records] == ["ok"] * len(FRAMEWORKS), [
             (r["framework"], r["error"]) for r in records
         ]
         assert len({r["param_count"] for r in records}) == 1
         assert not any(r["different_work"] for r in records), [
-            r["different_work_reason"] for r in records
+            (r["settings"], r["parity"]) for r in records
         ]
+    # LoRA at keras-hub's default rank: the model's parameters counted as for any task,
+    # the same adapters trained in every framework (3,328: A of 64 x heads x 4 and B of
+    # 4 x 16 on each layer's query and value; PEFT's factorisation would train 1,792).
+    assert {r["settings"]["trained_params"] for r in records} == {3_328}
+    assert {r["settings"]["trained_check"] for r in records} == {
+        "passed: each trains 3,328 parameters"
+    }
+    assert all("rank 4 on 4 query and value" in r["settings"]["lora_adapters"] for r in records)
+
+
+def test_lora_trains_keras_hubs_adapters_in_pytorch_for_each_kind_of_projection(
+    tmp_path: Path,
+) -> None:
+    """Qwen2's projections have biases (keras-hub trains them with the adapters), SmolLM3's
+    are Dense layers (one factor for the whole projection), GPT-2's query, key and value
+    are one matrix in transformers (no PyTorch adapter is keras-hub's: unsupported)."""
+    models = ["hf:qwen2@tiny", "hf:smollm3@tiny", "hf:gpt2@tiny"]
+    records = sweep(tmp_path, "lora", models, frameworks=["torch", "keras-jax"])
+    by = {(r["model"], r["framework"]): r for r in records}
+    gpt2 = by[("hf:gpt2@tiny", "torch")]
+    assert gpt2["status"] == "unsupported", gpt2["error"]
+    assert "one matrix (c_attn)" in gpt2["error"]
+    assert by[("hf:gpt2@tiny", "keras-jax")]["status"] == "ok"
+    for model in models[:2]:
+        pair = [by[(model, fw)] for fw in ("torch", "keras-jax")]
+        assert all(r["status"] == "ok" for r in pair), [(r["framework"], r["error"]) for r in pair]
+        assert len({r["settings"]["trained_params"] for r in pair}) == 1, pair
+        assert not any(r["different_work"] for r in pair), [r["settings"] for r in pair]
+    assert by[("hf:qwen2@tiny", "torch")]["settings"]["trained_params"] == 3_520
+    assert "whole projections" in by[("hf:smollm3@tiny", "torch")]["settings"]["lora_adapters"]
+
+
+def test_pytorchs_adapter_is_keras_hubs_factorisation() -> None:
+    import torch
+
+    from fwbench.frameworks.torch_lora import HeadLora
+
+    base = torch.nn.Linear(6, 4 * 3, bias=False)
+    lora = HeadLora(base, heads=4, rank=2)
+    torch.nn.init.normal_(lora.b)  # zero at first: any update shows
+    x = torch.randn(5, 6)
+    # keras-hub's EinsumDense merges its kernel (hidden x heads x head_dim) with A @ B.
+    kernel = base.weight.T.reshape(6, 4, 3) + lora.a @ lora.b
+    want = torch.einsum("bd,dnh->bnh", x, kernel).flatten(1)
+    assert torch.allclose(lora(x), want, atol=1e-5)
+    assert (lora.a.numel(), lora.b.numel()) == (6 * 4 * 2, 2 * 3)
+
+
+def test_lora_refuses_a_model_keras_hub_does_not_read_with_one_line() -> None:
+    proc = fwbench("run", "--framework", "torch", "--model", "gpt2_tiny", "--task", "lora")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: task: lora cannot run gpt2_tiny")
 
 
 def test_a_size_too_large_for_this_host_is_an_oom_result_and_the_sweep_goes_on(

@@ -269,3 +269,16 @@ def test_a_table_says_which_comparisons_hold_runs_of_a_command_that_ended() -> N
     assert not any(n.startswith("unfinished:") for n in verdict_notes([whole]))
     (note,) = [n for n in verdict_notes([row]) if n.startswith("unfinished:")]
     assert note.startswith("unfinished: 1 of the comparisons") and "--resume" in note
+
+
+def test_frameworks_that_train_different_numbers_of_parameters_did_different_work() -> None:
+    from fwbench.launch.records import trained_check
+
+    assert trained_check({"torch": 3_328}) is None
+    assert trained_check({"torch": 3_328, "keras-jax": 3_328}) == (
+        "passed: each trains 3,328 parameters"
+    )
+    # PEFT's factorisation against keras-hub's: another model.
+    assert trained_check({"torch": 1_792, "keras-jax": 3_328}) == (
+        "failed: they train different numbers of parameters (keras-jax 3,328, torch 1,792)"
+    )

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from fwbench.tasks.generate import GENERATE
 from fwbench.tasks.infer import INFER
+from fwbench.tasks.lora import LORA
 from fwbench.tasks.train import TRAIN
 
 
@@ -254,6 +255,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             (TRAIN.name, "fwbench.frameworks.torch:TorchWorkload"),
             (INFER.name, "fwbench.frameworks.torch:TorchWorkload"),
             (GENERATE.name, "fwbench.frameworks.torch:TorchGenerate"),
+            (LORA.name, "fwbench.frameworks.torch_lora:TorchLora"),
         ),
         preload=("torchvision",),
         forks_on_cuda=True,
@@ -306,6 +308,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             (TRAIN.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
             (INFER.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
             (GENERATE.name, "fwbench.frameworks.tensorflow:TensorFlowGenerate"),
+            (LORA.name, "fwbench.frameworks.tensorflow:TensorFlowLora"),
         ),
         distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
         native_layout="channels_last",
@@ -357,6 +360,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             (TRAIN.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
             (INFER.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
             (GENERATE.name, "fwbench.frameworks.keras_jax:KerasJaxGenerate"),
+            (LORA.name, "fwbench.frameworks.keras_jax:KerasJaxLora"),
         ),
         preload=("jax", "keras"),
         forks_on_cuda=True,
@@ -510,6 +514,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             (TRAIN.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
             (INFER.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
             (GENERATE.name, "fwbench.frameworks.keras_torch:KerasTorchGenerate"),
+            (LORA.name, "fwbench.frameworks.keras_torch:KerasTorchLora"),
         ),
         preload=("keras",),
         forks_on_cuda=True,

@@ -278,6 +278,38 @@ class Workload(ABC):
         return None
 
 
+class LoraWorkload:
+    """The task `lora` on a framework's training workload (a mixin, listed first): the
+    framework's `add_lora` puts low-rank adapters into the model and freezes the rest
+    before the training workload is built, so its optimizer sees the adapters alone.
+    Its parameter count stays the model's (the same network in every framework, checked
+    as for any task); the adapters' count is recorded as `trained_params`, which the
+    run checks across frameworks (launch.records.check_outputs)."""
+
+    def __init__(self, model: Any, case: Case, *args: Any) -> None:
+        from fwbench.tasks.lora import LORA_RANK
+
+        rank = case.task_values.get(LORA_RANK.name, LORA_RANK.default or 1)
+        whole = self.count(model)
+        self.lora = self.add_lora(model, rank)
+        super().__init__(model, case, *args)  # type: ignore[call-arg]
+        self.trained_params: int = self.param_count  # type: ignore[has-type]
+        self.param_count = whole
+
+    def count(self, model: Any) -> int:
+        """The model's trainable parameters, as the framework counts them."""
+        raise NotImplementedError
+
+    def add_lora(self, model: Any, rank: int) -> str:
+        """Adapt `model` in place at `rank`; say what was adapted, or raise
+        TaskNotImplemented naming why this model cannot be (recorded unsupported)."""
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        found: dict[str, Any] = super().settings()  # type: ignore[misc]
+        return {**found, "lora_adapters": self.lora, "trained_params": self.trained_params}
+
+
 class Adapter(ABC):
     name: ClassVar[str]
 

@@ -18,7 +18,9 @@ from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_m
 from fwbench.frameworks.base import (
     NO_FLOATS,
     Adapter,
+    LoraWorkload,
     OutputShapeError,
+    TaskNotImplemented,
     Workload,
     check_user_logits,
     synthetic_arrays,
@@ -44,6 +46,38 @@ def synthetic_inputs(case: Case, spec: ModelSpec) -> Any:
     )
     made = [ops.cast(ops.convert_to_tensor(values), tensor.dtype) for tensor, values in found]
     return made[0] if len(made) == 1 else made
+
+
+# keras-hub's LoRA targets: its backbones' default query and value layer names, and
+# the names of the decoders whose attention uses Dense layers (SmolLM3's).
+LORA_LAYERS = ("query_dense", "value_dense", "query", "value", "q_proj", "v_proj")
+
+
+def enable_lora(model: Any, rank: int) -> str:
+    """keras-hub's LoRA on a decoder it read (fwbench.models.keras_hub_lm.TokenIds): its
+    backbone frozen, adapters on the query and value layers; what was adapted, in a line.
+    fwbench.frameworks.torch_lora gives PyTorch the same adapters."""
+    lm = getattr(model, "lm", None)
+    if lm is None:
+        raise TaskNotImplemented("task lora: LoRA adapts a decoder keras-hub read (hf:...)")
+    lm.backbone.enable_lora(rank, target_layer_names=list(LORA_LAYERS))
+    adapted = len(getattr(lm.backbone, "_lora_enabled_layers", []))
+    if not adapted:
+        raise TaskNotImplemented(
+            f"task lora: keras-hub's {type(lm).__name__} has no layer named "
+            f"{', '.join(LORA_LAYERS)} to adapt"
+        )
+    return f"rank {rank} on {adapted} query and value projections (keras-hub's enable_lora)"
+
+
+class KerasLora(LoraWorkload):
+    """The task `lora` on a Keras backend's training workload (listed before it)."""
+
+    def count(self, model: Any) -> int:
+        return count_trainable(model)
+
+    def add_lora(self, model: Any, rank: int) -> str:
+        return enable_lora(model, rank)
 
 
 Loss = Callable[[Any, Any], Any]

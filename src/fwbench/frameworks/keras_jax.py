@@ -25,6 +25,7 @@ from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
+    KerasLora,
     as_array,
     count_trainable,
     keras_module,
@@ -106,6 +107,10 @@ class KerasJaxWorkload(Workload):
 
     def counters(self) -> dict[str, Any]:
         return {"jit_compilations": self.compile_count()} if self.jit else {}
+
+
+class KerasJaxLora(KerasLora, KerasJaxWorkload):
+    """Task lora: keras-hub's adapters, trained as KerasJaxWorkload trains."""
 
 
 class KerasJaxGenerate(GenerateWorkload):

@@ -21,6 +21,7 @@ from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
+    KerasLora,
     as_array,
     count_trainable,
     keras_module,
@@ -76,6 +77,10 @@ class KerasTorchWorkload(Workload):
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
+
+
+class KerasTorchLora(KerasLora, KerasTorchWorkload):
+    """Task lora: keras-hub's adapters, trained as KerasTorchWorkload trains."""
 
 
 class KerasTorchGenerate(GenerateWorkload):

@@ -22,6 +22,7 @@ from fwbench.frameworks.generation import GenerateWorkload
 
 # One optimizer table for Keras on every backend, and one way to a user's model.
 from fwbench.frameworks.keras_common import (
+    KerasLora,
     UserLoss,
     as_array,
     check_policy,
@@ -103,6 +104,10 @@ class TensorFlowWorkload(Workload):
 
     def compile_count(self) -> int | None:
         return int(self.fn.experimental_get_tracing_count()) if self.graph else None
+
+
+class TensorFlowLora(KerasLora, TensorFlowWorkload):
+    """Task lora: keras-hub's adapters, trained as TensorFlowWorkload trains."""
 
 
 class TensorFlowGenerate(GenerateWorkload):

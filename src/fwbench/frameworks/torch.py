@@ -79,7 +79,9 @@ class TorchWorkload(Workload):
             self.forward = torch.compile(self.model, mode=options)
         self.optimizer: torch.optim.Optimizer | None = None
         if trains:
-            self.optimizer = make_optimizer(spec.optimizer, self.model.parameters())
+            # What trains: every parameter, or the adapters alone (task lora).
+            trained = [p for p in self.model.parameters() if p.requires_grad]
+            self.optimizer = make_optimizer(spec.optimizer, trained)
         self.settings_ = {
             "layout": "channels_last (NHWC)" if channels_last else "channels_first (NCHW)",
             "precision": case.precision or "fp32",

@@ -174,7 +174,9 @@ def check_outputs(
     of its output against the others' in its settings, and a warning where they differ.
     Generations compare their tokens (models.parity.token_check); a user's model its
     outputs on the same inputs (models.parity.output_check: whole where `arrays` has
-    them by variant, launch/outputs.py). Others as they are."""
+    them by variant, launch/outputs.py); a task that trains part of the model (LoRA's
+    adapters) the number of parameters each trained (`trained_params`). Others as they
+    are."""
     tokens = {
         r.case.variant: list(r.settings["generated_tokens"])
         for r in results
@@ -187,7 +189,7 @@ def check_outputs(
     for r in results:
         if isinstance(r.settings.get("output_sample"), dict):
             samples.setdefault(r.case.numerics, {})[r.case.variant] = r.settings["output_sample"]
-    checked: dict[str, tuple[str, str]] = {}
+    checked: dict[str, dict[str, str]] = {}
     margins = {
         r.case.variant: list(r.settings["token_margins"])
         for r in results
@@ -200,28 +202,49 @@ def check_outputs(
     )
     found_tokens = token_check(tokens, margins, tolerance or None)
     if found_tokens is not None:
-        checked |= {variant: ("token_check", found_tokens) for variant in tokens}
+        for variant in tokens:
+            checked.setdefault(variant, {})["token_check"] = found_tokens
     for numerics, group in samples.items():
         found_outputs = output_check(group, numerics, arrays)
         if found_outputs is not None:
-            checked |= {variant: ("output_agreement", found_outputs) for variant in group}
+            for variant in group:
+                checked.setdefault(variant, {})["output_agreement"] = found_outputs
+    trained = {
+        r.case.variant: int(r.settings["trained_params"])
+        for r in results
+        if isinstance(r.settings.get("trained_params"), int)
+    }
+    found_trained = trained_check(trained)
+    if found_trained is not None:
+        for variant in trained:
+            checked.setdefault(variant, {})["trained_check"] = found_trained
     out = []
     for r in results:
-        if r.case.variant not in checked:
-            out.append(r)
-            continue
-        name, check = checked[r.case.variant]
-        warning = f"different work across frameworks: {check}"
-        failed = check.startswith("failed")
+        checks = checked.get(r.case.variant, {})
+        failed = tuple(
+            f"different work across frameworks: {c}"
+            for c in checks.values()
+            if c.startswith("failed")
+        )
         out.append(
             r.model_copy(
-                update={
-                    "settings": r.settings | {name: check},
-                    "warnings": (*r.warnings, warning) if failed else r.warnings,
-                }
+                update={"settings": r.settings | checks, "warnings": (*r.warnings, *failed)}
             )
+            if checks
+            else r
         )
     return out
+
+
+def trained_check(trained: Mapping[str, int]) -> str | None:
+    """Whether the variants trained the same number of parameters (a LoRA run's
+    adapters: keras-hub's factorisation in every framework); None with fewer than two."""
+    if len(trained) < 2:
+        return None
+    said = ", ".join(f"{v} {n:,}" for v, n in sorted(trained.items()))
+    if len(set(trained.values())) > 1:
+        return f"failed: they train different numbers of parameters ({said})"
+    return f"passed: each trains {next(iter(trained.values())):,} parameters"
 
 
 def _no_flops(case: Case) -> Work | None:

@@ -118,7 +118,7 @@ class Task:
 
 _TASKS: dict[str, Task] = {}
 _loaded = False
-_BUILT_IN = ("train", "infer", "generate")
+_BUILT_IN = ("train", "infer", "generate", "lora")
 
 
 def register_task(task: Task) -> Task:
