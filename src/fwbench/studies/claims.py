@@ -22,7 +22,6 @@ Where fwbench can see why a pair disagrees (the two sides did different work), i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -205,7 +204,7 @@ def _beside_published(claim: Claim, v: Verdict) -> str:
         return ""
     published = claim.published_ratio
     head = f"; published {claim.a} {published:.2f}x faster"
-    if not math.isfinite(v.ci_high) or v.ci_low <= 0:
+    if v.rules_out() is None:  # no interval to set it beside
         return head
     # This pair's a-over-b speed-up and its interval, whichever side won.
     if v.faster == str(claim.a):
