@@ -295,7 +295,7 @@ class ModelSpec:
     def input_signature(self, dims: Mapping[str, int], index: str = "int64") -> Signature:
         """What it reads at `dims`: its own inputs, or its kind's, token ids in `index`."""
         if self.inputs:
-            return parse_signature(self.signature(dims))
+            return parse_signature(self.inputs.format(**dims))
         return parse_signature(INPUT_KINDS[self.input_kind].signature.format(index=index, **dims))
 
 

@@ -278,7 +278,7 @@ class Workload(ABC):
         return None
 
 
-class LoraWorkload:
+class LoraWorkload(ABC):
     """The task `lora` on a framework's training workload (a mixin, listed first): the
     framework's `add_lora` puts low-rank adapters into the model and freezes the rest
     before the training workload is built, so its optimizer sees the adapters alone.
@@ -296,14 +296,14 @@ class LoraWorkload:
         self.trained_params: int = self.param_count  # type: ignore[has-type]
         self.param_count = whole
 
+    @abstractmethod
     def count(self, model: Any) -> int:
         """The model's trainable parameters, as the framework counts them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def add_lora(self, model: Any, rank: int) -> str:
         """Adapt `model` in place at `rank`; say what was adapted, or raise
         TaskNotImplemented naming why this model cannot be (recorded unsupported)."""
-        raise NotImplementedError
 
     def settings(self) -> dict[str, Any]:
         found: dict[str, Any] = super().settings()  # type: ignore[misc]

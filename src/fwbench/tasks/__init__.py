@@ -116,6 +116,12 @@ class Task:
         )
 
 
+def causal_lm(spec: Any) -> bool:
+    """Whether a model is a causal language model: it declares its context
+    (fwbench.catalog.models.ModelSpec), as the tasks of decoders take them."""
+    return getattr(spec, "context", None) is not None
+
+
 _TASKS: dict[str, Task] = {}
 _loaded = False
 _BUILT_IN = ("train", "infer", "generate", "lora")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwbench.tasks import STEP_TIME, Dimension, Figure, Task, register_task
+from fwbench.tasks import STEP_TIME, Dimension, Figure, Task, causal_lm, register_task
 
 NEW_TOKENS = Dimension(
     "new_tokens",
@@ -25,11 +25,6 @@ NEW_TOKENS = Dimension(
     maximum=1 << 16,
     short="new",
 )
-
-
-def _takes(spec: Any) -> bool:
-    # A causal language model declares its context (fwbench.catalog.models.ModelSpec).
-    return getattr(spec, "context", None) is not None
 
 
 def _fits(case: Any, spec: Any) -> str | None:
@@ -77,7 +72,7 @@ GENERATE = register_task(
         ),
         dimensions=(NEW_TOKENS,),
         units_from=NEW_TOKENS.name,
-        takes=_takes,
+        takes=causal_lm,
         fits=_fits,
     )
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwbench.tasks import Dimension, Task, register_task
+from fwbench.tasks import Dimension, Task, causal_lm, register_task
 
 LORA_RANK = Dimension(
     "lora_rank",
@@ -21,11 +21,6 @@ LORA_RANK = Dimension(
     maximum=4096,
     short="rank",
 )
-
-
-def _takes(spec: Any) -> bool:
-    # A causal language model declares its context (fwbench.catalog.models.ModelSpec).
-    return getattr(spec, "context", None) is not None
 
 
 def _fits(case: Any, spec: Any) -> str | None:
@@ -48,7 +43,7 @@ LORA = register_task(
         ),
         trains=True,
         dimensions=(LORA_RANK,),
-        takes=_takes,
+        takes=causal_lm,
         fits=_fits,
     )
 )
