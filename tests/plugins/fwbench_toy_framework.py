@@ -9,6 +9,8 @@ changes. Loaded through FWBENCH_PLUGINS by tests/frameworks/test_plugin_framewor
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +81,11 @@ class Forward(Workload):
 
 class NumpyAdapter(Adapter):
     name = "numpy"
+
+    def __init__(self) -> None:
+        # FWBENCH_TOY_START_S stands for a framework whose import is slow (TensorFlow's
+        # takes seconds on a busy machine): only a worker makes the adapter.
+        time.sleep(float(os.environ.get("FWBENCH_TOY_START_S", "0")))
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
         # The BLAS pool's size is fixed at import; the worker's OMP_NUM_THREADS set it.

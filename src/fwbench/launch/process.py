@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel
 
 from fwbench.case import Case
-from fwbench.launch.forkserver import ForkServer, ForkServerError
+from fwbench.launch.forkserver import READY_TIMEOUT_S, ForkServer, ForkServerError
 from fwbench.launch.outcome import WorkerFailure
 from fwbench.launch.protocol import CountReport, CountRequest, PeakReport, PeakRequest
 from fwbench.measure import load
@@ -365,10 +365,15 @@ def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None
 def _one_shot(
     request: BaseModel, label: str, env: dict[str, str], timeout_s: float
 ) -> dict[str, Any] | WorkerFailure:
-    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s)
+    # Importing the framework is not the work a time-out is set for (a user's 10 s case on
+    # a busy machine lost TensorFlow's count to its import): as a fork server's, it has
+    # READY_TIMEOUT_S of its own, and timeout_s starts when the worker says it started.
+    worker = WorkerProcess(label, env, time.monotonic() + READY_TIMEOUT_S, READY_TIMEOUT_S)
     try:
         worker.send(request)
-        return worker.receive()["report"]  # type: ignore[no-any-return]
+        while (message := worker.receive()).get("event") == "started":
+            worker.deadline, worker.timeout_s = time.monotonic() + timeout_s, timeout_s
+        return message["report"]  # type: ignore[no-any-return]
     except WorkerGone as gone:
         return gone.failure
     finally:

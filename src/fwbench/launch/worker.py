@@ -261,9 +261,10 @@ def _count_with_flops(adapter: Adapter, framework: str, item: CountItem) -> tupl
     return params, flops
 
 
-def run_count(request: CountRequest) -> CountReport:
+def run_count(request: CountRequest, started: Callable[[], None]) -> CountReport:
     info = get_framework(request.framework)
     adapter = load_adapter(info.name)
+    started()
     counts: list[int | None] = []
     errors: list[str | None] = []
     flops: list[float | None] = []
@@ -287,8 +288,9 @@ def run_count(request: CountRequest) -> CountReport:
     return CountReport(counts=counts, errors=errors, flops=flops, framework_version=info.version())
 
 
-def run_peak(request: PeakRequest) -> PeakReport:
+def run_peak(request: PeakRequest, started: Callable[[], None]) -> PeakReport:
     adapter = load_adapter(request.framework)
+    started()
     settings = adapter.configure(request.device, request.threads) | {"env": _thread_env()}
     results: dict[str, dict[str, Any]] = {}
     for dtype in request.dtypes:
@@ -375,13 +377,18 @@ def main() -> int:
     if isinstance(request, CaseRequest):
         serve_case(request, send, sys.stdin)
         return 0
+
+    def started() -> None:
+        # The framework is imported: the launcher's time-out for the work starts now.
+        send({"event": "started"})
+
     result: BaseModel
     if isinstance(request, CountRequest):
-        result = run_count(request)
+        result = run_count(request, started)
     elif isinstance(request, ServeRequest):
         result = run_serve(request)
     else:
-        result = run_peak(request)
+        result = run_peak(request, started)
     send({"event": "report", "report": result.model_dump()})
     return 0
 
