@@ -70,6 +70,8 @@ def read(case: Case) -> list[Any] | None:
     """In the driver: the outputs the case's worker wrote, or None (none written here)."""
     import numpy as np
 
+    if not _folder:  # no case of this command kept its outputs here
+        return None
     path = path_for(case)
     if not path.is_file():
         return None
@@ -78,4 +80,6 @@ def read(case: Case) -> list[Any] | None:
 
 
 def discard(case: Case) -> None:
-    path_for(case).unlink(missing_ok=True)
+    # A command none of whose cases kept outputs makes no folder to discard them from.
+    if _folder:
+        path_for(case).unlink(missing_ok=True)
