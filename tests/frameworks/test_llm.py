@@ -75,6 +75,16 @@ def test_every_framework_generates_the_same_tokens_from_the_same_weights(
         assert not any(r["different_work"] for r in mine), family
         keras = [r for r in mine if r["framework"] != "torch"]
         assert all("keras-hub" in r["settings"]["kv_cache"] for r in keras), family
+        # A generation's FLOPs, each counted from its own framework's program: keras-hub's
+        # prefill computes the vocabulary's logits at every prompt position (transformers'
+        # at the last only) and its decoding steps attend over the whole static cache, so
+        # TensorFlow's count is the larger (1.18x here). keras-hub's Mixtral runs every
+        # expert on every token and weighs their outputs by the router's choice (5.7x here:
+        # 4 experts where transformers computes the 2 chosen).
+        flops = {r["framework"]: r["work"]["flops_per_step"] for r in mine}
+        assert flops["torch"] and flops["tensorflow"], (family, flops)
+        low, high = (2.0, 8.0) if family == "mixtral" else (1.0, 1.5)
+        assert low <= flops["tensorflow"] / flops["torch"] < high, (family, flops)
 
 
 def test_a_decoder_trains_and_infers_in_every_framework(tmp_path: Path) -> None:

@@ -86,6 +86,11 @@ def cache_bytes(case: Case) -> int | None:
     return 2 * size["layers"] * case.batch_size * positions * size["width"] * per_value
 
 
+# A compiled call (a tf.function), arguments of the shapes it is called with, and how many
+# times one generation calls it.
+Program = tuple[Any, tuple[Any, ...], int]
+
+
 class GenerateWorkload(Workload):
     """One greedy generation per step, timed token by token (see the module's docstring).
 
@@ -110,6 +115,8 @@ class GenerateWorkload(Workload):
             )
         self.new_tokens = new_tokens(case)
         self.prompt_len = case.prompt_len
+        # Where its profile's kernels run (a profiler reads the GPU's plane, not the host's).
+        self.on_gpu = case.device == "cuda"
         self.clock = clock
         self.last_tokens: np.ndarray | None = None  # (batch, new_tokens) of the last step
         self.prompt_ids = prompt(case)
@@ -131,6 +138,13 @@ class GenerateWorkload(Workload):
         """The `count` tokens after `tokens` (the prefill's), every decoding step in one
         compiled loop, read back at its end: (batch, count). Where LOOPS."""
         raise NotImplementedError
+
+    def programs(self) -> list[Program]:
+        """The calls one generation makes, each with arguments of their shapes and how
+        many times it runs (the prefill once, the decoding step for each token after the
+        first): TensorFlow counts a generation's FLOPs from their graphs. Empty where a
+        framework counts no FLOPs from programs."""
+        return []
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         """The model's logits at every position of `ids` (1, length), in one forward pass

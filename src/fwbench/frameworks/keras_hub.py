@@ -210,6 +210,16 @@ class KerasHubGenerate(GenerateWorkload):
         self.cache = None  # the loop kept its cache to itself: the next prefill starts one
         return np.asarray(keras_module().ops.convert_to_numpy(made))
 
+    def programs(self) -> list[generation.Program]:
+        if self.backend != "tensorflow":
+            return []  # JAX's programs take the weights; only TensorFlow counts from graphs
+        token, cache = self._first(self.ids)
+        first_step = self.at[self.prompt_len]
+        return [
+            (self._first, (self.ids,), 1),
+            (self._following, (token, cache, first_step), self.new_tokens - 1),
+        ]
+
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         return np.asarray(logits_of(self.model, ids))
 

@@ -123,7 +123,6 @@ class TensorFlowGenerate(GenerateWorkload):
         self.model = model
         keras_gpt.load_weights(model, generation.weights(case))
         self.param_count = count_trainable(model)
-        self.on_gpu = case.device == "cuda"
         with tf.device(device_name):
             self.ids = tf.constant(generation.prompt(case))
         context = self.prompt_len + self.new_tokens
@@ -153,6 +152,13 @@ class TensorFlowGenerate(GenerateWorkload):
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
         self.token, self.cache = self.following(self.token, self.cache, self.positions[position])
         return np.asarray(self.token.numpy())
+
+    def programs(self) -> list[generation.Program]:
+        token, cache = self.first(self.ids)
+        return [
+            (self.first, (self.ids,), 1),
+            (self.following, (token, cache, self.positions[0]), self.new_tokens - 1),
+        ]
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         return np.asarray(logits_of(self.model, ids))
@@ -395,15 +401,13 @@ class TensorFlowAdapter(Adapter):
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         method = "fwbench graph counter (convolutions and matmuls, from op shapes)"
-        if isinstance(workload, TensorFlowGenerate):
-            # The prefill once, then a decoding step for each token after the first.
-            if workload.cache is None:
-                workload.step()
-            first = _graph_of(workload.first, workload.ids)
-            following = _graph_of(
-                workload.following, workload.token, workload.cache, workload.positions[0]
-            )
-            return _sized(first) + (workload.new_tokens - 1) * _sized(following), method
+        if isinstance(workload, GenerateWorkload):
+            # The prefill once, then a decoding step for each token after the first (the
+            # zoo's GPT-2 and a decoder keras-hub read alike).
+            programs = workload.programs()
+            if not programs:
+                raise ValueError(f"{type(workload).__name__} gives no programs to count")
+            return sum(n * _sized(_graph_of(fn, *args)) for fn, args, n in programs), method
         assert isinstance(workload, TensorFlowWorkload)
         fn = workload.fn if workload.graph else tf.function(workload.raw_fn)
         return _sized(fn.get_concrete_function(workload.x, workload.y).graph), method
@@ -437,7 +441,7 @@ class TensorFlowAdapter(Adapter):
             space = xplane_pb2.XSpace()
             with open(files[-1], "rb") as trace:
                 space.ParseFromString(trace.read())
-        on_gpu = isinstance(workload, TensorFlowWorkload | TensorFlowGenerate) and workload.on_gpu
+        on_gpu = isinstance(workload, TensorFlowWorkload | GenerateWorkload) and workload.on_gpu
         events: list[Event] = []
         span = (0.0, 0.0)
         phases: dict[str, list[tuple[float, float]]] = {}
