@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
-from fwbench.launch import counting
+from fwbench.launch import counting, process
 from fwbench.launch.protocol import CountItem
 
 
@@ -26,3 +29,25 @@ def test_a_count_that_never_ends_is_stopped_after_the_time_out(
     (count,) = counting.count_params("torch", [item], timeout_s=1.0)
     assert count.params is None and not count.definitive
     assert count.error == "timeout: no result after 1 s; worker stopped"
+
+
+def test_two_lines_written_at_once_are_both_read_before_the_writer_ends() -> None:
+    # A count worker writes `started` and, a moment later, its report: the launcher may
+    # find both in the pipe at once. The second must be read then, not when the worker
+    # exits (a slow exit turned a finished count into a time-out).
+    read_end, write_end = os.pipe()
+    with os.fdopen(read_end, "rb") as stream:
+        lines = process.LineReader(stream)
+        with os.fdopen(write_end, "wb") as writer:
+            writer.write(b'{"event": "started"}\n{"event": "report"}\n')
+            writer.flush()
+            deadline = time.monotonic() + 1
+            assert lines.next(deadline) == b'{"event": "started"}'
+            assert lines.next(deadline) == b'{"event": "report"}'
+            assert lines.next(time.monotonic() + 0.1) is None  # nothing more by the deadline
+            writer.write(b'{"event": ')
+            writer.flush()
+            assert lines.next(time.monotonic() + 0.1) is None  # half a line is no line
+        with pytest.raises(EOFError):  # the writer has closed its end
+            lines.next(time.monotonic() + 1)
+        lines.close()

@@ -44,9 +44,10 @@ def test_a_workers_descendants_are_its_own_work_not_other_load() -> None:
         proc.wait(10)
     assert mine is not None and others is not None
     # The spinning grandchild is a whole core of the second window's "other" load; the
-    # first counts it as the worker's. (Wide margins: the test machine may be shared.)
+    # first counts it as the worker's. (Wide margins: the test machine may be shared, and
+    # `make test` runs another test process beside this one on two cores.)
     assert others > 0.6
-    assert mine < others - 0.5
+    assert mine < others - 0.3
 
 
 def test_a_process_gone_counts_nothing_and_a_tree_counts_each_process_once() -> None:

@@ -90,6 +90,7 @@ class KerasHubGenerate(GenerateWorkload):
             )
         self._rest: Any = None
         self.rest: Any = None
+        self._raw: tuple[Any, Any] = (None, None)  # TensorFlow's prefill and step, untraced
         # The prefill and the decoding step (each compiled where the backend compiles),
         # and the calls that feed them this generation's prompt, token and cache.
         self._first: Any = None
@@ -160,6 +161,7 @@ class KerasHubGenerate(GenerateWorkload):
         def following(token: Any, cache: Any, position: Any) -> Any:
             return next_of(token[:, None], cache, position)
 
+        self._raw = first, following
         self._first = tf.function(first, jit_compile=xla) if self.compiled else first
         self._following = tf.function(following, jit_compile=xla) if self.compiled else following
         self.ids = tf.constant(ids)
@@ -213,11 +215,14 @@ class KerasHubGenerate(GenerateWorkload):
     def programs(self) -> list[generation.Program]:
         if self.backend != "tensorflow":
             return []  # JAX's programs take the weights; only TensorFlow counts from graphs
-        token, cache = self._first(self.ids)
-        first_step = self.at[self.prompt_len]
+        # The last generation's cache where it is kept (none after a compiled loop): no
+        # second cache beside it. The Python functions, traced afresh for the count, so
+        # the measured tf.functions' trace counts stay the measurement's.
+        token, cache = (self.token, self.cache) if self.cache is not None else self.first()
+        first, following = self._raw
         return [
-            (self._first, (self.ids,), 1),
-            (self._following, (token, cache, first_step), self.new_tokens - 1),
+            (first, (self.ids,), 1),
+            (following, (token, cache, self.at[self.prompt_len]), self.new_tokens - 1),
         ]
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:

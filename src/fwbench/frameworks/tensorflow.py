@@ -136,6 +136,7 @@ class TensorFlowGenerate(GenerateWorkload):
 
         self.graph = case.mode in ("graph", "xla")
         xla = case.mode == "xla"
+        self._raw = first, following
         self.first: Any = tf.function(first, jit_compile=xla) if self.graph else first
         self.following: Any = tf.function(following, jit_compile=xla) if self.graph else following
         self.positions = [tf.constant(p, tf.int32) for p in range(context)]
@@ -154,10 +155,13 @@ class TensorFlowGenerate(GenerateWorkload):
         return np.asarray(self.token.numpy())
 
     def programs(self) -> list[generation.Program]:
-        token, cache = self.first(self.ids)
+        # As KerasHubGenerate.programs: the kept cache, the functions traced afresh.
+        if self.cache is None:
+            self.prefill()
+        first, following = self._raw
         return [
-            (self.first, (self.ids,), 1),
-            (self.following, (token, cache, self.positions[0]), self.new_tokens - 1),
+            (first, (self.ids,), 1),
+            (following, (self.token, self.cache, self.positions[0]), self.new_tokens - 1),
         ]
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar
 
 from pydantic import BaseModel
 
@@ -170,6 +170,38 @@ def case_env(case: Case) -> dict[str, str]:
     return worker_env(case.threads, case.device) | case.option_env()
 
 
+class LineReader:
+    """The lines a worker writes to a pipe, each read once it is whole, before a deadline.
+
+    Read through a buffer of its own: a file object's readline may take two lines from
+    the pipe at once (a count worker's `started` and its report), and select() would then
+    wait on an empty pipe while the second sat in the file's buffer."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._fd = stream.fileno()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._fd, selectors.EVENT_READ)
+        self._pending = bytearray()
+
+    def next(self, deadline: float) -> bytes | None:
+        """The next line, without its newline; None at the deadline; EOFError when the
+        writer closed the pipe first."""
+        while (end := self._pending.find(b"\n")) < 0:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._selector.select(timeout=remaining):
+                return None
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise EOFError("the worker closed its output")
+            self._pending += chunk
+        line = bytes(self._pending[:end])
+        del self._pending[: end + 1]
+        return line
+
+    def close(self) -> None:
+        self._selector.close()
+
+
 class WorkerProcess:
     """One worker: send JSON lines to it, receive JSON lines from it, before a deadline.
 
@@ -229,8 +261,7 @@ class WorkerProcess:
             assert self.proc.stdin is not None and self.proc.stdout is not None
             self.pid, self.stdin, self.stdout = self.proc.pid, self.proc.stdin, self.proc.stdout
             self.launcher = f"spawn ({why_not})" if why_not else "spawn"
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self.stdout, selectors.EVENT_READ)
+        self._lines = LineReader(self.stdout)
         if self._threads is not None and not self._threads.add(self):
             self.close()
             raise WorkersStopped(label)
@@ -244,8 +275,11 @@ class WorkerProcess:
             raise WorkerGone(self._failure()) from None
 
     def receive(self) -> dict[str, Any]:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0 or not self._selector.select(timeout=remaining):
+        try:
+            line = self._lines.next(self.deadline)
+        except EOFError:
+            raise WorkerGone(self._failure()) from None
+        if line is None:
             self.kill()
             raise WorkerGone(
                 WorkerFailure(
@@ -254,9 +288,6 @@ class WorkerProcess:
                     self.log_tail(),
                 )
             )
-        line = self.stdout.readline()
-        if not line:
-            raise WorkerGone(self._failure())
         message: dict[str, Any] = json.loads(line)
         return message
 
@@ -284,7 +315,7 @@ class WorkerProcess:
         self.kill()
         if self._threads is not None:
             self._threads.discard(self)
-        self._selector.close()
+        self._lines.close()
         for stream in (self.stdin, self.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
@@ -367,8 +398,10 @@ def _one_shot(
 ) -> dict[str, Any] | WorkerFailure:
     # Importing the framework is not the work a time-out is set for (a user's 10 s case on
     # a busy machine lost TensorFlow's count to its import): as a fork server's, it has
-    # READY_TIMEOUT_S of its own, and timeout_s starts when the worker says it started.
-    worker = WorkerProcess(label, env, time.monotonic() + READY_TIMEOUT_S, READY_TIMEOUT_S)
+    # READY_TIMEOUT_S of its own (or the user's time-out, where longer), and timeout_s
+    # starts when the worker says it started.
+    start_s = max(READY_TIMEOUT_S, timeout_s)
+    worker = WorkerProcess(label, env, time.monotonic() + start_s, start_s)
     try:
         worker.send(request)
         while (message := worker.receive()).get("event") == "started":

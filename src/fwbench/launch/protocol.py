@@ -1,7 +1,9 @@
 """Messages between the launcher and a worker, as JSON lines.
 
-The launcher writes a request as the first line of the worker's stdin. A count, peak or
-serve request is answered by one `report` line. A case request is answered by `built`
+The launcher writes a request as the first line of the worker's stdin. A serve request
+is answered by one `report` line; a count or peak request by `started` once the worker
+has imported its framework (the time-out for the work starts there), then one `report`
+line. A case request is answered by `built`
 once the worker has built the workload (or by a `report` if that failed); then the
 driver (fwbench.launch.local) decides what follows, and the worker answers:
 `{"op": "calibrate", "timing": {...}}` with `calibrated` and the `prepared` first step,
