@@ -41,7 +41,7 @@ browser:
 
 # Two test processes, each a test file at a time (a file's module fixtures built once):
 # most of a test's time is a framework's import or compilation in one thread, so two
-# overlap on two cores (the suite took 40 min so, against 61-68 min in one process).
+# overlap on two cores (the suite took 40-48 min so, against 61-68 min in one process).
 TEST_PROCESSES ?= 2
 test: lint browser
 	FWBENCH_ARTIFACTS=$(RESULTS)/test-artifacts $(BIN)/pytest -n $(TEST_PROCESSES) --dist loadfile
