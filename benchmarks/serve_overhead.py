@@ -20,8 +20,8 @@ from fwbench.case import Case
 from fwbench.frameworks import load_adapter
 from fwbench.measure import stats
 from fwbench.measure.settings import TimingConfig
+from fwbench.scenario.spec import ServeSpec
 from fwbench.serve.loadgen import LoadGen, Served
-from fwbench.serve.spec import ServeSpec
 
 
 def main() -> None:

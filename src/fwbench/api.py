@@ -1,5 +1,5 @@
 """run_cases and serve_points: validated cases (or serving points) in, stored Results
-(or ServingResults) out. The CLI and tests call these.
+(a serving point's with its `serving` part) out. The CLI and tests call these.
 
 Each run is a worker process of its own; whatever happens to a case becomes its Result,
 stored in one transaction as its runs come in (rewritten in place after each round), so
@@ -28,8 +28,7 @@ from fwbench.launch.protocol import GroupRequest
 from fwbench.launch.serving import Point, build_result, request_of
 from fwbench.measure.settings import TimingConfig
 from fwbench.result import Result
-from fwbench.serve.result import ServingResult
-from fwbench.serve.spec import point_key
+from fwbench.scenario.spec import point_key
 from fwbench.store.db import ResultStore
 
 EXECUTORS = ("local", "ray")
@@ -267,7 +266,7 @@ def done_points(store: ResultStore, options: RunOptions) -> set[str]:
     if not options.resume:
         return set()
     latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
-    return {k for k, r in latest.items() if _done(options, r.status, r.unfinished)}
+    return {k for k, r in latest.items() if _done(options, r.status, r.served.unfinished)}
 
 
 def _point_workload(point: Point) -> Any:
@@ -283,7 +282,7 @@ def serve_points(
     options: RunOptions | None = None,
     on_start: Callable[[Case], None] | None = None,
     on_status: Callable[[str], None] | None = None,
-) -> Iterator[ServingResult]:
+) -> Iterator[Result]:
     """Serve each point in `runs` runs (the frameworks and modes of one workload taking
     turns, with `options.interleave`), by the same executor and rounds as run_cases; store
     its record as its runs come in, and yield it once its runs are done. LoadGen's logs
@@ -303,7 +302,7 @@ def serve_points(
     again = {
         k: r.result_id
         for k, r in {r.point_key: r for r in store.serving()}.items()
-        if options.resume and not _done(options, r.status, r.unfinished)
+        if options.resume and not _done(options, r.status, r.served.unfinished)
     }
     ids = [
         [again.get(point_key(p.case, p.spec)) or uuid.uuid4().hex for p in group]

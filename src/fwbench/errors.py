@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Literal
+
+# How a case, a serving point or one of their runs ended: ok, or the kind of failure.
+Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
 
 
 class FwbenchError(Exception):

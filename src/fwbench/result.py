@@ -19,14 +19,14 @@ so `Result.from_record` reads exported JSON of every earlier version):
      median, start-up, launcher, other processes' load); step_time_s is the geometric
      mean of the run medians with a t interval over runs (ci_method says which); samples
      are every run's blocks. Results of version <= 6 read as one run.
-  8  serving results (fwbench.serve.result.ServingResult): a record of their own, in
+  8  serving results (fwbench.scenario.record.Result): a record of their own, in
      a table of their own; the case record is unchanged.
   9  tracked: results of trackers the record has no field of its own for (plugins'
      trackers, fwbench.measure.trackers), by tracker name; {} before.
  10  case options: the framework's own switches the case set (`--options onednn=off`),
      None before (the framework decided); part of the key only when set.
  11  invocation_id in place of run_id (the id of the command invocation that recorded
-     the result; "run" now means a worker process only), in Result and ServingResult.
+     the result; "run" now means a worker process only), in Result and Result.
      Records of earlier versions are read with their run_id as invocation_id.
  12  case task_dims: the task's own dimensions (fwbench.tasks, e.g. a generation's
      `new_tokens=32`), None for tasks without any (every task before this version).
@@ -56,17 +56,23 @@ so `Result.from_record` reads exported JSON of every earlier version):
      declares), in place of the fields input_size, seq_len, vocab_size, freq_bins and
      num_classes, which records of earlier versions hold and are read into it. A case's
      key lists them as before, so it is unchanged.
+ 20  serving: a serving point's record is a Result, its scenario's part in `serving`
+     (fwbench.scenario.record.Serving: the spec and point key, LoadGen's runs and the
+     figures over them), None for a case. Serving records of earlier versions, their
+     scenario's fields beside the case's, are read into it (serving_of_old).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
 
 from fwbench.case import Case
+from fwbench.errors import Status
 from fwbench.explain.breakdown import Breakdown
 from fwbench.measure import verdicts
 from fwbench.measure.energy import Energy
@@ -75,10 +81,11 @@ from fwbench.measure.settings import PART_OF, TimingConfig
 from fwbench.measure.timing import RunTiming
 from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
+from fwbench.scenario.record import Serving, serving_of_old
+from fwbench.scenario.spec import point_key
 from fwbench.tasks import STEP_TIME, verdict_figure
 
-SCHEMA_VERSION = 19
-Status = Literal["ok", "oom", "error", "timeout", "unsupported"]
+SCHEMA_VERSION = 20
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
 INVOCATION_ID_SINCE = 11
@@ -107,6 +114,12 @@ def settings_of_old(timing_config: dict[str, Any]) -> TimingConfig:
     as nothing could read it.)"""
     known = {k: v for k, v in timing_config.items() if k in PART_OF}
     return TimingConfig.model_validate(UNRECORDED.flat() | known)
+
+
+def cases_and_points(results: Sequence[Result]) -> tuple[list[Result], list[Result]]:
+    """`results` split into the cases' (a measurement) and the serving points' (a
+    `serving` part), each in its order: the views that read both read each its own way."""
+    return [r for r in results if r.serving is None], [r for r in results if r.serving]
 
 
 def invocation_id_of_old(record: dict[str, Any]) -> dict[str, Any]:
@@ -322,11 +335,28 @@ class Result(BaseModel):
     reading: Reading = UNRECORDED.reading
     # Trackers without a field above (fwbench.measure.trackers), validated by their model.
     tracked: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # A serving point's (`fwbench serve`, a sweep's `serve`): its scenario, LoadGen runs
+    # and figures, in place of a measurement. None: a case's.
+    serving: Serving | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored(cls, data: Any) -> Any:
+        # A serving row's record, read back from JSON: the case as stored, not
+        # re-validated (its model's plugin may not be loaded here), and the shape of
+        # earlier versions read as today's.
+        if not isinstance(data, dict):
+            return data
+        if isinstance(data.get("case"), dict):
+            data = {**data, "case": Case.stored(data["case"])}
+        return serving_of_old(invocation_id_of_old(data))
 
     @model_validator(mode="after")
     def _consistent(self) -> Result:
-        if self.status == "ok" and self.measurement is None:
-            raise ValueError("an ok result needs its measurement")
+        if self.serving is not None and self.measurement is not None:
+            raise ValueError("a serving point's result has its serving part, no measurement")
+        if self.status == "ok" and self.measurement is None and self.serving is None:
+            raise ValueError("an ok result needs its measurement (or its serving part)")
         if self.status != "ok" and not self.error:
             raise ValueError(f"a {self.status} result needs its reason in `error`")
         return self
@@ -334,6 +364,19 @@ class Result(BaseModel):
     @property
     def case_key(self) -> str:
         return self.case.key()
+
+    @property
+    def served(self) -> Serving:
+        """The serving part of a serving point's result (raises for a case's: read it
+        where only serving points are, as the store's `serving()` gives them)."""
+        if self.serving is None:
+            raise ValueError(f"{self.case_key} is a case's result, not a serving point's")
+        return self.serving
+
+    @property
+    def point_key(self) -> str:
+        """A serving point's key (its case and scenario settings)."""
+        return self.served.point_key
 
     @property
     def throughput(self) -> float | None:
@@ -439,6 +482,9 @@ class Result(BaseModel):
             "reading": self.reading.model_dump(),
             "tracked": self.tracked,
         }
+        if self.serving is not None:
+            # A serving point's part; a case's record has none (its table has no column).
+            record["serving"] = self.serving.model_dump(mode="json")
         return record
 
     @classmethod
@@ -464,8 +510,8 @@ class Result(BaseModel):
                 f"schema_version: {version!r} is not one this fwbench reads "
                 f"(1 to {SCHEMA_VERSION})" + ("; a newer fwbench wrote it?" if newer else "")
             )
-        record = invocation_id_of_old(record)
-        if version < SETTINGS_SINCE:
+        record = serving_of_old(invocation_id_of_old(record))
+        if version < SETTINGS_SINCE and record.get("serving") is None:
             old = settings_of_old(record.get("timing_config") or {})
             record = {
                 **{k: v for k, v in record.items() if k != "timing_config"},
@@ -493,6 +539,17 @@ class Result(BaseModel):
         return result
 
     def _check_derived(self, record: dict[str, Any]) -> None:
+        if self.serving is not None:
+            expected = point_key(self.case, self.serving.spec)
+            if self.serving.point_key != expected:
+                raise ValueError(
+                    f"point_key {self.serving.point_key!r} is not its case's and settings' "
+                    f"({expected!r}); was it edited?"
+                )
+        if not self.result_id.strip():
+            # An id is what a later import skips a record by: two records without one
+            # would be taken for one, and the second silently dropped.
+            raise ValueError("result_id: empty or missing; every record needs its own id")
         for key, ours in (
             ("case_key", self.case_key),
             ("global_batch_size", self.case.global_batch_size),

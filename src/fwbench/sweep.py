@@ -30,7 +30,7 @@ from fwbench.catalog.sources import source_of
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError, duration_seconds, positive_seconds
 from fwbench.measure.settings import PART_OF, PARTS, TimingConfig
-from fwbench.serve.spec import ServeSpec, check_point
+from fwbench.scenario.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
 from fwbench.tasks.train import TRAIN
 

@@ -32,23 +32,24 @@ def test_serve_measures_every_scenario_per_framework_and_keeps_loadgens_logs(
     proc = fwbench(*args, "--db", str(db), "--report", str(report), "--json", env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     records = json.loads(proc.stdout)
-    assert {(r["framework"], r["spec"]["scenario"]) for r in records} == {
+    assert {(r["framework"], r["serving"]["spec"]["scenario"]) for r in records} == {
         (fw, s) for fw in ("torch", "tensorflow") for s in ("single_stream", "server", "offline")
     }
     for r in records:
+        s = r["serving"]
         assert r["status"] == "ok", r["error"]
-        assert len(r["runs"]) == 2 and all(run["launcher"] for run in r["runs"])
-        assert all(run["other_cpu_cores"] is not None for run in r["runs"])
-        assert r["overhead_s"] < 1e-3  # LoadGen's own cost, measured on a no-op model
-        if r["spec"]["scenario"] != "offline":
-            p90 = r["latency_s"]["90.00"]
+        assert len(s["runs"]) == 2 and all(run["launcher"] for run in s["runs"])
+        assert all(run["other_cpu_cores"] is not None for run in s["runs"])
+        assert s["overhead_s"] < 1e-3  # LoadGen's own cost, measured on a no-op model
+        if s["spec"]["scenario"] != "offline":
+            p90 = s["latency_s"]["90.00"]
             assert 0 < p90["ci_low"] <= p90["value"] <= p90["ci_high"] and p90["runs"] == 2
-        assert r["samples_per_s"]["value"] > 0
-        summaries = list(Path(r["log_dir"]).glob("run*/*/mlperf_log_summary.txt"))
-        assert len(summaries) == 2, r["log_dir"]
+        assert s["samples_per_s"]["value"] > 0
+        summaries = list(Path(s["log_dir"]).glob("run*/*/mlperf_log_summary.txt"))
+        assert len(summaries) == 2, s["log_dir"]
         assert "MLPerf Results Summary" in summaries[0].read_text()
     # A scenario's two frameworks ran in rounds together: one group each, read paired.
-    groups = {(r["spec"]["scenario"], r["group_id"]) for r in records}
+    groups = {(r["serving"]["spec"]["scenario"], r["serving"]["group_id"]) for r in records}
     assert len(groups) == 3 and all(g for _, g in groups), groups
     with ResultStore(db, read_only=True) as store:
         assert len(store.serving()) == 6
@@ -72,24 +73,34 @@ def test_a_generation_is_served_as_a_stream_with_loadgens_token_latencies(
     records = json.loads(proc.stdout)
     assert len(records) == 4
     for r in records:
-        assert r["status"] == "ok" and r["validity"] == "VALID", (r["error"], r["invalid_reasons"])
-        ttft, tpot = r["ttft_s"]["90.00"], r["tpot_s"]["90.00"]
+        s = r["serving"]
+        assert r["status"] == "ok" and s["validity"] == "VALID", (
+            r["error"],
+            s["invalid_reasons"],
+        )
+        ttft, tpot = s["ttft_s"]["90.00"], s["tpot_s"]["90.00"]
         assert 0 < ttft["ci_low"] <= ttft["value"] <= ttft["ci_high"] and ttft["runs"] == 2
-        assert 0 < tpot["value"] < r["latency_s"]["90.00"]["value"]
+        assert 0 < tpot["value"] < s["latency_s"]["90.00"]["value"]
         # every query is a batch of one prompt making 8 tokens
-        tokens, samples = r["tokens_per_s"]["value"], r["samples_per_s"]["value"]
+        tokens, samples = (
+            s["tokens_per_s"]["value"],
+            s["samples_per_s"]["value"],
+        )
         assert tokens == pytest.approx(8 * samples, rel=0.05)
-        for run in r["runs"]:
+        for run in s["runs"]:
             (test,) = run["tests"]
             # LoadGen's TPOT: (the query's latency - its first token's) / 7 tokens
             latency = test["mean_latency_s"]
             assert (latency - test["mean_ttft_s"]) / 7 == pytest.approx(
                 test["mean_tpot_s"], rel=0.05
             )
-        detail = next(Path(r["log_dir"]).glob("run0/*/mlperf_log_detail.txt")).read_text()
+        detail = next(Path(s["log_dir"]).glob("run0/*/mlperf_log_detail.txt")).read_text()
         assert '"requested_use_token_latencies", "value": true' in detail
-    server = next(r for r in records if r["spec"]["scenario"] == "server")
-    assert server["spec"]["target_qps"] == 20 and server["tokens_per_s"]["value"] > 0
+    server = next(r for r in records if r["serving"]["spec"]["scenario"] == "server")
+    assert (
+        server["serving"]["spec"]["target_qps"] == 20
+        and server["serving"]["tokens_per_s"]["value"] > 0
+    )
     text = report.read_text()
     assert "## Serving generation: SingleStream token latency" in text
     assert "## Serving generation: token latency at a fixed rate" in text
@@ -105,11 +116,11 @@ def test_a_ttft_bound_no_rate_can_meet_is_recorded_invalid_with_its_reason(
     proc = fwbench(*args, "--duration", "0.2", "--db", str(db), "--json", env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     (record,) = json.loads(proc.stdout)
-    assert record["status"] == "ok" and record["validity"] == "INVALID"
-    assert record["invalid_reasons"][0].startswith(
+    assert record["status"] == "ok" and record["serving"]["validity"] == "INVALID"
+    assert record["serving"]["invalid_reasons"][0].startswith(
         "the TTFT bound 0.001 ms is below the unloaded time to first token"
     )
-    assert record["max_qps"] is None
+    assert record["serving"]["max_qps"] is None
 
 
 def test_a_bound_no_batch_can_meet_is_recorded_invalid_with_its_reason(
@@ -122,9 +133,9 @@ def test_a_bound_no_batch_can_meet_is_recorded_invalid_with_its_reason(
     assert proc.returncode == 0, proc.stderr
     assert "1 run per point" in proc.stderr
     (record,) = json.loads(proc.stdout)
-    assert record["status"] == "ok" and record["validity"] == "INVALID"
-    assert "below the unloaded latency" in record["invalid_reasons"][0]
-    assert record["max_qps"] is None
+    assert record["status"] == "ok" and record["serving"]["validity"] == "INVALID"
+    assert "below the unloaded latency" in record["serving"]["invalid_reasons"][0]
+    assert record["serving"]["max_qps"] is None
 
 
 @pytest.mark.parametrize(
@@ -191,7 +202,7 @@ def test_a_serving_run_beside_a_busy_process_is_flagged(
         spinner.wait()
     assert proc.returncode == 0, proc.stderr
     (record,) = json.loads(proc.stdout)
-    (run,) = record["runs"]
+    (run,) = record["serving"]["runs"]
     assert run["other_cpu_cores"] > 0.5  # the spinner's core
     assert any(w.startswith("busy machine: other processes used") for w in record["warnings"])
 
@@ -225,12 +236,16 @@ def test_a_serving_sweep_killed_mid_point_keeps_its_run_and_resumes_it(
             sweep.kill()
     with ResultStore(db, read_only=True) as store:
         (kept,) = store.serving()
-    assert kept.status == "ok" and kept.unfinished and len(kept.runs) == 1
+    assert kept.status == "ok" and kept.served.unfinished and len(kept.served.runs) == 1
     assert any(w.startswith("unfinished: the command ended after 1 of") for w in kept.warnings)
     proc = fwbench("sweep", str(spec), "--db", str(db), "--resume", "--json", env=plugin_env)
     assert proc.returncode == 0, proc.stderr
     assert "resuming" not in proc.stderr  # the unfinished point is not done
     (record,) = json.loads(proc.stdout)
-    assert record["status"] == "ok" and not record["unfinished"] and len(record["runs"]) == 2
+    assert (
+        record["status"] == "ok"
+        and not record["serving"]["unfinished"]
+        and len(record["serving"]["runs"]) == 2
+    )
     again = fwbench("sweep", str(spec), "--db", str(db), "--resume", env=plugin_env)
     assert again.returncode == 0 and "resuming: 1 of 1 serving points" in again.stderr

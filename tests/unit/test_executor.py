@@ -119,7 +119,7 @@ def test_serving_points_stay_on_this_machine_and_a_group_holds_one_kind(tmp_path
     from fwbench.launch.protocol import GroupRequest
     from fwbench.launch.serving import Point, request_of
     from fwbench.measure.settings import TimingConfig
-    from fwbench.serve.spec import ServeSpec
+    from fwbench.scenario.spec import ServeSpec
 
     point = Point(_case(), ServeSpec.build(scenario="offline"))
     serve = request_of(point, TimingConfig(), 2, tmp_path)

@@ -13,9 +13,10 @@ from fwbench.errors import SpecError
 from fwbench.launch.serving import Point, build_result
 from fwbench.report import markdown
 from fwbench.report.html import render
+from fwbench.result import Result
+from fwbench.scenario.record import LoadGenTest, ServingRun
+from fwbench.scenario.spec import ServeSpec, min_queries, point_key
 from fwbench.serve.loadgen import figures_from_log, fitting, ladder, read_detail_log, search
-from fwbench.serve.result import LoadGenTest, ServingResult, ServingRun
-from fwbench.serve.spec import ServeSpec, min_queries, point_key
 from fwbench.store.db import ResultStore
 
 DATA = Path(__file__).parents[1] / "data"
@@ -160,11 +161,15 @@ def test_a_points_figures_are_over_runs_with_an_interval() -> None:
     point = Point(case(), ServeSpec.build(scenario="server", percentile=0.9))
     runs = [run(0, 0.020, 100.0), run(1, 0.022, 110.0), run(2, 0.021, 90.0)]
     r = build_result(point, runs, [None] * 3, "run", "id", None)
-    assert r.status == "ok" and r.validity == "VALID"
-    p90 = r.latency_s["90.00"]
+    assert r.status == "ok" and r.served.validity == "VALID"
+    p90 = r.served.latency_s["90.00"]
     assert p90.runs == 3 and p90.ci_low < 0.020 < 0.022 < p90.ci_high
-    assert r.max_qps is not None and r.max_qps.ci_low < 90 and r.max_qps.ci_high > 110
-    assert r.overhead_s == 2e-6
+    assert (
+        r.served.max_qps is not None
+        and r.served.max_qps.ci_low < 90
+        and r.served.max_qps.ci_high > 110
+    )
+    assert r.served.overhead_s == 2e-6
 
 
 def test_failed_runs_are_recorded_and_all_failed_is_the_points_status() -> None:
@@ -185,11 +190,13 @@ def test_an_unmeetable_bound_is_an_invalid_point_with_its_reason() -> None:
         ServingRun(index=i, launcher="spawn", status="ok", invalid_reason=why) for i in range(2)
     ]
     r = build_result(point, runs, [None] * 2, "r", "i", None)
-    assert r.status == "ok" and r.validity == "INVALID" and r.invalid_reasons == (why,)
-    assert r.latency_s == {} and r.max_qps is None
+    assert (
+        r.status == "ok" and r.served.validity == "INVALID" and r.served.invalid_reasons == (why,)
+    )
+    assert r.served.latency_s == {} and r.served.max_qps is None
 
 
-def serving_results() -> list[ServingResult]:
+def serving_results() -> list[Result]:
     spec = ServeSpec.build(scenario="server", percentile=0.9)
     out = []
     for fw, p90, rate in (("torch", 0.02, 100.0), ("tensorflow", 0.03, 60.0)):
@@ -211,7 +218,7 @@ def test_serving_results_round_trip_through_the_database(tmp_path: Path) -> None
         ).fetchall()
     assert [b.model_dump() for b in back] == [r.model_dump() for r in results]
     assert flat[0][:2] == ("torch", "server") and flat[0][2] == pytest.approx(
-        results[0].latency_s["90.00"].value
+        results[0].served.latency_s["90.00"].value
     )
 
 
@@ -229,10 +236,10 @@ def test_an_older_database_gains_the_serving_table(tmp_path: Path) -> None:
 
 def test_reports_show_the_verdict_between_frameworks_and_the_curve() -> None:
     results = serving_results()
-    text = markdown.render([], serving=results)
+    text = markdown.render(results)
     assert "## Serving: highest rate under the latency bound" in text
     assert "torch/eager 1.6" in text and "faster" in text
-    page = render([], serving=results)
+    page = render(results)
     assert "Serving: latency against load" in page and "Verdicts" not in page
 
 
@@ -243,7 +250,7 @@ def test_points_measured_in_one_group_are_compared_round_by_round(tmp_path: Path
     # What slowed the machine in a round slowed both points' runs of that round.
     rounds = (1.0, 1.3, 0.8, 1.15)
 
-    def measured(group_id: str | None) -> list[ServingResult]:
+    def measured(group_id: str | None) -> list[Result]:
         out = []
         for fw, p90 in (("torch", 0.020), ("tensorflow", 0.0224)):
             runs = [run(i, p90 * f) for i, f in enumerate(rounds)]
@@ -255,14 +262,14 @@ def test_points_measured_in_one_group_are_compared_round_by_round(tmp_path: Path
     assert _verdict(together, "90.00", False).startswith("torch/eager 1.12x faster")
     # The same values from separate commands: the rounds' swings stay in the interval.
     assert _verdict(measured(None), "90.00", False).startswith("inconclusive")
-    assert "pair the points' runs round by round" in markdown.render([], serving=together)
-    assert "round by round" not in markdown.render([], serving=measured(None))
+    assert "pair the points' runs round by round" in markdown.render(together)
+    assert "round by round" not in markdown.render(measured(None))
     db = tmp_path / "r.duckdb"
     with ResultStore(db) as store:
         for r in together:
             store.add_serving(r)
     with ResultStore(db, read_only=True) as store:
-        assert {r.group_id for r in store.serving()} == {"g1"}
+        assert {r.served.group_id for r in store.serving()} == {"g1"}
         flat = store.con.execute("SELECT DISTINCT group_id FROM serving").fetchall()
     assert flat == [("g1",)]
 
@@ -274,17 +281,17 @@ def test_an_unfinished_point_says_so_and_is_replaced_in_place_as_runs_come_in(
     point = Point(case("torch"), spec)
     runs = [run(i, 0.02 * (1 + i / 100), 100.0) for i in range(3)]
     so_far = build_result(point, runs[:1], [None], "r", "id", None, runs_due=3)
-    assert so_far.unfinished
+    assert so_far.served.unfinished
     assert "unfinished: the command ended after 1 of this point's 3 runs" in so_far.warnings[0]
-    assert "(unfinished after 1 run)" in markdown.render([], serving=[so_far])
+    assert "(unfinished after 1 run)" in markdown.render([so_far])
     done = build_result(point, runs, [None] * 3, "r", "id", None)
-    assert not done.unfinished and not any("unfinished" in w for w in done.warnings)
+    assert not done.served.unfinished and not any("unfinished" in w for w in done.warnings)
     db = tmp_path / "r.duckdb"
     with ResultStore(db) as store:
         store.add_serving(so_far)
         store.add_serving(done)  # the same result_id: the record so far is replaced
         (back,) = store.serving()
-    assert not back.unfinished and len(back.runs) == 3
+    assert not back.served.unfinished and len(back.served.runs) == 3
 
 
 def test_a_sweep_serves_its_cases_and_refuses_training(tmp_path: Path) -> None:
@@ -396,7 +403,7 @@ def test_a_streaming_batch_is_answered_its_first_token_then_whole() -> None:
 
 
 def test_bounds_are_of_the_kind_the_task_answers_with() -> None:
-    from fwbench.serve.spec import check_point
+    from fwbench.scenario.spec import check_point
 
     gen = Case.build(framework="torch", model="gpt2_tiny", task="generate", batch_size=1, seq_len=8)
     tokens = ServeSpec.build(scenario="server", ttft_bound_ms=500, tpot_bound_ms=50)
@@ -434,8 +441,8 @@ def test_rates_within_the_search_resolution_are_not_called_different() -> None:
             run(i, 0.02, rate).model_copy(update={"max_qps_above": rate * 1.10}) for i in range(3)
         ]
         out.append(build_result(Point(case(fw), spec), runs, [None] * 3, "r", fw, None))
-    assert out[0].search_resolution == pytest.approx(0.10)
-    text = markdown.render([], serving=out)
+    assert out[0].served.search_resolution == pytest.approx(0.10)
+    text = markdown.render(out)
     assert "equivalent within ±10%" in text
 
 
@@ -495,7 +502,7 @@ def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile(
     """Served generations: TTFT and TPOT over runs, their own tables (not the query
     latency's), and a fixed-rate verdict read at each group's own bound percentile."""
     from fwbench.report.serving import tables
-    from fwbench.serve.spec import streams
+    from fwbench.scenario.spec import streams
 
     def gen(framework: str) -> Case:
         return Case.build(
@@ -522,8 +529,10 @@ def test_a_generations_points_have_token_tables_each_read_at_its_own_percentile(
                     for i in range(3)]  # fmt: skip
             results.append(build_result(Point(gen(fw), spec), runs, [None] * 3, "r", fw, None))
     r = results[0]
-    assert streams(r.case) and r.ttft("90.00") is not None and r.ttft("90.00").runs == 3
-    assert r.tokens_per_s is not None and r.tokens_per_s.value == pytest.approx(40.0)
+    assert (
+        streams(r.case) and r.served.ttft("90.00") is not None and r.served.ttft("90.00").runs == 3
+    )
+    assert r.served.tokens_per_s is not None and r.served.tokens_per_s.value == pytest.approx(40.0)
     (fixed,) = [t for t in tables(results) if "fixed rate" in t.heading]
     assert fixed.heading == "Serving generation: token latency at a fixed rate"
     verdicts = [row[-2] for row in fixed.rows if row[-2]]
@@ -547,7 +556,7 @@ def test_a_bound_loadgen_cannot_hold_is_refused_before_any_work(setting: dict[st
     arguments", recorded as the case's error): refused up front (issue 43, defect 3)."""
     from pydantic import ValidationError
 
-    from fwbench.serve.spec import ServeSpec
+    from fwbench.scenario.spec import ServeSpec
 
     with pytest.raises(ValidationError, match="less than or equal to"):
         ServeSpec(scenario="server", **setting)

@@ -376,7 +376,44 @@ def test_a_schema_14_serving_point_gains_an_empty_group_and_reads_unpaired(
         rows = store.con.execute("SELECT group_id FROM serving").fetchall()
         points = store.serving()
     assert rows == [(None,)]
-    assert len(points) == 1 and points[0].group_id is None and points[0].status == "ok"
+    assert len(points) == 1 and points[0].served.group_id is None and points[0].status == "ok"
+
+
+def test_a_serving_point_of_schema_19_is_one_record_with_its_serving_part(
+    tmp_path: Path,
+) -> None:
+    """Before schema 20 a serving point was a record of its own, its scenario's fields
+    beside the case's. The migration rewrites the stored record; its old JSON form
+    (`serve --json`, a file kept for import) reads as the same result."""
+    from fwbench.result import Result
+    from fwbench.store.imports import read_records
+
+    db = fixture_db(tmp_path, 19)
+    con = duckdb.connect(str(db))
+    (text,) = con.execute("SELECT record FROM serving").fetchone() or ()
+    con.close()
+    old = json.loads(text)
+    assert "spec" in old and "serving" not in old  # the shape before version 20
+    with ResultStore(db) as store:
+        (point,) = store.serving()
+        (stored,) = store.con.execute("SELECT record FROM serving").fetchone() or ()
+        assert len(store.results()) == 2  # the cases', unchanged
+    assert isinstance(point, Result) and point.measurement is None
+    assert point.status == "ok" and point.schema_version == 19
+    served = point.served
+    assert served.spec.scenario == "single_stream" and len(served.runs) == 2
+    assert served.validity == "VALID" and served.latency("90.00") is not None
+    rewritten = json.loads(stored)
+    assert "spec" not in rewritten and rewritten["serving"]["point_key"] == old["point_key"]
+    # The old `serve --json` form: the case flat, the point's fields beside it.
+    case = old.pop("case")
+    kept = tmp_path / "kept.json"
+    kept.write_text(json.dumps([{**case, **old}]))
+    (imported,) = read_records(kept)
+    assert imported == point
+    # ... and today's: one record, its part under `serving`.
+    assert Result.from_record(point.to_record()) == point
+    assert "step_time_s" in point.to_record() and point.to_record()["step_time_s"] is None
 
 
 def test_an_empty_record_is_not_taken_for_a_newer_fwbench(tmp_path: Path) -> None:

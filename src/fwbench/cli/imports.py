@@ -45,12 +45,12 @@ def command(
 def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
     """Read and check every file, then write them in one transaction: (added, read)."""
     # The work's modules load when it runs: --help reads only the signature.
-    from fwbench.serve.result import ServingResult
+    from fwbench.result import Result
     from fwbench.store.db import ResultStore, Row
     from fwbench.store.imports import iter_records
 
     rows: list[Row] = []
-    points: list[ServingResult] = []
+    points: list[Result] = []
     for path in files:
         task = bar.add_task(f"checking {path.name}", visible=False)
 
@@ -61,7 +61,7 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
 
         # Each result is kept as its row only (100k records: 1.3 GB peak as Results).
         for record in iter_records(path, warn=warn, progress=advance):
-            if isinstance(record, ServingResult):
+            if record.serving is not None:
                 points.append(record)
             else:
                 rows.append(Row.of(record))

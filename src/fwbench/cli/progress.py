@@ -20,7 +20,6 @@ from rich.markup import escape
 
 from fwbench.cli.common import console, progress_bar
 from fwbench.result import Result
-from fwbench.serve.result import ServingResult
 
 # A case running longer than this without a line says it is still running, once per this.
 HEARTBEAT_S = 60.0
@@ -59,16 +58,16 @@ def outcome_of(result: Result) -> tuple[str, str]:
     return result.status, text + (" (DIFFERENT WORK)" if result.different_work else "")
 
 
-def serving_outcome_of(result: ServingResult) -> tuple[str, str]:
+def serving_outcome_of(result: Result) -> tuple[str, str]:
     """A serving point's status, and its result in a few words or its error."""
     if result.status != "ok":
         return result.status, _first_line(result.error)
     parts = []
-    if result.max_qps is not None:
-        parts.append(f"max {result.max_qps.value:.3g} queries/s")
-    elif result.samples_per_s is not None:
-        parts.append(f"{result.samples_per_s.value:.4g} samples/s")
-    p90 = result.latency("90.00")
+    if result.served.max_qps is not None:
+        parts.append(f"max {result.served.max_qps.value:.3g} queries/s")
+    elif result.served.samples_per_s is not None:
+        parts.append(f"{result.served.samples_per_s.value:.4g} samples/s")
+    p90 = result.served.latency("90.00")
     if p90 is not None:
         parts.append(f"p90 latency {p90.value * 1e3:.2f} ms")
     return result.status, ", ".join(parts)

@@ -82,7 +82,7 @@ def command(
             console.print(
                 f"adding study {study}'s reproduction table: its preset made these results"
             )
-    write_report(stored, output, fmt, title, study, serving=served, band=equivalence)
+    write_report([*stored, *served], output, fmt, title, study, band=equivalence)
     points = f" and {len(served)} serving points" if served else ""
     console.print(f"report of {len(stored)} results{points} written to {output} ({fmt})")
 

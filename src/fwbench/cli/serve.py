@@ -34,13 +34,13 @@ from fwbench.launch import DEFAULT_TIMEOUT_S
 from fwbench.measure.settings import TimingConfig
 from fwbench.outputs import check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
+from fwbench.scenario.spec import SCENARIOS, ServeSpec, check_point, point_key, point_label
 from fwbench.tasks.infer import INFER
 
 if TYPE_CHECKING:
     from fwbench.api import RunOptions
     from fwbench.launch.serving import Point
-    from fwbench.serve.result import ServingResult
+    from fwbench.result import Result
 
 
 def log_root(db: Path) -> Path:
@@ -53,7 +53,7 @@ def execute_serving(
     db: Path,
     runs: int,
     options: RunOptions,
-) -> list[ServingResult]:
+) -> list[Result]:
     """Serve every point into `db` with a progress bar, storing each as its runs come in
     (api.serve_points: the executor, rounds and resume rule of step-time cases).
     Returns the newest stored result of every point (measured now or resumed)."""
@@ -111,10 +111,10 @@ def execute_serving(
                 on_start=on_start,
                 on_status=progress.status,
             )
-            made: dict[str, ServingResult] = {}
+            made: dict[str, Result] = {}
             for result in served:
                 made[result.point_key] = result
-                label = point_label(result.case, result.spec)
+                label = point_label(result.case, result.served.spec)
                 progress.finished(label, *serving_outcome_of(result))
                 warn_rescued(store, progress.console)
         latest = {r.point_key: r for r in store.serving()}  # oldest first: the newest wins
@@ -124,7 +124,7 @@ def execute_serving(
     return [latest[k] for k in keys if k in latest]
 
 
-def print_tables(results: Sequence[ServingResult], band: float | None = None) -> None:
+def print_tables(results: Sequence[Result], band: float | None = None) -> None:
     """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
     from fwbench.report.terminal import serving_tables
 
@@ -267,5 +267,5 @@ def command(
         print_tables(results)
         console.print(f"LoadGen's logs: {log_root(db)}")
     for path, fmt in zip(reports, formats, strict=True):
-        write_report([], path, fmt, title="fwbench serve", serving=results)
+        write_report(results, path, fmt, title="fwbench serve")
         console.print(f"report written to {path}")

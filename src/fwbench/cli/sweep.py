@@ -26,7 +26,7 @@ from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch import DEFAULT_SPREAD, DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.serve.spec import point_label
+from fwbench.scenario.spec import point_label
 
 if TYPE_CHECKING:
     from fwbench.api import RunOptions
@@ -219,5 +219,5 @@ def _serve(
     for path, fmt in zip(reports, formats, strict=True):
         title = f"fwbench sweep {sweep.name}"
         band = options.timing.reading.band
-        write_report([], path, fmt, title=title, serving=results, band=band)
+        write_report(results, path, fmt, title=title, band=band)
         console.print(f"report written to {path}")

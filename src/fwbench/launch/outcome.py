@@ -4,7 +4,7 @@ The measurement driver (fwbench.launch.local, for single-process and data-parall
 cases and for serving points alike) and the Ray executor produce these; a case's runs
 are already the records that are stored (fwbench.result.Run), and
 fwbench.launch.records and fwbench.launch.serving make the rest of its Result or
-ServingResult.
+Result.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from fwbench.launch.protocol import CaseReport, ServeReport
 from fwbench.result import Run
 
 if TYPE_CHECKING:
-    from fwbench.serve.result import ServingRun
+    from fwbench.scenario.record import ServingRun
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from fwbench.case import Case
+from fwbench.errors import Status
 from fwbench.measure.runs import RunPlan
 from fwbench.measure.settings import TimingConfig
 from fwbench.measure.timing import RunStop, RunTiming
 from fwbench.measure.verdicts import Reading
-from fwbench.result import Status
-from fwbench.serve.spec import ServeSpec
+from fwbench.scenario.spec import ServeSpec
 
 
 class CaseRequest(BaseModel):
@@ -161,7 +161,7 @@ class PeakReport(BaseModel):
 class ServeReport(BaseModel):
     status: Status
     error: str | None = None
-    # fwbench.serve.result.ServingRun's fields but index and launcher (the launcher's).
+    # fwbench.scenario.record.ServingRun's fields but index and launcher (the launcher's).
     run: dict[str, Any] = {}
     param_count: int | None = None
     environment: dict[str, Any] = {}

@@ -30,8 +30,9 @@ from fwbench.launch.protocol import GroupRequest, ServeReport, ServeRequest
 from fwbench.measure import load, stats
 from fwbench.measure.runs import RunPlan, over_runs
 from fwbench.measure.settings import TimingConfig
-from fwbench.serve.result import Figure, ServingResult, ServingRun
-from fwbench.serve.spec import ServeSpec, point_key, point_label
+from fwbench.result import Result
+from fwbench.scenario.record import Figure, Serving, ServingRun
+from fwbench.scenario.spec import ServeSpec, point_key, point_label
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def build_result(
     busy_cores: float = RunPlan().busy_cores,
     runs_due: int | None = None,
     group_id: str | None = None,
-) -> ServingResult:
+) -> Result:
     """The record of one point from its runs (pure; tested on synthetic runs).
 
     `runs_due`: the runs the point was to make, given when the command ended before
@@ -78,22 +79,25 @@ def build_result(
         "result_id": result_id,
         "invocation_id": invocation_id,
         "recorded_at": datetime.now(),
-        "point_key": point_key(point.case, point.spec),
         "case": point.case,
+        "environment": first.environment if first else {},
+        "settings": first.settings if first else {},
+    }
+    served: dict[str, Any] = {
+        "point_key": point_key(point.case, point.spec),
         "spec": point.spec,
         "runs": tuple(runs),
         "log_dir": str(log_dir.resolve()) if log_dir else None,
-        "environment": first.environment if first else {},
-        "settings": first.settings if first else {},
         "unfinished": unfinished,
         "group_id": group_id,
     }
     if not ok:
         failed = runs[0] if runs else None
-        return ServingResult(
+        return Result(
             **common,
             status=failed.status if failed else "error",
             error=(failed.error if failed else None) or "no run reported",
+            serving=Serving(**served),
         )
     warnings = []
     if unfinished:
@@ -131,19 +135,22 @@ def build_result(
         }
 
     overheads = [r.overhead_s for r in ok if r.overhead_s is not None]
-    return ServingResult(
+    return Result(
         **common,
         status="ok",
-        validity="VALID" if valid else "INVALID",
-        invalid_reasons=tuple(reasons),
-        latency_s=over_runs("latency_s"),
-        samples_per_s=figure([t.samples_per_s or 0.0 for t in mains]),
-        ttft_s=over_runs("ttft_s"),
-        tpot_s=over_runs("tpot_s"),
-        tokens_per_s=figure([t.tokens_per_s or 0.0 for t in mains]),
-        max_qps=figure([r.max_qps or 0.0 for r in ok]) if point.spec.searches else None,
-        search_resolution=max(brackets) if brackets else None,
-        overhead_s=stats.median(overheads) if overheads else None,
+        serving=Serving(
+            **served,
+            validity="VALID" if valid else "INVALID",
+            invalid_reasons=tuple(reasons),
+            latency_s=over_runs("latency_s"),
+            samples_per_s=figure([t.samples_per_s or 0.0 for t in mains]),
+            ttft_s=over_runs("ttft_s"),
+            tpot_s=over_runs("tpot_s"),
+            tokens_per_s=figure([t.tokens_per_s or 0.0 for t in mains]),
+            max_qps=figure([r.max_qps or 0.0 for r in ok]) if point.spec.searches else None,
+            search_resolution=max(brackets) if brackets else None,
+            overhead_s=stats.median(overheads) if overheads else None,
+        ),
         param_count=next((r.param_count for r in reports if r and r.param_count), None),
         warnings=tuple(warnings + [w for r in ok for w in r.warnings]),
     )

@@ -26,8 +26,7 @@ from fwbench.report.summary import (
     workload_cells,
     workload_head,
 )
-from fwbench.result import Result
-from fwbench.serve.result import ServingResult
+from fwbench.result import Result, cases_and_points
 from fwbench.studies.claims import load_study, reproduction_table
 from fwbench.tasks import all_tasks, task_names
 
@@ -427,9 +426,9 @@ def _trend_table(panels: list[figures.CurvePanel]) -> str:
     return _table(["workload", "variant", "time per sample vs batch size"], rows)
 
 
-def _environment(results: Sequence[Result], serving: Sequence[ServingResult] = ()) -> str:
+def _environment(results: Sequence[Result], serving: Sequence[Result] = ()) -> str:
     seen: dict[str, list[str]] = {}
-    recorded: list[Result | ServingResult] = [*results, *serving]
+    recorded = [*results, *serving]
     for r in recorded:
         env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True, indent=1)
         seen.setdefault(env, []).append(r.case.label())
@@ -490,12 +489,13 @@ def render(
     results: Sequence[Result],
     title: str = "fwbench report",
     study: str | None = None,
-    serving: Sequence[ServingResult] = (),
     band: float | None = None,
 ) -> str:
-    """The self-contained HTML report; `study` adds that study's reproduction table,
-    `serving` the serving scenarios' tables and latency-throughput curve; `band`: the
-    band verdicts read instead of the one the results recorded."""
+    """The self-contained HTML report of cases' and serving points' results (the points
+    make the serving scenarios' tables and latency-throughput curve); `study` adds that
+    study's reproduction table; `band`: the band verdicts read instead of the one the
+    results recorded."""
+    results, serving = cases_and_points(results)
     sections: list[str] = []
     figs: list[tuple[str, go.Figure | None, str]] = []
     for table in [*serving_report.tables(serving, band), *generation.tables(results, band)]:

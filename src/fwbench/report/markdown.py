@@ -17,8 +17,7 @@ from fwbench.report.summary import (
     workload_cells,
     workload_head,
 )
-from fwbench.result import Result
-from fwbench.serve.result import ServingResult
+from fwbench.result import Result, cases_and_points
 from fwbench.studies.claims import load_study, reproduction_table
 
 _ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`"})
@@ -40,12 +39,13 @@ def render(
     title: str = "fwbench report",
     charts: Sequence[tuple[str, str]] = (),
     study: str | None = None,
-    serving: Sequence[ServingResult] = (),
     band: float | None = None,
 ) -> str:
-    """Markdown; `charts` are (caption, relative path of a PNG) pairs to embed; `study`
-    adds that study's reproduction table, `serving` the serving scenarios' tables;
-    `band`: the band verdicts read instead of the one the results recorded."""
+    """Markdown of cases' and serving points' results (the points make the serving
+    scenarios' tables); `charts` are (caption, relative path of a PNG) pairs to embed;
+    `study` adds that study's reproduction table; `band`: the band verdicts read instead
+    of the one the results recorded."""
+    results, serving = cases_and_points(results)
     variants, rows = summarise(results, band)
     counted = f"{len(results)} results" + (f", {len(serving)} serving points" if serving else "")
     out = [f"# {md(title)}", ""]
@@ -121,7 +121,7 @@ def render(
         out += [f"- {md(g.text())} ({md(g.where())})" for g in grouped]
     out += ["", "## Environment", ""]
     seen: set[str] = set()
-    recorded: list[Result | ServingResult] = [*results, *serving]
+    recorded = [*results, *serving]
     for r in recorded:
         env = json.dumps({"framework": r.case.framework, **r.environment}, sort_keys=True)
         if env not in seen:

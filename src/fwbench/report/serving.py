@@ -1,5 +1,6 @@
 """The serving section of a report: tables and the latency-throughput curve, built once
-from ServingResults and rendered by the HTML and Markdown reports alike."""
+from serving points' Results (their `serving` part) and rendered by the HTML and
+Markdown reports alike."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from dataclasses import dataclass
 from fwbench.case import execution_note
 from fwbench.measure.verdicts import DEFAULT_BAND, Comparison
 from fwbench.report import warnings
-from fwbench.serve.result import Figure, ServingResult
-from fwbench.serve.spec import point_label, streams
+from fwbench.result import Result
+from fwbench.scenario.record import Figure
+from fwbench.scenario.spec import point_label, streams
 
 
 @dataclass(frozen=True)
@@ -38,32 +40,30 @@ def _rate(f: Figure | None) -> str:
     return f"{f.value:.4g} ({f.ci_low:.4g}-{f.ci_high:.4g})"
 
 
-def _validity(r: ServingResult) -> str:
+def _validity(r: Result) -> str:
     if r.status != "ok":
         return f"{r.status}: {r.error}"
     # A killed command's point: its figures (and verdict) read the runs it made.
-    n = len(r.runs)
-    cut = f" (unfinished after {n} run{'' if n == 1 else 's'})" if r.unfinished else ""
-    if r.validity == "VALID":
+    n = len(r.served.runs)
+    cut = f" (unfinished after {n} run{'' if n == 1 else 's'})" if r.served.unfinished else ""
+    if r.served.validity == "VALID":
         return "VALID" + cut
-    return "INVALID: " + "; ".join(r.invalid_reasons or ("see LoadGen's log",)) + cut
+    return "INVALID: " + "; ".join(r.served.invalid_reasons or ("see LoadGen's log",)) + cut
 
 
-def _groups(
-    results: Sequence[ServingResult], streaming: bool | None = None
-) -> list[list[ServingResult]]:
+def _groups(results: Sequence[Result], streaming: bool | None = None) -> list[list[Result]]:
     """The newest result of each point, grouped by workload and scenario; `streaming`:
     only the points whose task streams tokens (True) or does not (False)."""
     newest = {r.point_key: r for r in sorted(results, key=lambda r: r.recorded_at)}
-    found: dict[tuple[object, ...], list[ServingResult]] = {}
+    found: dict[tuple[object, ...], list[Result]] = {}
     for r in newest.values():
         if streaming is None or streams(r.case) == streaming:
-            found.setdefault((r.case.workload_key(), r.spec), []).append(r)
+            found.setdefault((r.case.workload_key(), r.served.spec), []).append(r)
     return list(found.values())
 
 
 def _verdict(
-    group: Sequence[ServingResult],
+    group: Sequence[Result],
     values: str,
     higher_is_better: bool,
     band: float | None = None,
@@ -80,8 +80,8 @@ def _verdict(
         rounds[r.case.variant] = [index for index, _ in found]
     band = DEFAULT_BAND if band is None else band
     if values == "max_qps":
-        band = max([band, *(r.search_resolution or 0.0 for r in group)])
-    groups = {r.case.variant: r.group_id for r in group}
+        band = max([band, *(r.served.search_resolution or 0.0 for r in group)])
+    groups = {r.case.variant: r.served.group_id for r in group}
     verdict = Comparison.of(runs, band=band, rounds=rounds, groups=groups).verdict()
     if verdict is None:
         return ""
@@ -89,14 +89,14 @@ def _verdict(
     return verdict.text() + execution_note(cases[verdict.faster], cases[verdict.slower])
 
 
-def _per_run(r: ServingResult, values: str) -> list[tuple[int, float]]:
+def _per_run(r: Result, values: str) -> list[tuple[int, float]]:
     """Each run's value of `values` with the run's round (ServingRun.index), for the runs
     that have one: max_qps, samples_per_s, tokens_per_s, a latency percentile ("90.00"),
     or a token latency's ("ttft:90.00", "tpot:90.00")."""
     if r.status != "ok":
         return []
     out = []
-    for run in r.runs:
+    for run in r.served.runs:
         main = run.main_test
         kind, _, percentile = values.rpartition(":")
         if values == "max_qps":
@@ -112,7 +112,7 @@ def _per_run(r: ServingResult, values: str) -> list[tuple[int, float]]:
     return out
 
 
-def tables(results: Sequence[ServingResult], band: float | None = None) -> list[Table]:
+def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
     """One table per scenario that was measured, with a verdict per workload; a
     generation's (a streaming task's) in tables of its token latencies."""
     out = [*_query_tables(results, band), *_token_tables(results, band)]
@@ -120,13 +120,13 @@ def tables(results: Sequence[ServingResult], band: float | None = None) -> list[
     if any(
         n > 1
         for g in _groups(results)
-        for n in Counter(r.group_id for r in g if r.group_id).values()
+        for n in Counter(r.served.group_id for r in g if r.served.group_id).values()
     ):
         notes.append(
             "Verdicts pair the points' runs round by round where the points ran in the same "
             "rounds (one command): what slowed the machine in a round slowed both."
         )
-    overheads = [r.overhead_s for r in results if r.overhead_s is not None]
+    overheads = [r.served.overhead_s for r in results if r.served.overhead_s is not None]
     if overheads:
         notes.append(
             "The harness's own latency (a no-op model served the same way): "
@@ -135,7 +135,10 @@ def tables(results: Sequence[ServingResult], band: float | None = None) -> list[
     if out and notes:
         out[0] = Table(out[0].heading, " ".join([out[0].note, *notes]), out[0].head, out[0].rows)
     grouped = warnings.group(
-        (point_label(r.case, r.spec), w) for g in _groups(results) for r in g for w in r.warnings
+        (point_label(r.case, r.served.spec), w)
+        for g in _groups(results)
+        for r in g
+        for w in r.warnings
     )
     if grouped:
         rows = [[g.text(), g.where()] for g in grouped]
@@ -143,20 +146,20 @@ def tables(results: Sequence[ServingResult], band: float | None = None) -> list[
     return out
 
 
-def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[Table]:
+def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
     """Tables of the points whose queries are answered whole (their latency)."""
     out = []
-    single = [g for g in _groups(results, False) if g[0].spec.scenario == "single_stream"]
+    single = [g for g in _groups(results, False) if g[0].served.spec.scenario == "single_stream"]
     if single:
         rows = [
             [
                 r.case.model,
                 str(r.case.batch_size),
                 r.case.variant,
-                _ms(r.latency("50.00")),
-                _ms(r.latency("90.00")),
-                _ms(r.latency("99.00")),
-                _rate(r.samples_per_s),
+                _ms(r.served.latency("50.00")),
+                _ms(r.served.latency("90.00")),
+                _ms(r.served.latency("99.00")),
+                _rate(r.served.samples_per_s),
                 _validity(r),
                 _verdict(g, "90.00", False, band) if i == 0 else "",
             ]
@@ -183,16 +186,16 @@ def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[
                 rows,
             )
         )
-    searched = [g for g in _groups(results, False) if g[0].spec.searches]
+    searched = [g for g in _groups(results, False) if g[0].served.spec.searches]
     if searched:
         rows = [
             [
                 r.case.model,
                 str(r.case.batch_size),
-                r.spec.label(),
+                r.served.spec.label(),
                 r.case.variant,
-                _rate(r.max_qps),
-                _ms(r.latency(f"{r.spec.bound_percentile * 100:.2f}")),
+                _rate(r.served.max_qps),
+                _ms(r.served.latency(_key(r))),
                 _validity(r),
                 _verdict(g, "max_qps", True, band) if i == 0 else "",
             ]
@@ -221,21 +224,21 @@ def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[
     fixed = [
         g
         for g in _groups(results, False)
-        if g[0].spec.scenario == "server" and not g[0].spec.searches
+        if g[0].served.spec.scenario == "server" and not g[0].served.spec.searches
     ]
     if fixed:
         rows = [
             [
                 r.case.model,
                 str(r.case.batch_size),
-                r.spec.label(),
+                r.served.spec.label(),
                 r.case.variant,
-                _rate(r.samples_per_s),
-                _ms(r.latency("50.00")),
-                _ms(r.latency("90.00")),
-                _ms(r.latency("99.00")),
+                _rate(r.served.samples_per_s),
+                _ms(r.served.latency("50.00")),
+                _ms(r.served.latency("90.00")),
+                _ms(r.served.latency("99.00")),
                 _validity(r),
-                _verdict(g, f"{r.spec.bound_percentile * 100:.2f}", False, band) if i == 0 else "",
+                _verdict(g, _key(r), False, band) if i == 0 else "",
             ]
             for g in fixed
             for i, r in enumerate(g)
@@ -260,14 +263,14 @@ def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[
                 rows,
             )
         )
-    offline = [g for g in _groups(results, False) if g[0].spec.scenario == "offline"]
+    offline = [g for g in _groups(results, False) if g[0].served.spec.scenario == "offline"]
     if offline:
         rows = [
             [
                 r.case.model,
                 str(r.case.batch_size),
                 r.case.variant,
-                _rate(r.samples_per_s),
+                _rate(r.served.samples_per_s),
                 _validity(r),
                 _verdict(g, "samples_per_s", True, band) if i == 0 else "",
             ]
@@ -286,15 +289,15 @@ def _query_tables(results: Sequence[ServingResult], band: float | None) -> list[
     return out
 
 
-def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[Table]:
+def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
     """Tables of generations served as streams: LoadGen's time to first token (TTFT),
     time per output token after it (TPOT) and tokens per second, per scenario."""
     out = []
     groups = _groups(results, True)
 
     def rows(
-        kind: list[list[ServingResult]],
-        cells: Callable[[ServingResult], list[str]],
+        kind: list[list[Result]],
+        cells: Callable[[Result], list[str]],
         verdicts: list[tuple[str, bool]],
     ) -> list[list[str]]:
         return [
@@ -314,7 +317,7 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
             for i, r in enumerate(g)
         ]
 
-    single = [g for g in groups if g[0].spec.scenario == "single_stream"]
+    single = [g for g in groups if g[0].served.spec.scenario == "single_stream"]
     if single:
         out.append(
             Table(
@@ -341,17 +344,17 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
                     single,
                     lambda r: [
                         r.case.variant,
-                        _ms(r.ttft("50.00")),
-                        _ms(r.ttft("90.00")),
-                        _ms(r.tpot("50.00")),
-                        _ms(r.tpot("90.00")),
-                        _rate(r.tokens_per_s),
+                        _ms(r.served.ttft("50.00")),
+                        _ms(r.served.ttft("90.00")),
+                        _ms(r.served.tpot("50.00")),
+                        _ms(r.served.tpot("90.00")),
+                        _rate(r.served.tokens_per_s),
                     ],
                     [("ttft:90.00", False), ("tpot:90.00", False)],
                 ),
             )
         )
-    searched = [g for g in groups if g[0].spec.searches]
+    searched = [g for g in groups if g[0].served.spec.searches]
     if searched:
         out.append(
             Table(
@@ -375,17 +378,19 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
                 rows(
                     searched,
                     lambda r: [
-                        r.spec.label(True),
+                        r.served.spec.label(True),
                         r.case.variant,
-                        _rate(r.max_qps),
-                        _ms(r.ttft(_key(r))),
-                        _ms(r.tpot(_key(r))),
+                        _rate(r.served.max_qps),
+                        _ms(r.served.ttft(_key(r))),
+                        _ms(r.served.tpot(_key(r))),
                     ],
                     [("max_qps", True)],
                 ),
             )
         )
-    fixed = [g for g in groups if g[0].spec.scenario == "server" and not g[0].spec.searches]
+    fixed = [
+        g for g in groups if g[0].served.spec.scenario == "server" and not g[0].served.spec.searches
+    ]
     if fixed:
         out.append(
             Table(
@@ -411,19 +416,19 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
                 rows(
                     fixed,
                     lambda r: [
-                        r.spec.label(True),
+                        r.served.spec.label(True),
                         r.case.variant,
-                        _rate(r.tokens_per_s),
-                        _ms(r.ttft("50.00")),
-                        _ms(r.ttft(_key(r))),
-                        _ms(r.tpot("50.00")),
-                        _ms(r.tpot(_key(r))),
+                        _rate(r.served.tokens_per_s),
+                        _ms(r.served.ttft("50.00")),
+                        _ms(r.served.ttft(_key(r))),
+                        _ms(r.served.tpot("50.00")),
+                        _ms(r.served.tpot(_key(r))),
                     ],
                     [("ttft:{key}", False), ("tpot:{key}", False)],
                 ),
             )
         )
-    offline = [g for g in groups if g[0].spec.scenario == "offline"]
+    offline = [g for g in groups if g[0].served.spec.scenario == "offline"]
     if offline:
         out.append(
             Table(
@@ -433,7 +438,7 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
                 ["model", "shape", "batch", "variant", "tokens/s", "LoadGen", "verdict"],
                 rows(
                     offline,
-                    lambda r: [r.case.variant, _rate(r.tokens_per_s)],
+                    lambda r: [r.case.variant, _rate(r.served.tokens_per_s)],
                     [("tokens_per_s", True)],
                 ),
             )
@@ -441,9 +446,9 @@ def _token_tables(results: Sequence[ServingResult], band: float | None) -> list[
     return out
 
 
-def _key(r: ServingResult) -> str:
+def _key(r: Result) -> str:
     """The bound's percentile as LoadGen's log names it ("99.00")."""
-    return f"{r.spec.bound_percentile * 100:.2f}"
+    return f"{r.served.spec.bound_percentile * 100:.2f}"
 
 
 @dataclass(frozen=True)
@@ -455,22 +460,22 @@ class CurvePoint:
     valid: bool
 
 
-def curve(results: Sequence[ServingResult]) -> list[CurvePoint]:
+def curve(results: Sequence[Result]) -> list[CurvePoint]:
     """Latency at the bound's percentile against the rate, every probe of every run of
     the server scenarios: the latency-throughput curve."""
     points = []
     for r in (r for g in _groups(results) for r in g):
-        if r.spec.scenario != "server" or r.status != "ok":
+        if r.served.spec.scenario != "server" or r.status != "ok":
             continue
         key = _key(r)
-        p = f"p{r.spec.bound_percentile * 100:g}"
-        bound = f"{p} bound {r.spec.bound_s * 1e3:g} ms"
-        wait = f"wait {r.spec.wait_s * 1e3:g} ms"
+        p = f"p{r.served.spec.bound_percentile * 100:g}"
+        bound = f"{p} bound {r.served.spec.bound_s * 1e3:g} ms"
+        wait = f"wait {r.served.spec.wait_s * 1e3:g} ms"
         # A generation's queueing shows in its first token: the curve is its TTFT.
         if streaming := streams(r.case):
-            bound = f"{p} TTFT against its bound {r.spec.ttft_bound_s * 1e3:g} ms"
+            bound = f"{p} TTFT against its bound {r.served.spec.ttft_bound_s * 1e3:g} ms"
         panel = f"{r.case.model} max batch {r.case.batch_size}, {bound}, {wait}"
-        for run in r.runs:
+        for run in r.served.runs:
             for t in run.tests:
                 values = t.ttft_s if streaming else t.latency_s
                 if t.target_qps and key in values:

@@ -29,7 +29,6 @@ from fwbench.report.summary import (
     workload_head,
 )
 from fwbench.result import Result
-from fwbench.serve.result import ServingResult
 from fwbench.tasks import STEP_TIME, find_task, get_task
 
 
@@ -97,7 +96,7 @@ def report_tables(results: Sequence[Result]) -> list[Table]:
     return [rich_table(t) for t in generation.tables(results)]
 
 
-def serving_tables(results: Sequence[ServingResult], band: float | None = None) -> list[Table]:
+def serving_tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
     """The serving tables; `band`: the one their verdicts read (a sweep's), else 2%."""
     return [rich_table(t) for t in serving_report.tables(results, band)]
 

@@ -14,7 +14,6 @@ from fwbench.outputs import check_output, is_special, write_atomically
 
 if TYPE_CHECKING:
     from fwbench.result import Result
-    from fwbench.serve.result import ServingResult
 
 FORMATS = ("html", "md")
 
@@ -58,21 +57,22 @@ def write_report(
     fmt: str,
     title: str,
     study: str | None = None,
-    serving: Sequence[ServingResult] = (),
     band: float | None = None,
 ) -> None:
     """A failure leaves no half-written report: everything is built aside, then moved.
 
-    With `study`, the report adds that study's reproduction table (fwbench.studies);
-    with `serving`, the serving scenarios' tables and curve (fwbench.report.serving);
-    with `band`, verdicts read that band instead of the one the results recorded."""
+    `results`: cases' and serving points' alike; the points make the serving
+    scenarios' tables and curve (fwbench.report.serving). With `study`, the report adds
+    that study's reproduction table (fwbench.studies); with `band`, verdicts read that
+    band instead of the one the results recorded."""
     # The renderers load here: plotly and matplotlib are for writing a report, and a
     # command that only checks its report path (before a sweep) starts without them.
     from fwbench.report import html, markdown, png
+    from fwbench.result import cases_and_points
 
     check_report_path(output, fmt)
     if fmt == "html":
-        page = html.render(results, title=title, study=study, serving=serving, band=band)
+        page = html.render(results, title=title, study=study, band=band)
         write_atomically(output, lambda tmp: _write(tmp, page), "report")
         return
     target = Path(os.path.realpath(output))
@@ -81,11 +81,9 @@ def write_report(
     # first (write_atomically makes it for the HTML report the same way).
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        charts = png.write_charts(results, Path(tmp) / chart_dir)
+        charts = png.write_charts(cases_and_points(results)[0], Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
-        text = markdown.render(
-            results, title=title, charts=rel, study=study, serving=serving, band=band
-        )
+        text = markdown.render(results, title=title, charts=rel, study=study, band=band)
         write_atomically(output, lambda scratch: _write(scratch, text), "report")
         final_charts = target.parent / chart_dir
         if final_charts.exists():

@@ -1,12 +1,8 @@
-"""Serving scenarios: latency under load, driven by MLPerf LoadGen, per framework.
+"""Serving scenarios' worker side: `loadgen` builds the model, runs MLPerf LoadGen against
+it and reads LoadGen's log (imports `mlperf_loadgen` and the framework; workers only).
 
-- `spec`: what a scenario asks for (SingleStream, Server, Offline) and its settings;
-- `loadgen`: the worker side, which builds the model, runs LoadGen against it and
-  reads LoadGen's log (imports `mlperf_loadgen` and the framework; workers only);
-- the launcher side, which runs each point in several worker processes (runs),
-  frameworks alternating, and builds the record, is `fwbench.launch.serving`;
-- `result`: that record (`ServingResult`), stored in the results database's `serving`
-  table and read by every view.
-
+What a scenario asks for and what its record holds are fwbench.scenario; the launcher
+side, which runs each point in several worker processes (runs), frameworks alternating,
+and builds the record (a Result with its `serving` part), is fwbench.launch.serving.
 See docs/serving.md.
 """

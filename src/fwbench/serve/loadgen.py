@@ -30,8 +30,8 @@ from fwbench.case import Case
 from fwbench.frameworks.base import Workload
 from fwbench.measure import stats
 from fwbench.measure.timing import RunTiming, prepare, run_block
-from fwbench.serve.result import PERCENTILES, LoadGenTest
-from fwbench.serve.spec import ServeSpec, min_queries
+from fwbench.scenario.record import PERCENTILES, LoadGenTest
+from fwbench.scenario.spec import ServeSpec, min_queries
 from fwbench.tasks import find_task
 
 # The QSL's size: samples are indices into nothing (the inputs are bound to the model).

@@ -24,7 +24,6 @@ from fwbench.result import (
     Run,
     StepTime,
 )
-from fwbench.serve.result import ServingResult
 from fwbench.store import columns, interrupts, schema, snapshot
 from fwbench.store.rescue import Rescue
 from fwbench.store.schema import CREATE_V1, MIGRATIONS
@@ -348,7 +347,7 @@ class ResultStore:
         rows: Sequence[Row],
         command: str,
         progress: Callable[[int], None] | None = None,
-        serving: Sequence[ServingResult] = (),
+        serving: Sequence[Result] = (),
     ) -> int:
         """`add_many` of results already made rows (Row.of): an import of many holds its
         rows, which take less memory than the Results they were made from.
@@ -411,7 +410,7 @@ class ResultStore:
         marks = ", ".join("?" for _ in peak)
         self._transaction([(f"INSERT INTO peaks ({cols}) VALUES ({marks})", list(peak.values()))])
 
-    def add_serving(self, result: ServingResult) -> None:
+    def add_serving(self, result: Result) -> None:
         """Store one serving point atomically (its record, and flat columns derived from
         it), in place of the one stored under its result_id (its runs so far)."""
         row = _serving_row(result)
@@ -447,16 +446,14 @@ class ResultStore:
                 self.on_skip(message)
         return None
 
-    def serving(self, invocation_id: str | None = None) -> list[ServingResult]:
+    def serving(self, invocation_id: str | None = None) -> list[Result]:
         sql = "SELECT record, result_id FROM serving"
         params: list[Any] = []
         if invocation_id is not None:
             sql += " WHERE invocation_id = ?"
             params.append(invocation_id)
         rows = self.con.execute(sql + " ORDER BY recorded_at, result_id", params).fetchall()
-        found = (
-            self._read_row("serving", r[1], ServingResult.model_validate_json, r[0]) for r in rows
-        )
+        found = (self._read_row("serving", r[1], Result.model_validate_json, r[0]) for r in rows)
         return [r for r in found if r is not None]
 
     def best_peak(self, host_key: str, device: str, dtype: str, threads: int) -> float | None:
@@ -524,17 +521,18 @@ class ResultStore:
         ]
 
 
-def _serving_row(r: ServingResult) -> dict[str, Any]:
-    server = r.spec.scenario == "server" or None  # the server's settings, else NULL
+def _serving_row(r: Result) -> dict[str, Any]:
+    s = r.served
+    server = s.spec.scenario == "server" or None  # the server's settings, else NULL
 
     def p(name: str) -> float | None:
-        found = r.latency(name)
+        found = s.latency(name)
         return found.value if found else None
 
     return {
         "result_id": r.result_id,
         "invocation_id": r.invocation_id,
-        "point_key": r.point_key,
+        "point_key": s.point_key,
         "recorded_at": r.recorded_at,
         "framework": r.case.framework,
         "model": r.case.model,
@@ -543,20 +541,20 @@ def _serving_row(r: ServingResult) -> dict[str, Any]:
         "device": r.case.device,
         "threads": r.case.threads,
         "precision": r.case.precision or "fp32",
-        "scenario": r.spec.scenario,
-        "target_qps": r.spec.target_qps,
-        "latency_bound_ms": server and r.spec.bound_s * 1e3,
-        "percentile": server and r.spec.bound_percentile,
-        "max_wait_ms": server and r.spec.wait_s * 1e3,
-        "duration_s": r.spec.duration_s,
+        "scenario": s.spec.scenario,
+        "target_qps": s.spec.target_qps,
+        "latency_bound_ms": server and s.spec.bound_s * 1e3,
+        "percentile": server and s.spec.bound_percentile,
+        "max_wait_ms": server and s.spec.wait_s * 1e3,
+        "duration_s": s.spec.duration_s,
         "status": r.status,
-        "validity": r.validity,
+        "validity": s.validity,
         "p50_s": p("50.00"),
         "p90_s": p("90.00"),
         "p99_s": p("99.00"),
-        "samples_per_s": r.samples_per_s.value if r.samples_per_s else None,
-        "max_qps": r.max_qps.value if r.max_qps else None,
-        "group_id": r.group_id,
+        "samples_per_s": s.samples_per_s.value if s.samples_per_s else None,
+        "max_qps": s.max_qps.value if s.max_qps else None,
+        "group_id": s.group_id,
         "record": r.model_dump_json(),
     }
 

@@ -14,7 +14,6 @@ from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import find_model
 from fwbench.errors import FwbenchError, StoreError
 from fwbench.result import Result
-from fwbench.serve.result import ServingResult
 from fwbench.store import columns
 from fwbench.tasks import find_task
 
@@ -25,7 +24,7 @@ def read_records(
     path: Path,
     warn: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> list[Result | ServingResult]:
+) -> list[Result]:
     """Every record in a JSON export, as `iter_records` reads them."""
     return list(iter_records(path, warn, progress))
 
@@ -34,10 +33,10 @@ def iter_records(
     path: Path,
     warn: Callable[[str], None] | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> Iterator[Result | ServingResult]:
+) -> Iterator[Result]:
     """Every record in a JSON export (`fwbench export`, `run --json`, `results --json`,
     `serve --json`, a file of results kept when their database was full), each validated
-    as a record made here is (Result.from_record, ServingResult.from_record), and checked
+    as a record made here is (Result.from_record, a serving point's too), and checked
     to fit the database's columns. `warn` hears of cases of models no loaded plugin registers;
     `progress` hears (records read, records in the file) every PROGRESS_EVERY records.
 
@@ -84,20 +83,17 @@ def iter_records(
             progress(i, len(records))
 
 
-def _read(record: dict[str, Any], nul_escaped: bool) -> Result | ServingResult:
+def _read(record: dict[str, Any], nul_escaped: bool) -> Result:
     # No benchmark writes a NUL: it is damage, and tools reading the exports as C strings
     # (terminals, CSV readers) cut text at one.
     for where, text in _strings(record) if nul_escaped else ():
         if "\x00" in text:
             raise ValueError(f"{where}: contains a NUL byte")
-    if ServingResult.is_record(record):
-        # A serving point's (`serve --json`, or kept when its database was full).
-        return ServingResult.from_record(record)
     result = Result.from_record(record)
-    if not result.result_id.strip():
-        # An id is what a later import skips a record by: two records without one would
-        # be taken for one, and the second silently dropped.
-        raise ValueError("result_id: empty or missing; every record needs its own id")
+    if result.serving is not None:
+        # A serving point's (`serve --json`, or kept when its database was full): its
+        # row's columns are the scenario's (store.db._serving_row).
+        return result
     problem = columns.out_of_range(columns.row(result))
     if problem:
         raise ValueError(problem)

@@ -48,6 +48,8 @@ are in one place: fwbench.result. The tables of each version:
      declares). The five columns of the dimensions before it (input_size, num_classes,
      seq_len, vocab_size, freq_bins) stay, as flat copies for SQL users; each row's
      dims is made from them.
+ 20  (no table changes: each serving row's record is a Result's, its scenario's fields in
+     its `serving` part; the records of earlier rows are rewritten so.)
 A file written by an older fwbench is migrated forward on open by MIGRATIONS[v], which
 takes a connection at version v to version v + 1 inside one transaction.
 """
@@ -59,7 +61,8 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from fwbench.result import settings_of_old
+from fwbench.result import invocation_id_of_old, settings_of_old
+from fwbench.scenario.record import serving_of_old
 
 # A new file is created at version 1 and migrated forward, so every migration runs
 # on every new file.
@@ -317,6 +320,20 @@ def _to_v19(con: Any) -> None:
         con.executemany("UPDATE results SET dims = ? WHERE result_id = ?", made)
 
 
+def _to_v20(con: Any) -> None:
+    rows = con.execute("SELECT result_id, record FROM serving").fetchall()
+    made = []
+    for result_id, text in rows:
+        try:
+            record = json.loads(text)
+        except (TypeError, ValueError):
+            continue  # damaged: left as it is, and left out when read (ResultStore._read_row)
+        if isinstance(record, dict):
+            made.append([json.dumps(serving_of_old(invocation_id_of_old(record))), result_id])
+    if made:
+        con.executemany("UPDATE serving SET record = ? WHERE result_id = ?", made)
+
+
 # version v -> function migrating a connection from v to v + 1
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: _to_v2,
@@ -337,6 +354,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     16: _to_v17,
     17: _to_v18,
     18: _to_v19,
+    19: _to_v20,
 }
 
 

@@ -1,16 +1,15 @@
-"""ServingResult: the record of one serving point, built once by the driver and read by
-every view (the `serving` table, `--json`, reports)."""
+"""A serving point's part of its record (`Result.serving`): the scenario it ran, its
+LoadGen runs and the figures over them. The rest of the record (identity, case, status,
+environment) is a case's (fwbench.result.Result)."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from fwbench.case import Case
-from fwbench.result import SCHEMA_VERSION, Status, invocation_id_of_old
-from fwbench.serve.spec import ServeSpec, point_key
+from fwbench.errors import Status
+from fwbench.scenario.spec import ServeSpec
 
 # LoadGen's percentiles, as its log names them (result_<p>_percentile_latency_ns).
 PERCENTILES: tuple[str, ...] = ("50.00", "90.00", "95.00", "97.00", "99.00", "99.90")
@@ -87,18 +86,14 @@ class Figure(BaseModel):
     runs: int = Field(ge=1)
 
 
-class ServingResult(BaseModel):
+class Serving(BaseModel):
+    """What a serving point measured: its scenario and settings (`spec`, keyed with the
+    case by `point_key`), its runs, and the figures over its valid runs."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: int = SCHEMA_VERSION
-    result_id: str
-    invocation_id: str
-    recorded_at: datetime
     point_key: str
-    case: Annotated[Case, SkipValidation]
     spec: ServeSpec
-    status: Status
-    error: str | None = None
     validity: str | None = None  # VALID when every run's figures come from a VALID test
     invalid_reasons: tuple[str, ...] = ()
     latency_s: dict[str, Figure] = Field(default_factory=dict)  # percentile -> figure
@@ -113,7 +108,6 @@ class ServingResult(BaseModel):
     # The rate search's resolution: the widest bracket (above / max_qps - 1) of any run.
     # Rates closer than this are not told apart.
     search_resolution: float | None = None
-    param_count: int | None = None
     runs: tuple[ServingRun, ...] = ()
     log_dir: str | None = None  # LoadGen's logs of each run, beside the database
     # The command ended before the point's runs were all made: the figures are over the
@@ -123,19 +117,6 @@ class ServingResult(BaseModel):
     # round i; ServingRun.index): their verdicts pair runs by round. None: measured alone,
     # or stored before version 15.
     group_id: str | None = None
-    warnings: tuple[str, ...] = ()
-    environment: dict[str, Any] = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _stored_case(cls, data: Any) -> Any:
-        # Read back from JSON: the case as stored, not re-validated (its model's plugin
-        # may not be loaded here), as Result.from_record reads one.
-        if isinstance(data, dict) and isinstance(data.get("case"), dict):
-            data = {**data, "case": Case.stored(data["case"])}
-        # A record stored before version 11 names its invocation run_id.
-        return invocation_id_of_old(data) if isinstance(data, dict) else data
 
     def latency(self, percentile: str) -> Figure | None:
         return self.latency_s.get(percentile)
@@ -146,30 +127,16 @@ class ServingResult(BaseModel):
     def tpot(self, percentile: str) -> Figure | None:
         return self.tpot_s.get(percentile)
 
-    def to_record(self) -> dict[str, Any]:
-        """The JSON form printed by `--json`: the record itself, with the case flat."""
-        record = self.model_dump(mode="json", exclude={"case"})
-        return {**self.case.model_dump(), "point_key": self.point_key, **record}
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> ServingResult:
-        """The inverse of `to_record` (what `fwbench import` reads). The case is validated
-        as an imported result's is (Case.recorded), and a record whose point key is not
-        its case's and settings' is refused: it was edited, and would be stored as a point
-        it is not. Raises ValidationError or ValueError."""
-        case = Case.recorded(record)
-        rest = {k: v for k, v in record.items() if k not in Case.model_fields}
-        result = cls.model_validate({**rest, "case": case.model_dump()})
-        expected = point_key(case, result.spec)
-        if result.point_key != expected:
-            raise ValueError(
-                f"point_key {result.point_key!r} is not its case's and settings' ({expected!r})"
-            )
-        if not result.result_id:
-            raise ValueError("result_id: empty; every record needs its own id")
-        return result
+# The fields a serving record stored before version 20 held beside its case's, now the
+# record's `serving` part.
+SERVING_FIELDS: frozenset[str] = frozenset(Serving.model_fields)
 
-    @staticmethod
-    def is_record(record: dict[str, Any]) -> bool:
-        """Whether a JSON record is a serving point's (it has a point key and settings)."""
-        return "point_key" in record and "spec" in record
+
+def serving_of_old(record: dict[str, Any]) -> dict[str, Any]:
+    """`record`, with a serving record of a version before 20 (its scenario's fields
+    beside the case's, `spec` among them) read into the `serving` part it has now."""
+    if "spec" not in record or "serving" in record:
+        return record
+    rest = {k: v for k, v in record.items() if k not in SERVING_FIELDS}
+    return {**rest, "serving": {k: v for k, v in record.items() if k in SERVING_FIELDS}}
