@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -613,20 +613,20 @@ def _expand(
             raise SpecError(
                 f"{source}: strategy {name} applies to none of the sweep's cases{needs}"
             )
-    for dim in all_dimensions():
-        given = [v for v in _flat(axes[dim]) if v is not None]
-        if given and all(dim not in c.dims for c in cases):
-            raise SpecError(
-                f"{source}: {dim} applies to none of the sweep's models "
-                f"({', '.join(sorted({c.model for c in cases}))})"
-            )
-    for dim in task_dimensions():
-        given = [v for v in _flat(axes[dim]) if v is not None]
-        if given and all(dim not in c.task_values for c in cases):
-            raise SpecError(
-                f"{source}: {dim} applies to none of the sweep's tasks "
-                f"({', '.join(sorted({c.task for c in cases}))})"
-            )
+    # A dimension given a value applies to a case whose model (or task) declares it.
+    owners: list[tuple[Iterable[str], str, Callable[[Case], Iterable[str]], Callable[[Case], str]]]
+    owners = [
+        (all_dimensions(), "models", lambda c: c.dims, lambda c: c.model),
+        (task_dimensions(), "tasks", lambda c: c.task_values, lambda c: c.task),
+    ]
+    for names, what, declared, owner in owners:
+        for dim in names:
+            given = [v for v in _flat(axes[dim]) if v is not None]
+            if given and all(dim not in declared(c) for c in cases):
+                raise SpecError(
+                    f"{source}: {dim} applies to none of the sweep's {what} "
+                    f"({', '.join(sorted({owner(c) for c in cases}))})"
+                )
     if not cases:
         raise SpecError(f"{source}: the sweep expands to no case")
     return cases

@@ -560,3 +560,96 @@ def test_a_bound_loadgen_cannot_hold_is_refused_before_any_work(setting: dict[st
 
     with pytest.raises(ValidationError, match="less than or equal to"):
         ServeSpec(scenario="server", **setting)
+
+
+def _points(
+    p90s: dict[str, list[float]], rates: dict[str, list[float]], tag: str, batch: int = 4
+) -> list[Result]:
+    """A SingleStream point per framework with these per-run p90s, and a rate search per
+    framework with these per-run highest rates."""
+    single = ServeSpec.build(scenario="single_stream")
+    searched = ServeSpec.build(scenario="server", percentile=0.9)
+    out = []
+    for spec, by_framework, p90 in ((single, p90s, None), (searched, rates, 0.02)):
+        for fw, values in by_framework.items():
+            runs = [run(i, p90 or v, None if p90 is None else v) for i, v in enumerate(values)]
+            point = Point(case(fw, batch), spec)
+            rid = f"{fw}-{spec.scenario}-{batch}-{tag}"
+            out.append(build_result(point, runs, [None] * len(runs), tag, rid, None))
+    return out
+
+
+def test_compare_matches_serving_points_and_reads_the_figures_their_verdicts_read(
+    tmp_path: Path,
+) -> None:
+    """A point is matched by its point key and compared on its report's verdict figures:
+    a SingleStream point's p90 latency, a rate search's highest rate (higher is better:
+    a lower rate is the regression), over each side's runs."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from fwbench.report.regression import changes
+
+    rng = np.random.default_rng(3)
+
+    def noisy(centre: float) -> list[float]:
+        return [centre * float(np.exp(rng.normal(0, 0.02))) for _ in range(5)]
+
+    base = _points({"torch": noisy(0.020), "tensorflow": noisy(0.030)}, {"torch": noisy(100)}, "a")
+    new = _points({"torch": noisy(0.020), "tensorflow": noisy(0.039)}, {"torch": noisy(70)}, "b")
+    found = changes(base, new, threshold=0.05)
+    kinds = {(c.kind, c.figure, c.new.case.framework) for c in found if c.new}
+    assert kinds == {
+        ("regression", "p90 latency", "tensorflow"),  # 30% slower
+        ("regression", "highest rate under the bound", "torch"),  # 30% fewer queries/s
+        ("unchanged", "p90 latency", "torch"),
+    }
+    rate = next(c for c in found if c.figure.startswith("highest rate"))
+    assert rate.describe().startswith("regression: highest rate under the bound -2")
+    assert rate.shown is not None and rate.shown[0].endswith("queries/s")
+    # The same through the CLI, from two databases: the gate fails on the regressions.
+    dbs = []
+    for name, points in (("base", base), ("new", new)):
+        db = tmp_path / f"{name}.duckdb"
+        with ResultStore(db) as store:
+            for p in points:
+                store.add_serving(p)
+        dbs.append(str(db))
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwbench", "compare", *dbs, "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert sorted(r["kind"] for r in rows) == ["regression", "regression", "unchanged"]
+    assert {r["figure"] for r in rows} == {"p90 latency", "highest rate under the bound"}
+
+
+def test_compare_of_unchanged_serving_points_raises_no_false_alarm() -> None:
+    """A/A: 12 figures of 12 points measured twice, 3 runs each, runs differing by 3%
+    from process to process: the family-wise gate calls at most 5% of whole comparisons
+    a regression."""
+    import numpy as np
+
+    from fwbench.report.regression import changes
+
+    alarms = 0
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+
+        def noisy(centre: float, rng: np.random.Generator = rng) -> list[float]:
+            return [centre * float(np.exp(rng.normal(0, 0.03))) for _ in range(3)]
+
+        sets: list[list[Result]] = [[], []]
+        for batch in (1, 2, 4):
+            for side, tag in enumerate(("a", "b")):
+                latency = {"torch": noisy(0.02), "tensorflow": noisy(0.03)}
+                rates = {"torch": noisy(100.0), "tensorflow": noisy(80.0)}
+                sets[side] += _points(latency, rates, tag, batch)
+        found = changes(*sets, threshold=0.05)
+        assert len(found) == 12
+        alarms += any(c.kind == "regression" for c in found)
+    assert alarms / 100 <= 0.05

@@ -23,7 +23,8 @@ def command(
     band: BandOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Match cases, report each change with its CI and significance, regressions first.
+    """Match cases and serving points, report each change with its CI and significance,
+    regressions first.
 
     Exits 1 when a significant regression beyond --threshold is found, else 0.
     """
@@ -40,10 +41,12 @@ def command(
             f"slowdown (got {threshold})"
         )
     equivalence = band_flag(band)
+    # Cases and serving points alike: a point is matched by its point key and compared on
+    # the figures its report's verdicts read.
     with ResultStore(base, read_only=True, on_skip=warn, on_snapshot=note) as store:
-        base_results = store.results()
+        base_results = [*store.results(), *store.serving()]
     with ResultStore(new, read_only=True, on_skip=warn, on_snapshot=note) as store:
-        new_results = store.results()
+        new_results = [*store.results(), *store.serving()]
     found = changes(base_results, new_results, threshold, equivalence)
     regressions = [c for c in found if c.kind == "regression"]
     if json:
@@ -52,6 +55,7 @@ def command(
                 {
                     "case": c.label,
                     "kind": c.kind,
+                    "figure": c.figure,
                     "ratio": c.ratio,
                     "ci_low": c.ci_low,
                     "ci_high": c.ci_high,

@@ -10,6 +10,7 @@ import html
 import json
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import plotly.graph_objects as go
 import plotly.offline
@@ -149,19 +150,7 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
             if gaps:
                 # A gap stays visible: an X on the axis, labelled with what happened.
                 fig.add_trace(
-                    go.Scatter(
-                        name=f"{variant} failed",
-                        legendgroup=variant,
-                        showlegend=False,
-                        x=[p.x for p in gaps],
-                        y=[0.02 for _ in gaps],
-                        mode="markers+text",
-                        marker={"symbol": "x", "size": 12, "color": colour(variant)},
-                        text=[p.status.upper() for p in gaps],
-                        textposition="top center",
-                        hovertext=[f"{variant}: {p.status}: {p.error}" for p in gaps],
-                        hoverinfo="text",
-                    ),
+                    _failed(variant, [(p.x, p.status, p.error) for p in gaps], 0.02),
                     row=row,
                     col=1,
                 )
@@ -280,19 +269,7 @@ def _scaling_figure(panels: list[scaling.ScalingPanel]) -> go.Figure:
             if gaps:
                 # A failed or unsupported world size stays visible, with its reason.
                 fig.add_trace(
-                    go.Scatter(
-                        name=f"{name} failed",
-                        legendgroup=name,
-                        showlegend=False,
-                        x=[p.world_size for p in gaps],
-                        y=[0 for _ in gaps],
-                        mode="markers+text",
-                        marker={"symbol": "x", "size": 12, "color": colour(name)},
-                        text=[p.status.upper() for p in gaps],
-                        textposition="top center",
-                        hovertext=[f"{name}: {p.status}: {p.error}" for p in gaps],
-                        hoverinfo="text",
-                    ),
+                    _failed(name, [(p.world_size, p.status, p.error) for p in gaps], 0),
                     row=row,
                     col=1,
                 )
@@ -444,6 +421,24 @@ def _environment(results: Sequence[Result], serving: Sequence[Result] = ()) -> s
         f"<pre>{html.escape(json.dumps(settings, indent=1, default=str))}</pre></details>"
     )
     return "\n".join(parts)
+
+
+def _failed(variant: str, gaps: Sequence[tuple[Any, str, str | None]], y: float) -> go.Scatter:
+    """A variant's failed points, (x, status, error) each: an X on the axis at `y`,
+    labelled with its status, its error on hover, so that a gap stays visible."""
+    return go.Scatter(
+        name=f"{variant} failed",
+        legendgroup=variant,
+        showlegend=False,
+        x=[x for x, _, _ in gaps],
+        y=[y for _ in gaps],
+        mode="markers+text",
+        marker={"symbol": "x", "size": 12, "color": colour(variant)},
+        text=[status.upper() for _, status, _ in gaps],
+        textposition="top center",
+        hovertext=[f"{variant}: {status}: {error}" for _, status, error in gaps],
+        hoverinfo="text",
+    )
 
 
 def _serving_figure(points: Sequence[serving_report.CurvePoint]) -> go.Figure:

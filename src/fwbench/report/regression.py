@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from fwbench.measure.verdicts import comparison_of, outcome_of, percent
+from fwbench.measure.verdicts import DEFAULT_BAND, Comparison, comparison_of, outcome_of, percent
+from fwbench.report.serving import per_run, verdict_figures
 from fwbench.result import Result
+from fwbench.scenario.spec import point_label
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05
@@ -14,11 +17,16 @@ ALPHA = 0.05
 
 @dataclass(frozen=True)
 class Change:
+    """A case's change between two result sets, or one verdict figure's of a serving
+    point (its latency, or its rate)."""
+
     label: str
     kind: str  # regression | improvement | unchanged | status | only-in-base | only-in-new
     base: Result | None
     new: Result | None
-    ratio: float | None = None  # new / base median step time
+    # new / base of the figure read as a time (a step time, a latency; a rate inverted),
+    # so above 1 is slower whatever the figure.
+    ratio: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
     runs: tuple[int, int] | None = None  # runs of the base and of the new result
@@ -26,6 +34,11 @@ class Change:
     # inside it (the same within the band: more than "no significant change").
     band: float | None = None
     equivalent: bool | None = None
+    figure: str = "step time"
+    higher_is_better: bool = False  # a rate: described as the rate's own change
+    # A serving point's figure on each side as its record states it (over its runs), in
+    # words with the unit; a case's cells are its step times.
+    shown: tuple[str, str] | None = None
 
     def describe(self) -> str:
         if self.kind in ("only-in-base", "only-in-new"):
@@ -36,16 +49,19 @@ class Change:
         if self.ratio is None:  # neither side has a measurement
             return f"{self.kind} ({self.new.status})"
         assert self.ci_low is not None and self.ci_high is not None and self.runs is not None
+        ratio, low, high = self.ratio, self.ci_low, self.ci_high
+        if self.higher_is_better:  # the rate's own change: new / base of the rate
+            ratio, low, high = 1 / ratio, 1 / high, (1 / low if low > 0 else float("inf"))
         interval = (
-            f"{self.ci_low:.3f}-{self.ci_high:.3f}x"
-            if self.ci_high != float("inf")
+            f"{low:.3f}-{high:.3f}x"
+            if float("inf") not in (high, self.ci_high)
             else "no interval: one run each"
         )
-        change = f"{self.ratio - 1:+.1%} ({interval}; {self.runs[0]}+{self.runs[1]} runs)"
+        change = f"{ratio - 1:+.1%} ({interval}; {self.runs[0]}+{self.runs[1]} runs)"
         if self.kind == "unchanged" and self.band is not None:
             within = "the same" if self.equivalent else "not shown the same"
             change += f"; {within} within ±{percent(self.band)}"
-        return f"{self.kind}: step time {change}"
+        return f"{self.kind}: {self.figure} {change}"
 
 
 _ORDER = {
@@ -59,9 +75,36 @@ _ORDER = {
 
 
 def _latest(results: Sequence[Result]) -> dict[str, Result]:
+    """The newest result of each case, and of each serving point (its point key: the
+    case and its scenario's settings)."""
     out: dict[str, Result] = {}
     for r in sorted(results, key=lambda r: r.recorded_at):
-        out[r.case_key] = r
+        out[r.served.point_key if r.serving is not None else r.case_key] = r
+    return out
+
+
+def _label(r: Result) -> str:
+    return point_label(r.case, r.served.spec) if r.serving is not None else r.case.label()
+
+
+class _Served(NamedTuple):
+    """A verdict figure of a serving point that both sets measured, each run's value read
+    as a time (a rate inverted), so that new / base above 1 is slower."""
+
+    values: str  # its name for report.serving.per_run
+    higher_is_better: bool
+    called: str
+    base: list[float]
+    new: list[float]
+
+
+def _served_figures(old: Result, cur: Result) -> list[_Served]:
+    out = []
+    for values, higher, called in verdict_figures(cur):
+        sides = [[v for _, v in per_run(r, values)] for r in (old, cur)]
+        if all(sides):
+            a, b = ([1 / v for v in side] if higher else side for side in sides)
+            out.append(_Served(values, higher, called, a, b))
     return out
 
 
@@ -85,13 +128,24 @@ def changes(
     both = [
         k for k in a if k in b and a[k].measurement is not None and b[k].measurement is not None
     ]
-    confidence = 1 - ALPHA / max(1, len(both))
+    served = {
+        k: _served_figures(a[k], b[k])
+        for k in a
+        if k in b and a[k].serving is not None and b[k].serving is not None
+    }
+    compared_count = len(both) + sum(len(f) for f in served.values())
+    confidence = 1 - ALPHA / max(1, compared_count)
     out: list[Change] = []
     for key in dict.fromkeys([*a, *b]):
         old, cur = a.get(key), b.get(key)
-        label = (cur or old).case.label()  # type: ignore[union-attr]
+        label = _label(cur or old)  # type: ignore[arg-type]
         if old is None or cur is None:
             out.append(Change(label, "only-in-new" if old is None else "only-in-base", old, cur))
+            continue
+        if served.get(key):
+            out += [
+                _served_change(label, old, cur, f, threshold, band, confidence) for f in served[key]
+            ]
             continue
         if old.measurement is None or cur.measurement is None:
             kind = "unchanged" if old.status == cur.status else "status"
@@ -103,15 +157,71 @@ def changes(
             sides, "given", pair, band=band, confidence=confidence, sequential=False
         )
         (r,) = compared.ratios()
-        if r.ci_low > 1.0 and r.value - 1 > threshold:
-            kind = "regression"
-        elif r.ci_high < 1.0 and 1 - r.value > threshold:
-            kind = "improvement"
-        else:
-            kind = "unchanged"
         runs = (r.runs_b, r.runs_a)
         same = outcome_of(r.ci_low, r.ci_high, compared.band) == "equivalent"
+        kind = _kind(r.value, r.ci_low, r.ci_high, threshold)
         out.append(
             Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, runs, compared.band, same)
         )
     return sorted(out, key=lambda c: (_ORDER[c.kind], -(c.ratio or 0)))
+
+
+def _kind(ratio: float, ci_low: float, ci_high: float, threshold: float) -> str:
+    if ci_low > 1.0 and ratio - 1 > threshold:
+        return "regression"
+    if ci_high < 1.0 and 1 - ratio > threshold:
+        return "improvement"
+    return "unchanged"
+
+
+def _served_change(
+    label: str,
+    old: Result,
+    cur: Result,
+    figure: _Served,
+    threshold: float,
+    band: float | None,
+    confidence: float,
+) -> Change:
+    """One verdict figure of a serving point, new against base over their runs (two
+    commands: unpaired), as the report's serving verdicts read it; a rate search does not
+    tell apart rates closer than its resolution, so the band is at least that."""
+    band = DEFAULT_BAND if band is None else band
+    if figure.values == "max_qps":
+        band = max([band, *(r.served.search_resolution or 0.0 for r in (old, cur))])
+    compared = Comparison.of(
+        {"new": figure.new, "base": figure.base},
+        "given",
+        [("new", "base")],
+        band=band,
+        confidence=confidence,
+    )
+    (r,) = compared.ratios()
+    same = outcome_of(r.ci_low, r.ci_high, compared.band) == "equivalent"
+    return Change(
+        f"{label} ({figure.called})",
+        _kind(r.value, r.ci_low, r.ci_high, threshold),
+        old,
+        cur,
+        r.value,
+        r.ci_low,
+        r.ci_high,
+        (r.runs_b, r.runs_a),
+        compared.band,
+        same,
+        figure=figure.called,
+        higher_is_better=figure.higher_is_better,
+        shown=(_shown(old, figure.values), _shown(cur, figure.values)),
+    )
+
+
+def _shown(r: Result, values: str) -> str:
+    """A serving point's figure over its runs, as its record states it, with its unit."""
+    served = r.served
+    kind, _, percentile = values.rpartition(":")
+    if values in ("max_qps", "samples_per_s", "tokens_per_s"):
+        rate = getattr(served, values)
+        unit = {"max_qps": "queries/s", "samples_per_s": "samples/s"}.get(values, "tokens/s")
+        return f"{rate.value:.4g} {unit}" if rate else "-"
+    found = {"ttft": served.ttft, "tpot": served.tpot}.get(kind, served.latency)(percentile)
+    return f"{found.value * 1e3:.3g} ms" if found else "-"

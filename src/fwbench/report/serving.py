@@ -74,9 +74,9 @@ def _verdict(
     Points measured in one group are read paired by round, as step times are."""
     runs, rounds = {}, {}
     for r in group:
-        found = _per_run(r, values)
-        per_run = [v for _, v in found]
-        runs[r.case.variant] = [1 / v for v in per_run] if higher_is_better else per_run
+        found = per_run(r, values)
+        each = [v for _, v in found]
+        runs[r.case.variant] = [1 / v for v in each] if higher_is_better else each
         rounds[r.case.variant] = [index for index, _ in found]
     band = DEFAULT_BAND if band is None else band
     if values == "max_qps":
@@ -89,7 +89,26 @@ def _verdict(
     return verdict.text() + execution_note(cases[verdict.faster], cases[verdict.slower])
 
 
-def _per_run(r: Result, values: str) -> list[tuple[int, float]]:
+def verdict_figures(r: Result) -> list[tuple[str, bool, str]]:
+    """The figures a serving point's verdicts read, as its report table reads them:
+    (the `per_run` name, whether higher is better, what the figure is called)."""
+    spec, streaming = r.served.spec, streams(r.case)
+    if spec.searches:
+        return [("max_qps", True, "highest rate under the bound")]
+    if spec.scenario == "offline":
+        rate = "tokens_per_s" if streaming else "samples_per_s"
+        return [(rate, True, "tokens per second" if streaming else "samples per second")]
+    key = "90.00" if spec.scenario == "single_stream" else _key(r)
+    at = f"p{float(key):g}"
+    if streaming:
+        return [
+            (f"ttft:{key}", False, f"{at} time to first token"),
+            (f"tpot:{key}", False, f"{at} time per output token"),
+        ]
+    return [(key, False, f"{at} latency")]
+
+
+def per_run(r: Result, values: str) -> list[tuple[int, float]]:
     """Each run's value of `values` with the run's round (ServingRun.index), for the runs
     that have one: max_qps, samples_per_s, tokens_per_s, a latency percentile ("90.00"),
     or a token latency's ("ttft:90.00", "tpot:90.00")."""
@@ -146,13 +165,34 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
     return out
 
 
+def _rows(
+    groups: list[list[Result]], cells: Callable[[Result], list[str]], band: float | None
+) -> list[list[str]]:
+    """A table's rows: each point's cells and LoadGen's validity, and on its group's
+    first row a verdict per figure its verdicts read (`verdict_figures`, which compare
+    reads too)."""
+    return [
+        [
+            *cells(r),
+            _validity(r),
+            *(
+                _verdict(g, values, higher, band) if i == 0 else ""
+                for values, higher, _ in verdict_figures(g[0])
+            ),
+        ]
+        for g in groups
+        for i, r in enumerate(g)
+    ]
+
+
 def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
     """Tables of the points whose queries are answered whole (their latency)."""
     out = []
     single = [g for g in _groups(results, False) if g[0].served.spec.scenario == "single_stream"]
     if single:
-        rows = [
-            [
+        rows = _rows(
+            single,
+            lambda r: [
                 r.case.model,
                 str(r.case.batch_size),
                 r.case.variant,
@@ -160,12 +200,9 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 _ms(r.served.latency("90.00")),
                 _ms(r.served.latency("99.00")),
                 _rate(r.served.samples_per_s),
-                _validity(r),
-                _verdict(g, "90.00", False, band) if i == 0 else "",
-            ]
-            for g in single
-            for i, r in enumerate(g)
-        ]
+            ],
+            band,
+        )
         out.append(
             Table(
                 "Serving: SingleStream latency",
@@ -188,20 +225,18 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
         )
     searched = [g for g in _groups(results, False) if g[0].served.spec.searches]
     if searched:
-        rows = [
-            [
+        rows = _rows(
+            searched,
+            lambda r: [
                 r.case.model,
                 str(r.case.batch_size),
                 r.served.spec.label(),
                 r.case.variant,
                 _rate(r.served.max_qps),
                 _ms(r.served.latency(_key(r))),
-                _validity(r),
-                _verdict(g, "max_qps", True, band) if i == 0 else "",
-            ]
-            for g in searched
-            for i, r in enumerate(g)
-        ]
+            ],
+            band,
+        )
         out.append(
             Table(
                 "Serving: highest rate under the latency bound",
@@ -227,8 +262,9 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
         if g[0].served.spec.scenario == "server" and not g[0].served.spec.searches
     ]
     if fixed:
-        rows = [
-            [
+        rows = _rows(
+            fixed,
+            lambda r: [
                 r.case.model,
                 str(r.case.batch_size),
                 r.served.spec.label(),
@@ -237,12 +273,9 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 _ms(r.served.latency("50.00")),
                 _ms(r.served.latency("90.00")),
                 _ms(r.served.latency("99.00")),
-                _validity(r),
-                _verdict(g, _key(r), False, band) if i == 0 else "",
-            ]
-            for g in fixed
-            for i, r in enumerate(g)
-        ]
+            ],
+            band,
+        )
         out.append(
             Table(
                 "Serving: latency at a fixed rate",
@@ -265,18 +298,16 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
         )
     offline = [g for g in _groups(results, False) if g[0].served.spec.scenario == "offline"]
     if offline:
-        rows = [
-            [
+        rows = _rows(
+            offline,
+            lambda r: [
                 r.case.model,
                 str(r.case.batch_size),
                 r.case.variant,
                 _rate(r.served.samples_per_s),
-                _validity(r),
-                _verdict(g, "samples_per_s", True, band) if i == 0 else "",
-            ]
-            for g in offline
-            for i, r in enumerate(g)
-        ]
+            ],
+            band,
+        )
         out.append(
             Table(
                 "Serving: Offline throughput",
@@ -295,27 +326,10 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
     out = []
     groups = _groups(results, True)
 
-    def rows(
-        kind: list[list[Result]],
-        cells: Callable[[Result], list[str]],
-        verdicts: list[tuple[str, bool]],
-    ) -> list[list[str]]:
-        return [
-            [
-                r.case.model,
-                r.case.shape,
-                str(r.case.batch_size),
-                *cells(r),
-                _validity(r),
-                # "{key}": the group's bound percentile, as LoadGen's log names it.
-                *(
-                    _verdict(g, v.format(key=_key(g[0])), higher, band) if i == 0 else ""
-                    for v, higher in verdicts
-                ),
-            ]
-            for g in kind
-            for i, r in enumerate(g)
-        ]
+    def rows(kind: list[list[Result]], cells: Callable[[Result], list[str]]) -> list[list[str]]:
+        return _rows(
+            kind, lambda r: [r.case.model, r.case.shape, str(r.case.batch_size), *cells(r)], band
+        )
 
     single = [g for g in groups if g[0].served.spec.scenario == "single_stream"]
     if single:
@@ -350,7 +364,6 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                         _ms(r.served.tpot("90.00")),
                         _rate(r.served.tokens_per_s),
                     ],
-                    [("ttft:90.00", False), ("tpot:90.00", False)],
                 ),
             )
         )
@@ -384,7 +397,6 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                         _ms(r.served.ttft(_key(r))),
                         _ms(r.served.tpot(_key(r))),
                     ],
-                    [("max_qps", True)],
                 ),
             )
         )
@@ -424,7 +436,6 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                         _ms(r.served.tpot("50.00")),
                         _ms(r.served.tpot(_key(r))),
                     ],
-                    [("ttft:{key}", False), ("tpot:{key}", False)],
                 ),
             )
         )
@@ -439,7 +450,6 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 rows(
                     offline,
                     lambda r: [r.case.variant, _rate(r.served.tokens_per_s)],
-                    [("tokens_per_s", True)],
                 ),
             )
         )

@@ -258,7 +258,8 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
     table = _table(title, ("case", "change", "base ms", "new ms"))
     for c in found:
         style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
-        table.add_row(c.label, c.describe(), _ms(c.base), _ms(c.new), style=style)
+        cells = c.shown or (_ms(c.base), _ms(c.new))  # a serving point's: with their units
+        table.add_row(c.label, c.describe(), *cells, style=style)
     return table
 
 
