@@ -160,14 +160,11 @@ class KerasTorchAdapter(KerasBackendAdapter):
         return isinstance(exc, torch.OutOfMemoryError) or "not enough memory" in str(exc)
 
     def reset_device_memory(self, device: str) -> None:
-        if device == "cuda":
-            import torch
+        from fwbench.frameworks.torch import reset_cuda_peaks
 
-            torch.cuda.reset_peak_memory_stats()
+        reset_cuda_peaks(device)
 
     def device_memory(self, device: str) -> dict[str, int] | None:
-        if device != "cuda":
-            return None
-        import torch
+        from fwbench.frameworks.torch import cuda_peaks
 
-        return {"allocated_peak_bytes": int(torch.cuda.max_memory_allocated())}
+        return cuda_peaks(device)

@@ -503,16 +503,10 @@ class TorchAdapter(Adapter):
         return built
 
     def reset_device_memory(self, device: str) -> None:
-        if device == "cuda":
-            torch.cuda.reset_peak_memory_stats()
+        reset_cuda_peaks(device)
 
     def device_memory(self, device: str) -> dict[str, int] | None:
-        if device != "cuda":
-            return None
-        return {
-            "allocated_peak_bytes": int(torch.cuda.max_memory_allocated()),
-            "reserved_peak_bytes": int(torch.cuda.max_memory_reserved()),
-        }
+        return cuda_peaks(device)
 
     def count_flops(self, workload: Workload) -> tuple[float, str]:
         from torch.utils.flop_counter import FlopCounterMode
@@ -605,3 +599,20 @@ class TorchAdapter(Adapter):
         return isinstance(exc, RuntimeError) and (
             "can't allocate memory" in text or "not enough memory" in text
         )
+
+
+def reset_cuda_peaks(device: str) -> None:
+    """Start PyTorch's CUDA allocator peaks afresh (a no-op off CUDA); Keras on PyTorch
+    allocates through the same allocator."""
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+
+
+def cuda_peaks(device: str) -> dict[str, int] | None:
+    """PyTorch's CUDA allocator peaks since the last reset (None off CUDA)."""
+    if device != "cuda":
+        return None
+    return {
+        "allocated_peak_bytes": int(torch.cuda.max_memory_allocated()),
+        "reserved_peak_bytes": int(torch.cuda.max_memory_reserved()),
+    }
