@@ -249,3 +249,18 @@ def test_a_serving_sweep_killed_mid_point_keeps_its_run_and_resumes_it(
     )
     again = fwbench("sweep", str(spec), "--db", str(db), "--resume", env=plugin_env)
     assert again.returncode == 0 and "resuming: 1 of 1 serving points" in again.stderr
+
+
+def test_a_flax_model_is_served_as_the_others_are(tmp_path: Path) -> None:
+    """Flax's workload behind LoadGen like any framework's: its step per query, its
+    figures from LoadGen's log."""
+    args = ["serve", "--framework", "flax", "--model", "resnet18", "--input-size", "32"]
+    args += ["--num-classes", "10", "--batch-size", "1", "--threads", "1"]
+    args += ["--scenario", "single_stream", "--duration", "0.3", "--runs", "1"]
+    proc = fwbench(*args, "--db", str(tmp_path / "r.duckdb"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (record,) = json.loads(proc.stdout)
+    served = record["serving"]
+    assert record["status"] == "ok" and served["validity"] == "VALID", record["error"]
+    assert record["framework"] == "flax" and record["mode"] == "jit"
+    assert served["latency_s"]["90.00"]["value"] > 0 and len(served["runs"]) == 1

@@ -107,3 +107,31 @@ def test_a_tensorflow_trace_nobody_keeps_leaves_nothing_behind(tmp_path: Path) -
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not list(tmp_path.glob("fwbench-tf-trace-*"))
+
+
+def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> None:
+    """JAX's profile names XLA's ops (`ynn_fusion.2`); the compiled program says what
+    each holds and which Python functions made it, so a Flax step reads in the same
+    categories as the others: its convolutions, its BatchNorm, optax's update."""
+    db = tmp_path / "r.duckdb"
+    proc = fwbench(
+        "explain", "--framework", "flax", "--framework", "flax", "--mode", "jit",
+        "--mode", "nnx-jit", "--model", "resnet18", "--task", "train", "--batch-size", "4",
+        "--input-size", "64", "--num-classes", "10", "--threads", "2", "--steps", "2",
+        "--max-time", "0.5", "--db", str(db), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    records = {r["mode"]: r for r in json.loads(proc.stdout)}
+    assert set(records) == {"jit", "nnx-jit"}
+    for mode, r in records.items():
+        b = r["breakdown"]
+        assert b is not None, (mode, r["error"])
+        assert b["profiler"] == "jax.profiler (XPlane)"
+        total = sum(b["categories"].values())
+        assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"]
+        ops = {k: v for k, v in b["categories"].items() if k != IDLE}
+        assert max(ops, key=ops.__getitem__) == "convolution", (mode, b["categories"])
+        assert Path(b["trace"]).is_dir()  # jax.profiler's TensorBoard log folder
+    # Read through its program (jit): the optimizer's and the normalisation's fusions.
+    jit = records["jit"]["breakdown"]["categories"]
+    assert jit.get("optimizer update", 0) > 0 and jit.get("normalisation", 0) > 0, jit

@@ -131,3 +131,28 @@ def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:
     bad.write_text("broken: ['(']\n")
     with pytest.raises(SpecError, match="bad regular expression"):
         load_rules(bad)
+
+
+# A compiled XLA program's text as `.compile().as_text()` prints it, cut down
+# (tests/data/README.md).
+_PROGRAM = (Path(__file__).parent.parent / "data" / "xla-program-cut.txt").read_text()
+
+
+def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -> None:
+    from fwbench.explain.hlo import op_texts
+
+    texts = op_texts(_PROGRAM)
+    assert texts["ynn_fusion"] == "M.__call__/Linear.__call__ | ynn_fusion | fusion dot"
+    assert texts["convolution"] == "M.__call__ | convolution | convolution"
+    assert texts["multiply_add_fusion"] == (
+        "apply_updates.<locals>.<lambda> | multiply_add_fusion | fusion broadcast multiply add"
+    )
+    categorise = Categoriser()
+    # By its name alone a fusion of a dot is "other ops"; by what it holds, a matmul.
+    assert categorise("jit_pure | ynn_fusion") == "other ops"
+    assert categorise(texts["ynn_fusion"]) == "matmul / GEMM"
+    assert categorise(texts["convolution"]) == "convolution"
+    assert categorise(texts["multiply_add_fusion"]) == "optimizer update"
+    # Eager JAX runs a program per primitive, named after it.
+    assert categorise("jit_conv_general_dilated | convolution") == "convolution"
+    assert categorise("jit_reduce_window_max | reduce-window") == "pooling"

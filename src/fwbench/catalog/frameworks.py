@@ -376,7 +376,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
             "XLA's cost analysis also counts elementwise ops, so it would not compare "
             "with the other frameworks' counts",
         ),
-        can_explain=NO(False, "fwbench does not read JAX profiles yet"),
+        can_explain=NO(False, "fwbench reads Flax's JAX profiles, not yet those of Keras on JAX"),
     ),
     FrameworkInfo(
         name="flax",
@@ -413,12 +413,12 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         default_mode="jit",
         precisions=("fp32", "bf16"),
         colour="#00A67E",
+        trace_suffix=".tensorboard",  # jax.profiler's TensorBoard log folder
         counts_flops=NO(
             False,
             "XLA's cost analysis also counts elementwise ops, so it would not compare "
             "with the other frameworks' counts",
         ),
-        can_explain=NO(False, "fwbench does not read JAX profiles yet"),
         can_measure_peak=NO(False, "keras-jax measures JAX's peak"),
     ),
     _exported_runtime(

@@ -21,15 +21,28 @@ IDLE = "idle / framework overhead"
 OTHER = "other ops"
 
 DEFAULT_RULES: list[tuple[str, str]] = [
-    ("optimizer update", r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum"),
+    # JAX: optax's update functions and its apply_updates, as a program's stack frames
+    # name them (fwbench.explain.hlo).
+    (
+        "optimizer update",
+        r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum|optimizer\.update"
+        r"|update_fn|apply_updates|scale_by_",
+    ),
     # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
     # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
-    ("communication", r"allreduce|all_reduce|nccl|gloo|allgather|c10d::|collective"),
+    (
+        "communication",
+        r"allreduce|all_reduce|all-reduce|nccl|gloo|allgather|all-gather|c10d::|collective",
+    ),
     ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
     ("convolution", r"conv|depthwise"),
-    ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm"),
-    ("normalisation", r"batch_norm|batchnorm|layer_norm|layernorm|(^|[/_|])bn([_/]|$)|moments"),
-    ("pooling", r"pool"),
+    ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm|\bdot\b"),
+    (
+        "normalisation",
+        r"batch_norm|batchnorm|layer_norm|layernorm|(^|[/_|])bn([_/]|$)|moments"
+        r"|_compute_stats|_normalize\b|rmsnorm",
+    ),
+    ("pooling", r"pool|reduce-window"),
     ("loss", r"cross_entropy|log_softmax|nll_loss|softmaxcrossentropy|sparse_categorical"),
     (
         "layout / copies",

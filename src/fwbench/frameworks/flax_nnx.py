@@ -22,6 +22,7 @@ import numpy as np
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
+from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks.base import (
     NO_FLOATS,
     Adapter,
@@ -107,6 +108,7 @@ class FlaxWorkload(Workload):
         batch = case.global_batch_size if mesh is not None else case.batch_size
         self.param_count = trainable(model)
         self.mode = case.mode
+        self.on_gpu = case.device == "cuda"
         self.trains = get_task(case.task).trains
         self.check = OutputCheck(case, spec.objective, _as_array)
         # The same values as every other framework's (frameworks.base.synthetic_arrays);
@@ -187,6 +189,7 @@ class FlaxWorkload(Workload):
                 )
             self.jitted: Any = fn
             self.state = state
+            self.args = args
 
             def step() -> Any:
                 out, self.state = fn(self.state, *args)
@@ -231,6 +234,14 @@ class FlaxWorkload(Workload):
         state = self.state if self.mode == "jit" else None
         jax.block_until_ready((self.last, state))  # type: ignore[no-untyped-call]
 
+    def program(self) -> str | None:
+        """The compiled program's text (`jit`: the one program a step runs), which says
+        what each op of a profile computes; None in the other modes, whose ops are read
+        by their programs' names (eager: one per primitive, named after it)."""
+        if self.mode != "jit":
+            return None
+        return str(self.jitted.lower(self.state, *self.args).compile().as_text())
+
     def compile_count(self) -> int | None:
         if self.mode == "jit":
             return int(self.jitted._cache_size())
@@ -266,3 +277,11 @@ class FlaxAdapter(JaxRuntime, Adapter):
         model = self.build_model(case.reference, case.dims)
         built: Workload = cls(model, case, case.model_spec)
         return built
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], Window, str | None]:
+        assert isinstance(workload, FlaxWorkload)
+        return self.profile_jax(
+            workload.step, workload.sync, steps, trace_path, workload.on_gpu, workload.program()
+        )

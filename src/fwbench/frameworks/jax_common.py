@@ -8,9 +8,15 @@ starts.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from fwbench.case import Case
+from fwbench.explain.hlo import op_texts
+from fwbench.explain.timeline import Event, Window
+
+# The profiler range around the profiled steps, as the other adapters name theirs.
+WINDOW = "fwbench_window"
 
 
 class JaxRuntime:
@@ -102,3 +108,61 @@ class JaxRuntime:
         stats = jax.devices()[0].memory_stats() or {}
         peak = stats.get("peak_bytes_in_use")
         return None if peak is None else {"allocated_peak_bytes": int(peak)}
+
+    def profile_jax(
+        self,
+        step: Callable[[], None],
+        sync: Callable[[], None],
+        steps: int,
+        trace_path: str | None,
+        on_gpu: bool,
+        program: str | None = None,
+    ) -> tuple[str, list[Event], Window, str | None]:
+        """`steps` steps under JAX's profiler, then `sync()`, read back from the XSpace it
+        writes: the XLA ops it ran (the GPU's, or the CPU client's on its threads), each
+        categorised by `program`'s text where given (what a fusion holds, the Python
+        functions that made it: fwbench.explain.hlo), else by its program's and its own
+        name."""
+        import contextlib
+        import glob
+        import tempfile
+
+        import jax
+        from jax.profiler import ProfileData
+
+        # A trace nobody asked to keep is read, then removed with its directory.
+        with contextlib.ExitStack() as stack:
+            logdir = trace_path or stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="fwbench-jax-trace-")
+            )
+            with jax.profiler.trace(logdir), jax.profiler.TraceAnnotation(WINDOW):
+                for _ in range(steps):
+                    step()
+                sync()
+            files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
+            data = ProfileData.from_file(files[-1])
+        texts = op_texts(program) if program else {}
+        events: list[Event] = []
+        span = (0.0, 0.0)
+        for plane in data.planes:
+            gpu_plane = plane.name.startswith("/device:GPU")
+            if plane.name != "/host:CPU" and not gpu_plane:
+                continue
+            for index, line in enumerate(plane.lines):
+                for ev in line.events:
+                    start = ev.start_ns * 1e-9
+                    end = start + ev.duration_ns * 1e-9
+                    if ev.name == WINDOW and not gpu_plane:
+                        span = (start, end)
+                        continue
+                    if gpu_plane != on_gpu:
+                        continue
+                    stats = dict(ev.stats)
+                    op = stats.get("hlo_op")
+                    if not op:
+                        continue  # the runtime's own events: its time is overhead
+                    module = str(stats.get("hlo_module", ""))
+                    text = texts.get(str(op)) or f"{module} | {op}"
+                    thread = f"{plane.name}:{line.name}:{index}"
+                    events.append(Event(thread, start, end, str(op), text))
+        return "jax.profiler (XPlane)", events, Window(*span), trace_path

@@ -1,0 +1,117 @@
+"""What each instruction of a compiled XLA program computes, from the program's text
+(`jax.jit(f).lower(...).compile().as_text()`). Pure; no framework needed.
+
+A JAX profile names the ops it ran by their HLO instruction (`convolution.3`,
+`ynn_fusion.2`, `multiply_add_fusion`): a fusion's name says little of what it holds.
+The program's text says it: the opcodes of the computation a fusion calls, and, through
+each instruction's stack frame, the Python functions that made it (`Conv.__call__`,
+`BatchNorm.__call__`, `Optimizer.update`). `fwbench explain` categorises a JAX op by
+both, as it categorises a PyTorch op by its ancestors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+_HEADER = re.compile(r"^(?:ENTRY )?%([\w.\-]+) \(.*\) -> .*\{$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*)$")
+# The opcode follows the result's type: the first `word(` whose operands start with an
+# instruction (%), a literal, or nothing. Types hold no such pattern.
+_OPCODE = re.compile(r"\s([a-z][\w\-]*)\((?:%|\)|[\w\-])")
+_CALLS = re.compile(r"\bcalls=%([\w.\-]+)")
+_FRAME = re.compile(r"\bstack_frame_id=(\d+)")
+_ROW = re.compile(r"^(\d+) (.*)$")
+_FIELD = re.compile(r"(\w+)=(\d+)")
+# Opcodes that compute nothing themselves: left out of what a fusion is said to hold.
+_PLUMBING = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    """The tables before the computations (FileNames, FunctionNames, FileLocations,
+    StackFrames), each as its rows."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = found.setdefault(line, [])
+        elif current is not None and _ROW.match(line):
+            current.append(line)
+        else:
+            current = None
+    return found
+
+
+def _table(rows: list[str]) -> dict[int, str]:
+    return {int(m.group(1)): m.group(2) for row in rows if (m := _ROW.match(row))}
+
+
+def _functions(text: str) -> dict[int, list[str]]:
+    """Each stack frame's Python functions, outermost first."""
+    sections = _sections(text)
+    names = {k: v.strip('"') for k, v in _table(sections.get("FunctionNames", [])).items()}
+    locations = {
+        k: dict((f, int(n)) for f, n in _FIELD.findall(v))
+        for k, v in _table(sections.get("FileLocations", [])).items()
+    }
+    frames = {
+        k: dict((f, int(n)) for f, n in _FIELD.findall(v))
+        for k, v in _table(sections.get("StackFrames", [])).items()
+    }
+    chains: dict[int, list[str]] = {}
+    for frame in frames:
+        chain: list[str] = []
+        seen: set[int] = set()
+        at = frame
+        while at in frames and at not in seen:
+            seen.add(at)
+            location = locations.get(frames[at].get("file_location_id", 0), {})
+            name = names.get(location.get("function_name_id", 0))
+            if name:
+                chain.append(name)
+            parent = frames[at].get("parent_frame_id", 0)
+            if parent == at:
+                break
+            at = parent
+        chains[frame] = chain[::-1]
+    return chains
+
+
+def _instructions(text: str) -> Iterator[tuple[str, str, str]]:
+    """(computation, instruction, the rest of its line) for every instruction."""
+    computation = ""
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            computation = header.group(1)
+            continue
+        found = _INSTRUCTION.match(line)
+        if found and computation:
+            yield computation, found.group(1), found.group(2)
+
+
+def op_texts(text: str) -> dict[str, str]:
+    """Each instruction of the program by name, as the categoriser reads it:
+    "functions | name | opcodes" (the Python functions that made it, outermost first;
+    its opcode, and a fusion's the opcodes of the computation it calls)."""
+    chains = _functions(text)
+    opcodes: dict[str, list[str]] = {}
+    lines: dict[str, str] = {}
+    for computation, name, rest in _instructions(text):
+        found = _OPCODE.search(rest)
+        if found is not None:
+            opcodes.setdefault(computation, []).append(found.group(1))
+        lines[name] = rest
+    out = {}
+    for name, rest in lines.items():
+        found = _OPCODE.search(rest)
+        kinds = [found.group(1)] if found else []
+        called = _CALLS.search(rest)
+        if called:
+            kinds += opcodes.get(called.group(1), [])
+        kinds = [k for k in dict.fromkeys(kinds) if k not in _PLUMBING]
+        frame = _FRAME.search(rest)
+        functions = chains.get(int(frame.group(1)), []) if frame else []
+        callers = "/".join(dict.fromkeys(functions))  # a function's lines are one caller
+        out[name] = f"{callers} | {name} | {' '.join(kinds)}"
+    return out
