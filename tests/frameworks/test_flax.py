@@ -88,6 +88,28 @@ def test_flax_efficientnet_b4_has_torchvisions_parameters() -> None:
     assert trainable(efficientnet_b4(num_classes=10)) == expected == 17_566_546
 
 
+def test_flax_inception_v3_has_torchvisions_parameters_and_shapes() -> None:
+    """torchvision's Inception-v3 without its auxiliary head: the same trainable
+    parameters, and the smallest input both accept (75 px) classified alike."""
+    import jax.numpy as jnp
+    import torch
+    import torchvision
+
+    from fwbench.models.flax_inception import inception_v3
+    from fwbench.models.sources.flax_callable import trainable
+
+    torch_model = torchvision.models.inception_v3(
+        weights=None, aux_logits=False, init_weights=False, num_classes=10
+    )
+    expected = sum(p.numel() for p in torch_model.parameters() if p.requires_grad)
+    model = inception_v3(num_classes=10)
+    assert trainable(model) == expected == 21_806_058
+    model.eval()
+    torch_model.eval()
+    assert model(jnp.ones((2, 75, 75, 3))).shape == (2, 10)
+    assert tuple(torch_model(torch.ones(2, 3, 75, 75)).shape) == (2, 10)
+
+
 USER_MODULE = """
 import jax
 from flax import nnx
@@ -161,9 +183,9 @@ def test_flax_refuses_what_it_does_not_implement_before_any_work(tmp_path: Path)
     with pytest.raises(SpecError, match="valid choices for flax: fp32, bf16"):
         Case.build(framework="flax", model="resnet18", precision="fp16")
     db = tmp_path / "never.duckdb"
-    proc = fwbench("run", "--framework", "flax", "--model", "inception_v3", "--db", str(db))
+    proc = fwbench("run", "--framework", "flax", "--model", "lstm_lm", "--db", str(db))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "'inception_v3' has no flax implementation; it has: tensorflow, torch" in proc.stderr
+    assert "'lstm_lm' has no flax implementation; it has: tensorflow, torch" in proc.stderr
     assert not db.exists()
 
 
@@ -173,7 +195,7 @@ def test_a_model_flax_does_not_build_is_never_counted_or_tuned_in_it() -> None:
     from fwbench.catalog.frameworks import core_frameworks
     from fwbench.launch.counting import parity_frameworks
 
-    assert parity_frameworks([Case.build(framework="torch", model="inception_v3")]) == [
+    assert parity_frameworks([Case.build(framework="torch", model="lstm_lm")]) == [
         "tensorflow",
         "torch",
     ]

@@ -1,5 +1,6 @@
 """Flax NNX's builders of the zoo's models (framework `flax`): torchvision's ResNets
-(flax_resnet.py), VGG-16, MobileNetV2 and EfficientNet-B4 (flax_vision.py).
+(flax_resnet.py), VGG-16, MobileNetV2 and EfficientNet-B4 (flax_vision.py) and
+Inception-v3 (flax_inception.py).
 Framework-free: each builder imports Flax when it is called, in a worker. The zoo's other
 models are refused for `flax` by name before any work."""
 
@@ -28,6 +29,12 @@ def _vision(name: str) -> Builder:
     return build
 
 
+def _inception(num_classes: int, input_size: int) -> Any:
+    from fwbench.models.flax_inception import inception_v3
+
+    return inception_v3(num_classes=num_classes)
+
+
 register_builders(
     "flax",
     {
@@ -35,5 +42,6 @@ register_builders(
         "vgg16": _vision("vgg16"),
         "mobilenet_v2": _vision("mobilenet_v2"),
         "efficientnet_b4": _vision("efficientnet_b4"),
+        "inception_v3": _inception,
     },
 )
