@@ -5,10 +5,14 @@ on JAX's backend (`keras-jax`, jit) and PyTorch (eager), for the same network?
 
 One sweep, alternated in rounds: ResNet-18 training at two batch sizes (runs a side as
 given), then per batch size each variant's median step time with its 95% interval, and
-the verdict of the fastest against each other variant.
+the verdict of the fastest against each other variant. A decoder (`--model gpt2`) is
+measured on its sequence length instead of an image size, and `--task generate` times
+its greedy generations (`--new-tokens`) from the weights every framework loads.
 
     cd benchmarks && ../.venv/bin/python flax_modes.py [--batch 2 8] [--input-size 64]
-        [--runs 3] [--model resnet18]
+        [--runs 3] [--model resnet18] [--task train]
+    cd benchmarks && ../.venv/bin/python flax_modes.py --model gpt2 --task generate \
+        --batch 1 4 --seq-len 32 --new-tokens 16
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ def main() -> int:
     parser.add_argument("--input-size", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--task", default="train", choices=["train", "infer", "generate"])
+    parser.add_argument("--seq-len", type=int, default=32, help="a decoder's prompt / sequence")
+    parser.add_argument("--new-tokens", type=int, default=16, help="a generation's tokens")
     parser.add_argument("--db", type=Path, help="read this sweep's results instead of running")
     args = parser.parse_args()
     if args.db is not None:
@@ -45,11 +52,10 @@ def main() -> int:
         "framework: [flax, keras-jax, torch]\n"
         "mode: {flax: [jit, nnx-jit], keras-jax: jit, torch: eager}\n"
         f"model: {args.model}\n"
-        "task: train\n"
+        f"task: {args.task}\n"
         f"batch_size: [{', '.join(map(str, args.batch))}]\n"
-        f"input_size: {args.input_size}\n"
-        "num_classes: 10\n"
-        f"timing: {{min_runs: {args.runs}, max_runs: {args.runs}, run_time_s: 1}}\n"
+        + _dims(args)
+        + f"timing: {{min_runs: {args.runs}, max_runs: {args.runs}, run_time_s: 1}}\n"
     )
     db = folder / "flax.duckdb"
     started = time.monotonic()
@@ -61,13 +67,21 @@ def main() -> int:
     return show(args, db, time.monotonic() - started)
 
 
+def _dims(args: argparse.Namespace) -> str:
+    if args.model.startswith("gpt2"):
+        new = f"new_tokens: {args.new_tokens}\n" if args.task == "generate" else ""
+        return f"seq_len: {args.seq_len}\n{new}"
+    return f"input_size: {args.input_size}\nnum_classes: 10\n"
+
+
 def show(args: argparse.Namespace, db: Path, took: float | None) -> int:
     with ResultStore(db, read_only=True) as store:
         results = store.results()
     print(f"{len(results)} cases" + (f" in {took / 60:.1f} min" if took else "") + f" ({db})")
     for batch in args.batch:
         mine = [r for r in results if r.case.batch_size == batch]
-        print(f"\n{args.model} train, batch {batch}, {args.input_size}px:")
+        shape = mine[0].case.shape if mine else ""
+        print(f"\n{args.model} {args.task}, batch {batch}, {shape}:")
         for r in mine:
             if r.measurement is None:
                 print(f"  {r.case.variant:18} {r.status}: {r.error}")

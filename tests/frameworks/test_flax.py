@@ -110,6 +110,68 @@ def test_flax_inception_v3_has_torchvisions_parameters_and_shapes() -> None:
     assert tuple(torch_model(torch.ones(2, 3, 75, 75)).shape) == (2, 10)
 
 
+def test_flax_gpt2_computes_pytorchs_logits_with_and_without_its_cache() -> None:
+    """The same weights (gpt_weights) in both: the same logits over a whole sequence, and
+    through the static cache (a prefill, then one token at a time) the same logits at
+    each position; GPT-2 small has PyTorch's 124,439,808 parameters."""
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    from fwbench.models import flax_gpt, gpt_weights, torch_gpt
+    from fwbench.models.sources.flax_callable import trainable
+
+    weights = gpt_weights.random_weights("gpt2_tiny", 32, 512, 0)
+    reference = torch_gpt.GPT2("gpt2_tiny", 32, 512)
+    torch_gpt.load_weights(reference, weights)
+    reference.eval()
+    model = flax_gpt.gpt2("gpt2_tiny", 32, 512)
+    flax_gpt.load_weights(model, weights)
+    model.eval()
+    ids = np.random.default_rng(0).integers(0, 512, (2, 12)).astype(np.int32)
+    with torch.no_grad():
+        expected = reference(torch.from_numpy(ids).long()).numpy()
+    assert np.abs(np.asarray(model(jnp.asarray(ids))) - expected).max() < 1e-5
+    from flax import nnx
+
+    # Jitted (op by op, each of JAX's ops compiles alone: seconds here).
+    step = nnx.jit(lambda m, ids, at, cache: m.forward(ids, at, cache, last_only=True))
+    cache = model.empty_cache(2, 12, jnp.float32)
+    logits, cache = step(model, jnp.asarray(ids[:, :6]), 0, cache)
+    stepped = [np.asarray(logits[:, 0])]
+    for position in range(6, 12):
+        token = jnp.asarray(ids[:, position : position + 1])
+        logits, cache = step(model, token, jnp.int32(position), cache)
+        stepped.append(np.asarray(logits[:, 0]))
+    assert np.abs(np.stack(stepped, axis=1) - expected[:, 5:]).max() < 1e-5
+    # Counted on its shapes alone (building 124M random weights takes seconds).
+    small = nnx.eval_shape(lambda: flax_gpt.gpt2("gpt2", 128, 50257))
+    assert trainable(small) == 124_439_808
+
+
+def test_flax_gpt2_generates_pytorchs_tokens_in_every_mode(tmp_path: Path) -> None:
+    """A greedy generation from the shared weights and prompt, in Flax's three modes and
+    PyTorch: the same tokens (token_check); under jit one program for the prefill and
+    one for every decoding step (the static cache keeps their shapes)."""
+    small = {"model": "gpt2_tiny", "task": "generate", "batch_size": 1, "seq_len": 8}
+    small |= {"threads": 1, "task_dims": "new_tokens=4"}
+    cases = [
+        *(Case.build(**small, framework="flax", mode=m) for m in ("jit", "nnx-jit", "eager")),
+        Case.build(**small, framework="torch"),
+    ]
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
+        results = list(run_cases(cases, store, "flax", RunOptions(timing=timing)))
+    for r in results:
+        assert r.status == "ok", (r.case.label(), r.error)
+        assert str(r.settings["token_check"]).startswith("passed"), r.settings["token_check"]
+        assert r.param_count == 141_056
+    jit = results[0]
+    assert jit.settings["jit_compilations"] == 2
+    assert jit.settings["kv_cache"].startswith("static")
+    assert len(jit.settings["generated_tokens"]) == 4
+
+
 USER_MODULE = """
 import jax
 from flax import nnx

@@ -390,8 +390,8 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         workloads=(
             (TRAIN.name, "fwbench.frameworks.flax_nnx:FlaxWorkload"),
             (INFER.name, "fwbench.frameworks.flax_nnx:FlaxWorkload"),
+            (GENERATE.name, "fwbench.frameworks.flax_nnx:FlaxGenerate"),
         ),
-        task_reasons=((GENERATE.name, "fwbench has no Flax decoder yet"),),
         data_parallel="fwbench.distributed.flax_dp",
         strategies=(
             Strategy(

@@ -10,7 +10,9 @@ Three modes, as Flax's performance guide describes them:
   Flax code is written; `nnx.jit` walks their graph in Python on every call.
 - `eager`: the same step, op by op, unjitted.
 
-Synchronised with `jax.block_until_ready`. Imported in workers only.
+Synchronised with `jax.block_until_ready`. A generation (`FlaxGenerate`, the zoo's
+GPT-2) runs its prefill and decoding step the same three ways, through a static
+key/value cache (fwbench.models.flax_gpt). Imported in workers only.
 """
 
 from __future__ import annotations
@@ -23,17 +25,20 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
 from fwbench.explain.timeline import Event, Window
+from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     NO_FLOATS,
     Adapter,
     OutputCheck,
     OutputShapeError,
+    TaskNotImplemented,
     Workload,
     check_user_logits,
     synthetic_arrays,
     tensors_in,
     workload_class,
 )
+from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.models.sources.flax_callable import trainable
 from fwbench.tasks import get_task
@@ -91,6 +96,21 @@ class UserLoss:
         return optax.softmax_cross_entropy_with_integer_labels(logits, self.labels).mean()
 
 
+def compute_in(model: Any, precision: str | None) -> bool:
+    """Flax's mixed precision for bf16 (returns whether it is on): each layer computes in
+    its `dtype`, its parameters stay in their `param_dtype` (float32), as Keras'
+    mixed_bfloat16 policy does."""
+    import jax.numpy as jnp
+    from flax import nnx
+
+    if precision != "bf16":
+        return False
+    for _, layer in nnx.iter_modules(model):
+        if hasattr(layer, "dtype"):
+            layer.dtype = jnp.bfloat16
+    return True
+
+
 class FlaxWorkload(Workload):
     """`train` (the zoo's models: cross-entropy against random labels; a user's: its
     objective, USER_OBJECTIVES) with the model's optimizer, and `infer` (BatchNorm on its
@@ -121,7 +141,10 @@ class FlaxWorkload(Workload):
         objective: Any = UserLoss(case.loss, batch)
         if case.inputs is None:
             rng = np.random.default_rng(0)
-            labels = rng.integers(0, case.dim("num_classes"), (batch,))
+            if spec.objective == "lm":  # the next token at every position
+                labels = rng.integers(0, case.dim("vocab_size"), (batch, case.dim("seq_len")))
+            else:
+                labels = rng.integers(0, case.dim("num_classes"), (batch,))
             targets = (jnp.asarray(labels),)
 
             def classify(out: Any, y: Any) -> Any:
@@ -132,13 +155,7 @@ class FlaxWorkload(Workload):
 
         taken = len(inputs)
 
-        mixed = case.precision == "bf16"
-        if mixed:
-            # Flax's mixed precision: each layer computes in its `dtype`, its parameters
-            # stay in their `param_dtype` (float32), as Keras' mixed_bfloat16 policy does.
-            for _, layer in nnx.iter_modules(model):
-                if hasattr(layer, "dtype"):
-                    layer.dtype = jnp.bfloat16
+        mixed = compute_in(model, case.precision)
 
         def loss_of(model: Any, *args: Any) -> Any:
             return objective(model(*args[:taken]), *args[taken:])
@@ -253,6 +270,94 @@ class FlaxWorkload(Workload):
     def counters(self) -> dict[str, Any]:
         count = self.compile_count()
         return {"jit_compilations": count} if count is not None else {}
+
+
+class FlaxGenerate(GenerateWorkload):
+    """Greedy generation of the zoo's GPT-2 from the weights every framework loads, through
+    a static key/value cache (arrays of the whole generation's length, donated and so
+    updated in place in `jit`), the prefill and the decoding step each one program: in
+    `jit` a `jax.jit` function of the split state, in `nnx-jit` under `nnx.jit` with the
+    model passed as an object, in `eager` unjitted. Each token is brought to the host as
+    it is made (GenerateWorkload)."""
+
+    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+        import jax
+        import jax.numpy as jnp
+        from flax import nnx
+
+        from fwbench.models import flax_gpt
+
+        if not isinstance(model, flax_gpt.GPT2):
+            raise TaskNotImplemented(f"task {case.task}: {case.model} has no Flax generation")
+        super().__init__(case)
+        flax_gpt.load_weights(model, generation.weights(case))
+        model.eval()  # type: ignore[no-untyped-call]
+        self.param_count = trainable(model)
+        mixed = compute_in(model, case.precision)
+        self.mode = case.mode
+        context = self.prompt_len + self.new_tokens
+        dtype = jnp.bfloat16 if mixed else jnp.float32
+        self.cache = model.empty_cache(case.batch_size, context, dtype)
+        self.ids = jnp.asarray(self.prompt_ids)
+        self.model = model
+        self.token: Any = None
+
+        def run(model: Any, ids: Any, start: Any, cache: Any) -> Any:
+            logits, cache = model.forward(ids, start, cache, last_only=True)
+            return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
+
+        self.compiled: list[Any] = []
+        if self.mode == "jit":
+            graphdef, state = nnx.split(model)
+
+            def pure(state: Any, ids: Any, start: Any, cache: Any) -> Any:
+                return run(nnx.merge(graphdef, state), ids, start, cache)
+
+            # Two programs (the prompt's length, and one token's), the cache donated.
+            fn = jax.jit(pure, donate_argnums=3)
+            self.compiled = [fn]
+            self._run: Any = lambda ids, start, cache: fn(state, ids, start, cache)
+        elif self.mode == "nnx-jit":
+            wrapped = nnx.jit(run)
+            self._run = lambda ids, start, cache: wrapped(model, ids, start, cache)
+        else:
+            self._run = lambda ids, start, cache: run(model, ids, start, cache)
+        self.settings_ = {
+            "precision": case.precision or "fp32",
+            "compute_dtype": "bfloat16" if mixed else "float32",
+            "param_dtype": "float32",
+            **self.cache_settings(
+                case, f"static: jax arrays of {context} positions, written at each position"
+            ),
+        }
+
+    def _next(self, ids: Any, start: int) -> np.ndarray:
+        import jax.numpy as jnp
+
+        self.token, self.cache = self._run(ids, jnp.int32(start), self.cache)
+        return np.asarray(self.token)
+
+    def prefill(self) -> np.ndarray:
+        # The cache's positions after the prompt are masked until written: nothing of the
+        # last generation is read, so it needs no reset.
+        return self._next(self.ids, 0)
+
+    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+        return self._next(self.token[:, None], position)
+
+    def logits(self, ids: np.ndarray) -> np.ndarray | None:
+        import jax.numpy as jnp
+
+        found: np.ndarray = _as_array(self.model(jnp.asarray(ids)))
+        return found
+
+    def compile_count(self) -> int | None:
+        return sum(int(fn._cache_size()) for fn in self.compiled) if self.compiled else None
+
+    def counters(self) -> dict[str, Any]:
+        count = self.compile_count()
+        compiled = {"jit_compilations": count} if count is not None else {}
+        return compiled | super().counters()
 
 
 class FlaxAdapter(JaxRuntime, Adapter):

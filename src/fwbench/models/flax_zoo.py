@@ -1,6 +1,6 @@
 """Flax NNX's builders of the zoo's models (framework `flax`): torchvision's ResNets
 (flax_resnet.py), VGG-16, MobileNetV2 and EfficientNet-B4 (flax_vision.py) and
-Inception-v3 (flax_inception.py).
+Inception-v3 (flax_inception.py), and GPT-2 (flax_gpt.py).
 Framework-free: each builder imports Flax when it is called, in a worker. The zoo's other
 models are refused for `flax` by name before any work."""
 
@@ -35,6 +35,15 @@ def _inception(num_classes: int, input_size: int) -> Any:
     return inception_v3(num_classes=num_classes)
 
 
+def _gpt(name: str) -> Builder:
+    def build(seq_len: int, vocab_size: int) -> Any:
+        from fwbench.models.flax_gpt import gpt2
+
+        return gpt2(name, seq_len, vocab_size)
+
+    return build
+
+
 register_builders(
     "flax",
     {
@@ -43,5 +52,6 @@ register_builders(
         "mobilenet_v2": _vision("mobilenet_v2"),
         "efficientnet_b4": _vision("efficientnet_b4"),
         "inception_v3": _inception,
+        **{name: _gpt(name) for name in ("gpt2", "gpt2_tiny")},
     },
 )
