@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -288,13 +289,16 @@ def test_sharded_training_on_two_host_devices_runs_and_records_its_strategy(
     assert "NamedSharding" in d["backend"] and "SyncBatchNorm" in d["batch_norm"]
     assert "share the process's threads and cores" in d["logical_devices"]
     assert r["param_count"] == 11_181_642
-    # Flax's profiler is not read yet: its communication is unknown, not "none seen".
-    assert d["communication"]["profiler"] is None and d["communication"]["error"]
+    # jax.profiler's trace shows XLA's all-reduce of the gradients between the devices.
+    comm = d["communication"]
+    assert comm["profiler"] == "jax.profiler (XPlane)" and comm["error"] is None, comm
+    assert "all-reduce" in comm["ops"] and comm["in_flight_s"] > 0
     report = tmp_path / "report.md"
     assert fwbench("report", str(db), "-o", str(report)).returncode == 0
     scaling = "| flax/jit/sharded | 2 | 4 |"  # the scaling table's row: 2 workers, batch 4
     (row,) = [line for line in report.read_text().splitlines() if scaling in line]
-    assert row.endswith("| not read |")
+    # Its communication column: the all-reduce's time in flight per step, ms (share).
+    assert re.search(r"\| [\d.]+ \(\d+%\) \|$", row), row
 
 
 SHARDED_AGAINST_WHOLE = """
@@ -355,3 +359,32 @@ def test_a_sharded_step_updates_the_state_as_one_step_on_the_whole_batch(
     assert sharded == pytest.approx(whole, rel=1e-5)
     assert found["leaves"][0] == found["leaves"][1] > 100
     assert found["worst"] < 5e-4
+
+
+def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) -> None:
+    """The Llama-type decoder (RMSNorm, rotary positions, grouped-query attention,
+    SwiGLU) read from the safetensors PyTorch reads: its parameters and greedy tokens
+    are PyTorch's; it trains on the same ids."""
+    timing = "timing: {min_runs: 1, max_runs: 1, run_time_s: 0.3, max_warmup_s: 0.5}\n"
+    found = {}
+    for task, extra in (("generate", "new_tokens: 8\n"), ("train", "")):
+        spec = tmp_path / f"{task}.yaml"
+        spec.write_text(
+            f"name: flax-llama\nframework: [flax, torch]\nmodel: hf:llama@tiny\ntask: {task}\n"
+            f"batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 2\n{extra}{timing}"
+        )
+        db = tmp_path / f"{task}.duckdb"
+        proc = fwbench("sweep", str(spec), "--db", str(db), "--json", timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        records = {r["framework"]: r for r in json.loads(proc.stdout)}
+        assert [r["status"] for r in records.values()] == ["ok", "ok"], [
+            (r["framework"], r["error"]) for r in records.values()
+        ]
+        assert records["flax"]["param_count"] == records["torch"]["param_count"]
+        assert not any(r["different_work"] for r in records.values()), records
+        found[task] = records
+    generated = found["generate"]
+    tokens = {fw: r["settings"]["generated_tokens"] for fw, r in generated.items()}
+    assert len(tokens["torch"]) == 8 and tokens["flax"] == tokens["torch"], tokens
+    assert str(generated["flax"]["settings"]["token_check"]).startswith("passed")
+    assert generated["flax"]["settings"]["jit_compilations"] == 2

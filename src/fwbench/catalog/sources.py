@@ -195,6 +195,8 @@ _BUILT_IN = (
             ("tensorflow", _KERAS_HUB),
             ("keras-jax", _KERAS_HUB),
             ("keras-torch", _KERAS_HUB),
+            # Where fwbench writes the architecture in Flax (hf.can_run says which).
+            ("flax", "Flax NNX's Llama-type decoder, from the same safetensors weights"),
         ),
     ),
     Source(

@@ -273,7 +273,8 @@ class FlaxWorkload(Workload):
 
 
 class FlaxGenerate(GenerateWorkload):
-    """Greedy generation of the zoo's GPT-2 from the weights every framework loads, through
+    """Greedy generation of the zoo's GPT-2, or a Llama-type decoder read from transformers'
+    weights (models/flax_llama.py), from the weights every framework loads, through
     a static key/value cache (arrays of the whole generation's length, donated and so
     updated in place in `jit`), the prefill and the decoding step each one program: in
     `jit` a `jax.jit` function of the split state, in `nnx-jit` under `nnx.jit` with the
@@ -287,11 +288,14 @@ class FlaxGenerate(GenerateWorkload):
 
         from fwbench.models import flax_gpt
 
-        if not isinstance(model, flax_gpt.GPT2):
+        if not hasattr(model, "empty_cache"):
             raise TaskNotImplemented(f"task {case.task}: {case.model} has no Flax generation")
         super().__init__(case)
-        flax_gpt.load_weights(model, generation.weights(case))
-        model.eval()  # type: ignore[no-untyped-call]
+        if isinstance(model, flax_gpt.GPT2):
+            # The zoo's GPT-2: the weights every framework loads (a decoder read from
+            # transformers' folder came with its own).
+            flax_gpt.load_weights(model, generation.weights(case))
+        model.eval()
         self.param_count = trainable(model)
         mixed = compute_in(model, case.precision)
         self.mode = case.mode

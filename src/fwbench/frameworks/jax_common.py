@@ -8,6 +8,7 @@ starts.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -164,5 +165,8 @@ class JaxRuntime:
                     module = str(stats.get("hlo_module", ""))
                     text = texts.get(str(op)) or f"{module} | {op}"
                     thread = f"{plane.name}:{line.name}:{index}"
-                    events.append(Event(thread, start, end, str(op), text))
+                    # Named without its instance number (`convolution.3`): the top
+                    # operations add up every convolution, as PyTorch's `aten::` ops do.
+                    name = re.sub(r"\.\d+$", "", str(op))
+                    events.append(Event(thread, start, end, name, text))
         return "jax.profiler (XPlane)", events, Window(*span), trace_path

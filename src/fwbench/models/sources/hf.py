@@ -231,6 +231,8 @@ ARCHS: dict[str, Arch] = {
         keras_why="an encoder: fwbench reads decoders from keras-hub",
     ),
 }  # fmt: skip
+# The decoders fwbench writes in Flax NNX (models/flax_llama.py), by transformers model_type.
+FLAX = ("llama",)
 # keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
 KERAS_HUB = {
     arch.model_type or name: arch.keras_hub for name, arch in ARCHS.items() if arch.keras_hub
@@ -314,7 +316,7 @@ def resolve(text: str) -> ModelSpec:
         return user_model(
             f"{PREFIX}{given}",
             family="transformers",
-            builders=_builders(given, found.keras_hub),
+            builders=_builders(given, found.keras_hub, (found.model_type or arch) in FLAX),
             description=f"transformers' {arch}, {label}, random weights",
             objective="lm" if found.causal else "mean",
             context=int(context) if found.causal and context else None,
@@ -337,23 +339,36 @@ def resolve(text: str) -> ModelSpec:
     return file_model(
         f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
         family="transformers",
-        builders=_builders(str(folder), KERAS_HUB.get(config["model_type"], "") if causal else ""),
+        builders=_builders(
+            str(folder),
+            KERAS_HUB.get(config["model_type"], "") if causal else "",
+            causal and config["model_type"] in FLAX,
+        ),
         description=f"transformers {config['model_type']} from {folder}, {weights}",
         objective="lm" if causal else "mean",
         context=int(context) if causal and context else None,
     )  # fmt: skip
 
 
-def _builders(given: str, keras_class: str) -> dict[str, Any]:
+def _builders(given: str, keras_class: str, flax: bool = False) -> dict[str, Any]:
     found: dict[str, Any] = {"torch": lambda **_: build(given)}
     if keras_class:
         found |= dict.fromkeys(KERAS, lambda **_: build_keras(given))
+    if flax:
+        found["flax"] = lambda **_: build_flax(given)
     return found
 
 
 def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
-    """Whether the Keras builders (`framework_models`: the builder a framework builds
-    from) read this model, and how or why not; None where the source's entry says."""
+    """Whether the Keras builders or Flax's (`framework_models`: the builder a framework
+    builds from) read this model, and how or why not; None where the source's entry says."""
+    if framework_models == "flax":
+        if framework_models in spec.builders:
+            return True, "Flax NNX's Llama-type decoder, from the same safetensors weights"
+        return False, (
+            f"fwbench's Flax decoder reads {', '.join(FLAX)} checkpoints only; PyTorch, "
+            "Keras' backends where keras-hub reads it, and the runtimes run this one"
+        )
     if framework_models not in KERAS:
         return None
     if framework_models in spec.builders:
@@ -420,14 +435,14 @@ def _dtype_of(given: str) -> str:
 def _make_weights(given: str, folder: Path) -> None:
     """Random weights of `given`'s configuration, written by transformers under SEED into
     `folder` (made aside, then renamed: a reader never sees half). In a process of Keras
-    (TensorFlow and PyTorch are never imported into one process), a PyTorch process of
-    its own writes them."""
+    or JAX (PyTorch is never imported beside them), a PyTorch process of its own writes
+    them."""
     # Here, not at the top: the command's process resolves hf: texts and writes nothing.
     import shutil
     import subprocess
     import tempfile
 
-    if "keras" in sys.modules or "tensorflow" in sys.modules:
+    if any(name in sys.modules for name in ("keras", "tensorflow", "jax")):
         done = subprocess.run(
             [sys.executable, "-m", "fwbench.models.sources.hf", given],
             capture_output=True, text=True, check=False,
@@ -532,6 +547,20 @@ def build_keras(given: str) -> Any:
     folder = weights_folder(given)
     fits(given, stored_count(folder))
     return importlib.import_module("fwbench.models.keras_hub_lm").load(folder)
+
+
+def build_flax(given: str) -> Any:
+    """The same decoder in Flax NNX, read from the same weights (in a Flax worker: its
+    module, which imports Flax, by name)."""
+    import importlib
+
+    folder = weights_folder(given)
+    fits(given, stored_count(folder))
+    module = importlib.import_module("fwbench.models.flax_llama")
+    try:
+        return module.load(folder)
+    except ValueError as exc:
+        raise SpecError(f"model: hf:{given}: {exc}") from None
 
 
 # Bytes a parameter takes in every framework's model, whatever the task: fwbench reads
