@@ -288,14 +288,14 @@ class FlaxGenerate(GenerateWorkload):
 
         from fwbench.models import flax_gpt
 
-        if not hasattr(model, "empty_cache"):
+        if not isinstance(model, flax_gpt.Decoder):
             raise TaskNotImplemented(f"task {case.task}: {case.model} has no Flax generation")
         super().__init__(case)
         if isinstance(model, flax_gpt.GPT2):
             # The zoo's GPT-2: the weights every framework loads (a decoder read from
             # transformers' folder came with its own).
             flax_gpt.load_weights(model, generation.weights(case))
-        model.eval()
+        model.eval()  # type: ignore[no-untyped-call]
         self.param_count = trainable(model)
         mixed = compute_in(model, case.precision)
         self.mode = case.mode

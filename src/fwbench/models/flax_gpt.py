@@ -82,21 +82,24 @@ class Block(nnx.Module):
         return x + self.dropout(self.c_proj(hidden)), cache
 
 
-class GPT2(nnx.Module):
-    """Causal language model: called on ids, the logits over the vocabulary at every
-    position; `forward` with a cache, a generation's prefill or decoding step."""
+class Decoder(nnx.Module):
+    """What a causal decoder here is called through (GPT-2's, and flax_llama's): on ids,
+    the logits at every position; `forward` with a cache, a generation's prefill or
+    decoding step; `empty_cache`, the static cache of a generation's length. A decoder
+    gives its embedding, its blocks, its output head and its cache's shape."""
 
-    def __init__(self, name: str, seq_len: int, vocab_size: int, rngs: nnx.Rngs) -> None:
-        size = shapes.GPT2[name]
-        width = size["width"]
-        # Positions beyond the model's context get a longer table, as in PyTorch's twin.
-        positions = max(size["positions"], seq_len)
-        self.heads, self.width = size["heads"], width
-        self.wte = nnx.Embed(vocab_size, width, rngs=rngs)
-        self.wpe = nnx.Embed(positions, width, rngs=rngs)
-        self.drop = nnx.Dropout(shapes.DROPOUT, rngs=rngs)
-        self.h = nnx.List([Block(width, size["heads"], rngs) for _ in range(size["layers"])])
-        self.ln_f = nnx.LayerNorm(width, epsilon=shapes.LN_EPS, rngs=rngs)
+    def embed(self, ids: Any, positions: Any) -> Any:
+        raise NotImplementedError
+
+    def blocks(self) -> Any:
+        raise NotImplementedError
+
+    def head(self, x: Any) -> Any:
+        """The final norm and the logits over the vocabulary."""
+        raise NotImplementedError
+
+    def cache_shape(self, batch: int, length: int) -> tuple[int, ...]:
+        raise NotImplementedError
 
     def __call__(self, ids: Any) -> Any:
         logits, _ = self.forward(ids)
@@ -112,19 +115,46 @@ class GPT2(nnx.Module):
         """The logits of `ids` (batch, length) placed at `start`, through `cache` where
         given (written at their positions, returned); `last_only`: of the last position
         only, as a generation needs (transformers' generate() asks the same)."""
-        positions = start + jnp.arange(ids.shape[1])
-        x = self.drop(self.wte(ids) + self.wpe(positions)[None])
+        x = self.embed(ids, start + jnp.arange(ids.shape[1]))
         written: list[LayerCache] = []
-        for i, block in enumerate(self.h):
+        for i, block in enumerate(self.blocks()):
             x, layer = block(x, start, None if cache is None else cache[i])
             if layer is not None:
                 written.append(layer)
-        x = self.ln_f(x[:, -1:] if last_only else x)
-        return self.wte.attend(x), (tuple(written) if cache is not None else None)
+        logits = self.head(x[:, -1:] if last_only else x)
+        return logits, (tuple(written) if cache is not None else None)
 
     def empty_cache(self, batch: int, length: int, dtype: Any) -> tuple[LayerCache, ...]:
-        shape = (batch, self.heads, length, self.width // self.heads)
-        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in self.h)
+        shape = self.cache_shape(batch, length)
+        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in self.blocks())
+
+
+class GPT2(Decoder):
+    """GPT-2's decoder: learned positions, its blocks, the output tied to the tokens."""
+
+    def __init__(self, name: str, seq_len: int, vocab_size: int, rngs: nnx.Rngs) -> None:
+        size = shapes.GPT2[name]
+        width = size["width"]
+        # Positions beyond the model's context get a longer table, as in PyTorch's twin.
+        positions = max(size["positions"], seq_len)
+        self.heads, self.width = size["heads"], width
+        self.wte = nnx.Embed(vocab_size, width, rngs=rngs)
+        self.wpe = nnx.Embed(positions, width, rngs=rngs)
+        self.drop = nnx.Dropout(shapes.DROPOUT, rngs=rngs)
+        self.h = nnx.List([Block(width, size["heads"], rngs) for _ in range(size["layers"])])
+        self.ln_f = nnx.LayerNorm(width, epsilon=shapes.LN_EPS, rngs=rngs)
+
+    def embed(self, ids: Any, positions: Any) -> Any:
+        return self.drop(self.wte(ids) + self.wpe(positions)[None])
+
+    def blocks(self) -> Any:
+        return self.h
+
+    def head(self, x: Any) -> Any:
+        return self.wte.attend(self.ln_f(x))
+
+    def cache_shape(self, batch: int, length: int) -> tuple[int, ...]:
+        return (batch, self.heads, length, self.width // self.heads)
 
 
 # transformers' names (gpt_weights) -> this model's parameters, by path below a block or

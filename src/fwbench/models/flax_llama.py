@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from fwbench.models.flax_gpt import LayerCache
+from fwbench.models.flax_gpt import Decoder, LayerCache
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,8 @@ class Layer(nnx.Module):
         return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), cache
 
 
-class Llama(nnx.Module):
-    """Causal language model: called on ids, the logits at every position; `forward` with
-    a cache, a generation's prefill or decoding step (as flax_gpt.GPT2's)."""
+class Llama(Decoder):
+    """Causal language model, called as flax_gpt.GPT2 is (Decoder)."""
 
     def __init__(self, c: Config, rngs: nnx.Rngs) -> None:
         self.c = c
@@ -165,30 +164,18 @@ class Llama(nnx.Module):
         self.norm = RMSNorm(c.hidden, c.eps)
         self.lm_head = None if c.tied else _linear(c.hidden, c.vocab, rngs)
 
-    def __call__(self, ids: Any) -> Any:
-        logits, _ = self.forward(ids)
-        return logits
+    def embed(self, ids: Any, positions: Any) -> Any:
+        return self.embed_tokens(ids)  # positions enter as rotations, in the attention
 
-    def forward(
-        self,
-        ids: Any,
-        start: Any = 0,
-        cache: tuple[LayerCache, ...] | None = None,
-        last_only: bool = False,
-    ) -> tuple[Any, tuple[LayerCache, ...] | None]:
-        x = self.embed_tokens(ids)
-        written: list[LayerCache] = []
-        for i, layer in enumerate(self.layers):
-            x, found = layer(x, start, None if cache is None else cache[i])
-            if found is not None:
-                written.append(found)
-        x = self.norm(x[:, -1:] if last_only else x)
-        logits = self.embed_tokens.attend(x) if self.lm_head is None else self.lm_head(x)
-        return logits, (tuple(written) if cache is not None else None)
+    def blocks(self) -> Any:
+        return self.layers
 
-    def empty_cache(self, batch: int, length: int, dtype: Any) -> tuple[LayerCache, ...]:
-        shape = (batch, self.c.kv_heads, length, self.c.head_dim)
-        return tuple((jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in self.layers)
+    def head(self, x: Any) -> Any:
+        x = self.norm(x)
+        return self.embed_tokens.attend(x) if self.lm_head is None else self.lm_head(x)
+
+    def cache_shape(self, batch: int, length: int) -> tuple[int, ...]:
+        return (batch, self.c.kv_heads, length, self.c.head_dim)
 
 
 def _place(model: Llama, name: str) -> tuple[Any, bool] | None:
