@@ -90,7 +90,7 @@ def fwbench_serve(framework: str, args: argparse.Namespace, db: Path) -> tuple[f
     (record,) = found
     if record["status"] != "ok":
         raise RuntimeError(f"fwbench serve {framework}: {record['status']}: {record['error']}")
-    return args.batch_size / float(record["samples_per_s"]["value"]), other
+    return args.batch_size / float(record["serving"]["samples_per_s"]["value"]), other
 
 
 def crosscheck(framework: str, args: argparse.Namespace, db: Path) -> dict[str, Any]:

@@ -132,6 +132,6 @@ def test_it_serves_under_loadgen_like_any_framework(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     [record] = json.loads(proc.stdout)  # serve prints a list, of one point here
-    assert record["status"] == "ok" and record["validity"] == "VALID", record["error"]
+    assert record["status"] == "ok" and record["serving"]["validity"] == "VALID", record["error"]
     assert record["settings"]["output_check"] == "agrees"
     assert record["settings"]["convert_s"] > 0

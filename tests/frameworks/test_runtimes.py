@@ -186,7 +186,7 @@ def test_the_runtimes_serve_under_loadgen_like_any_framework(tmp_path: Path) -> 
     records = {r["framework"]: r for r in json.loads(proc.stdout)}
     assert set(records) == set(RUNTIMES)
     for name, r in records.items():
-        assert r["status"] == "ok" and r["validity"] == "VALID", (name, r["error"])
+        assert r["status"] == "ok" and r["serving"]["validity"] == "VALID", (name, r["error"])
         assert r["param_count"] == 11_181_642  # ResNet-18 at 10 classes: the source model's
         assert r["settings"]["output_check"] == "agrees" and r["settings"]["export_s"] > 0
-        assert r["latency_s"]["90.00"]["value"] > 0
+        assert r["serving"]["latency_s"]["90.00"]["value"] > 0
