@@ -47,7 +47,8 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     db = tmp_path / "r.duckdb"
     steps, new_tokens = 2, 4
     proc = fwbench(
-        "explain", "--model", "gpt2_tiny", "--task", "generate", "--batch-size", "1",
+        "explain", "--framework", "torch", "--framework", "tensorflow", "--framework", "flax",
+        "--model", "gpt2_tiny", "--task", "generate", "--batch-size", "1",
         "--seq-len", "8", "--task-dims", f"new_tokens={new_tokens}", "--threads", "1",
         "--steps", str(steps), "--max-time", "0.3", "--db", str(db),
     )  # fmt: skip
@@ -57,7 +58,7 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     assert "Per decoding step" in proc.stderr
     with ResultStore(db, read_only=True) as store:
         results = {r.case.framework: r for r in store.results()}
-    assert set(results) == {"torch", "tensorflow"}
+    assert set(results) == {"torch", "tensorflow", "flax"}
     for fw, r in results.items():
         b = r.breakdown
         assert b is not None, (fw, r.error)

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 
 from fwbench.explain.categories import IDLE
 
+# The profiler range every adapter opens around the profiled steps: its span is the
+# window the categories fill.
+WINDOW = "fwbench_window"
 # The profiler ranges a generation opens around its phases while profiled
 # (GenerateWorkload.mark_phase), by name, and the phase each names. They are not ops: the
 # adapters hand them on in their window (Window.phases), not among the events.

@@ -310,7 +310,7 @@ class FlaxGenerate(GenerateWorkload):
             logits, cache = model.forward(ids, start, cache, last_only=True)
             return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
 
-        self.compiled: list[Any] = []
+        self.jitted: Any = None  # jit: the one jax.jit function (two programs)
         if self.mode == "jit":
             graphdef, state = nnx.split(model)
 
@@ -319,7 +319,7 @@ class FlaxGenerate(GenerateWorkload):
 
             # Two programs (the prompt's length, and one token's), the cache donated.
             fn = jax.jit(pure, donate_argnums=3)
-            self.compiled = [fn]
+            self.jitted = fn
             self._run: Any = lambda ids, start, cache: fn(state, ids, start, cache)
         elif self.mode == "nnx-jit":
             wrapped = nnx.jit(run)
@@ -356,7 +356,7 @@ class FlaxGenerate(GenerateWorkload):
         return found
 
     def compile_count(self) -> int | None:
-        return sum(int(fn._cache_size()) for fn in self.compiled) if self.compiled else None
+        return int(self.jitted._cache_size()) if self.jitted is not None else None
 
     def counters(self) -> dict[str, Any]:
         count = self.compile_count()
@@ -390,7 +390,6 @@ class FlaxAdapter(JaxRuntime, Adapter):
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
     ) -> tuple[str, list[Event], Window, str | None]:
-        assert isinstance(workload, FlaxWorkload)
-        return self.profile_jax(
-            workload.step, workload.sync, steps, trace_path, workload.on_gpu, workload.program()
-        )
+        # A generation's programs are read by their names (its phases split it).
+        program = workload.program() if isinstance(workload, FlaxWorkload) else None
+        return self.profile_jax(workload, steps, trace_path, program)

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from typing import Any
 
 from fwbench.case import Case
 from fwbench.explain.hlo import op_texts
-from fwbench.explain.timeline import Event, Window
-
-# The profiler range around the profiled steps, as the other adapters name theirs.
-WINDOW = "fwbench_window"
+from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
 
 
 class JaxRuntime:
@@ -111,19 +107,14 @@ class JaxRuntime:
         return None if peak is None else {"allocated_peak_bytes": int(peak)}
 
     def profile_jax(
-        self,
-        step: Callable[[], None],
-        sync: Callable[[], None],
-        steps: int,
-        trace_path: str | None,
-        on_gpu: bool,
-        program: str | None = None,
+        self, workload: Any, steps: int, trace_path: str | None, program: str | None = None
     ) -> tuple[str, list[Event], Window, str | None]:
-        """`steps` steps under JAX's profiler, then `sync()`, read back from the XSpace it
-        writes: the XLA ops it ran (the GPU's, or the CPU client's on its threads), each
-        categorised by `program`'s text where given (what a fusion holds, the Python
-        functions that made it: fwbench.explain.hlo), else by its program's and its own
-        name."""
+        """`steps` of `workload`'s steps under JAX's profiler, then its sync, read back
+        from the XSpace it writes: the XLA ops it ran (the GPU's, or the CPU client's on
+        its threads), each categorised by `program`'s text where given (what a fusion
+        holds, the Python functions that made it: fwbench.explain.hlo), else by its
+        program's and its own name; a generation's prefill and decoding steps in their
+        phases' ranges (generation.phases_marked), as the other adapters mark them."""
         import contextlib
         import glob
         import tempfile
@@ -131,20 +122,27 @@ class JaxRuntime:
         import jax
         from jax.profiler import ProfileData
 
+        from fwbench.frameworks import generation
+
         # A trace nobody asked to keep is read, then removed with its directory.
         with contextlib.ExitStack() as stack:
             logdir = trace_path or stack.enter_context(
                 tempfile.TemporaryDirectory(prefix="fwbench-jax-trace-")
             )
-            with jax.profiler.trace(logdir), jax.profiler.TraceAnnotation(WINDOW):
+            with (
+                jax.profiler.trace(logdir),
+                generation.phases_marked(workload, jax.profiler.TraceAnnotation),
+                jax.profiler.TraceAnnotation(WINDOW),
+            ):
                 for _ in range(steps):
-                    step()
-                sync()
+                    workload.step()
+                workload.sync()
             files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
             data = ProfileData.from_file(files[-1])
         texts = op_texts(program) if program else {}
         events: list[Event] = []
         span = (0.0, 0.0)
+        phases: dict[str, list[tuple[float, float]]] = {}
         for plane in data.planes:
             gpu_plane = plane.name.startswith("/device:GPU")
             if plane.name != "/host:CPU" and not gpu_plane:
@@ -153,11 +151,14 @@ class JaxRuntime:
                 for ev in line.events:
                     start = ev.start_ns * 1e-9
                     end = start + ev.duration_ns * 1e-9
-                    if ev.name == WINDOW and not gpu_plane:
+                    if not gpu_plane and ev.name == WINDOW:
                         span = (start, end)
                         continue
-                    if gpu_plane != on_gpu:
+                    if not gpu_plane and ev.name in PHASES:
+                        phases.setdefault(PHASES[ev.name], []).append((start, end))
                         continue
+                    if gpu_plane != workload.on_gpu:
+                        continue  # the ops of the device the workload ran on
                     stats = dict(ev.stats)
                     op = stats.get("hlo_op")
                     if not op:
@@ -169,4 +170,4 @@ class JaxRuntime:
                     # operations add up every convolution, as PyTorch's `aten::` ops do.
                     name = re.sub(r"\.\d+$", "", str(op))
                     events.append(Event(thread, start, end, name, text))
-        return "jax.profiler (XPlane)", events, Window(*span), trace_path
+        return "jax.profiler (XPlane)", events, Window(*span, phases), trace_path

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, ctc_label_length, get_model
-from fwbench.explain.timeline import PHASES, Event, Window
+from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import Adapter, OutputCheck, Workload, tensors_in, workload_class
 from fwbench.frameworks.generation import GenerateWorkload
@@ -33,8 +33,6 @@ from fwbench.frameworks.keras_common import (
 )
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.tasks import get_task
-
-WINDOW = "fwbench_window"
 
 
 class TensorFlowWorkload(Workload):

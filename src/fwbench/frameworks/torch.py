@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
 from fwbench.explain.kernels import kernel_launchers
-from fwbench.explain.timeline import PHASES, Event, Window
+from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     NO_FLOATS,
@@ -33,7 +33,6 @@ from fwbench.frameworks.base import (
 from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.tasks import get_task
 
-WINDOW = "fwbench_window"
 ADAM_EPS = 1e-7  # Keras' default; torch's is 1e-8: the same optimizer in both
 
 
