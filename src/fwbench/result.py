@@ -19,14 +19,14 @@ so `Result.from_record` reads exported JSON of every earlier version):
      median, start-up, launcher, other processes' load); step_time_s is the geometric
      mean of the run medians with a t interval over runs (ci_method says which); samples
      are every run's blocks. Results of version <= 6 read as one run.
-  8  serving results (fwbench.scenario.record.Result): a record of their own, in
+  8  serving results (then fwbench.serve.result.ServingResult): a record of their own, in
      a table of their own; the case record is unchanged.
   9  tracked: results of trackers the record has no field of its own for (plugins'
      trackers, fwbench.measure.trackers), by tracker name; {} before.
  10  case options: the framework's own switches the case set (`--options onednn=off`),
      None before (the framework decided); part of the key only when set.
  11  invocation_id in place of run_id (the id of the command invocation that recorded
-     the result; "run" now means a worker process only), in Result and Result.
+     the result; "run" now means a worker process only), in Result and ServingResult.
      Records of earlier versions are read with their run_id as invocation_id.
  12  case task_dims: the task's own dimensions (fwbench.tasks, e.g. a generation's
      `new_tokens=32`), None for tasks without any (every task before this version).
@@ -511,7 +511,7 @@ class Result(BaseModel):
                 f"(1 to {SCHEMA_VERSION})" + ("; a newer fwbench wrote it?" if newer else "")
             )
         record = serving_of_old(invocation_id_of_old(record))
-        if version < SETTINGS_SINCE and record.get("serving") is None:
+        if version < SETTINGS_SINCE:
             old = settings_of_old(record.get("timing_config") or {})
             record = {
                 **{k: v for k, v in record.items() if k != "timing_config"},

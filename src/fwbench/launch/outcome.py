@@ -3,8 +3,8 @@
 The measurement driver (fwbench.launch.local, for single-process and data-parallel
 cases and for serving points alike) and the Ray executor produce these; a case's runs
 are already the records that are stored (fwbench.result.Run), and
-fwbench.launch.records and fwbench.launch.serving make the rest of its Result or
-Result.
+fwbench.launch.records and fwbench.launch.serving make the rest of its Result (a
+serving point's with its `serving` part).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def _latest(results: Sequence[Result]) -> dict[str, Result]:
     case and its scenario's settings)."""
     out: dict[str, Result] = {}
     for r in sorted(results, key=lambda r: r.recorded_at):
-        out[r.served.point_key if r.serving is not None else r.case_key] = r
+        out[r.point_key if r.serving is not None else r.case_key] = r
     return out
 
 
