@@ -422,7 +422,10 @@ def _check_framework_keys(source: str, axes: dict[str, Any], given: bool) -> Non
         if missing and axis != "options":
             fw = missing[0]
             # Its default mode, else what the mapping gives the first framework it names.
-            shown = [default_mode(fw) or "..."] if axis == "mode" else next(iter(value.values()))
+            # (An empty mapping names none: "...".)
+            first = next(iter(value.values()), "...")
+            given_first = first if isinstance(first, list) else [first]
+            shown = [default_mode(fw) or "..."] if axis == "mode" else given_first
             example = shown[0] if len(shown) == 1 else f"[{', '.join(map(str, shown))}]"
             raise SpecError(
                 f"{source}: {axis}: no value for {fw}, one of the sweep's frameworks "

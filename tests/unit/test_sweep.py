@@ -247,3 +247,12 @@ def test_timing_flags_are_laid_over_a_sweep_files_timing(
     assert not timing_flags(no_cache, compile_cache=True).run.compile_cache
     with pytest.raises(SpecError, match=r"^--max-runs \(1\) is below --min-runs \(2\)"):
         timing_flags(file_timing, max_runs=1)
+
+
+def test_a_per_framework_mapping_missing_a_framework_is_refused_with_a_whole_example() -> None:
+    """An empty mapping crashed with StopIteration, and a scalar value was spelt out letter
+    by letter in the example ("[r, e, s, ...]")."""
+    with pytest.raises(SpecError, match=r"model: no value for torch, .* add `torch: \.\.\.`"):
+        sweep.parse("model: {}\n")
+    with pytest.raises(SpecError, match="add `tensorflow: resnet18` to `model`"):
+        sweep.parse("framework: [torch, tensorflow]\nmodel: {torch: resnet18}\n")
