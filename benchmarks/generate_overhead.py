@@ -4,35 +4,22 @@ For each framework in its default mode, fwbench's time per output token (`fwbenc
 --task generate`, one run, its `tpot_s`) is set against a generation timed here by
 hand, alternated round by round (ABBA) in fresh processes on this machine.
 
-The zoo's GPT-2 (`--model gpt2`) against a decoding loop written the way each
-framework's users write one:
+The zoo's GPT-2 (`--model gpt2`) or a decoder of transformers and keras-hub (`--model
+hf:llama@tiny`, any `hf:` text), the same weights and prompt on both sides:
 
-- PyTorch: transformers' GPT2LMHeadModel under `torch.inference_mode()`, the prompt
-  once with `use_cache=True`, then one token at a time through its key/value cache;
-- TensorFlow: the Keras twin's prefill and decoding step, each a `tf.function`;
-- Keras on JAX: the same two functions under `jax.jit`, weights passed as arguments.
-
-Both sides load the same weights and prompt and read each token back as it is made.
-The hand loop's time per output token is the median over its generations of the mean
-decoding step after the first token.
-
-A decoder of transformers and keras-hub (`--model hf:llama@tiny`, any `hf:` text)
-against each library's own `generate()`, as its users call it, greedy, the same weights
-fwbench reads:
-
-- PyTorch: transformers' `model.generate(max_new_tokens=N, min_new_tokens=N)`;
-- Keras (tensorflow, keras-jax, keras-torch): keras-hub's `CausalLM.generate()` with the
-  greedy sampler, the prompt padded to prompt + N positions (keras-hub's input).
-
-`generate()` returns the whole sequence at once, so its time per output token is
-(t(N tokens) - t(1 token)) / (N - 1), each the median of its calls, alternated; its
-time to first token is t(1 token). For keras-hub the two calls take inputs of the same
-shape (its prefill runs over every padded position, prompt or not), so they differ by
-the N - 1 decoding steps alone. Neither reads a token back before the last is made: a
-streaming user's loop (fwbench's) pays a device-to-host read per token that these do not.
+- PyTorch, the zoo's GPT-2: a decoding loop written the way its users write one,
+  transformers' GPT2LMHeadModel under `torch.inference_mode()`, the prompt once with
+  `use_cache=True`, then one token at a time through its key/value cache, each token
+  read back as it is made; its time per output token is the median over its
+  generations of the mean decoding step after the first token;
+- PyTorch, an `hf:` decoder: transformers' `model.generate(max_new_tokens=N,
+  min_new_tokens=N)`, greedy;
+- Keras (tensorflow, keras-jax, keras-torch), either model (both are keras-hub's):
+  keras-hub's `CausalLM.generate()` with the greedy sampler, the prompt padded to
+  prompt + N positions (keras-hub's input).
 
 Ratios are fwbench / hand (above 1: fwbench slower), geometric means over rounds with a
-t interval; the target is 1.00 +- 0.03 for the hand loops, 1.00 +- 0.05 for the
+t interval; the target is 1.00 +- 0.03 for the hand loop, 1.00 +- 0.05 for the
 libraries' `generate()`. Usage:
 
     cd benchmarks && ../.venv/bin/python generate_overhead.py [--rounds 3]
@@ -172,9 +159,18 @@ def keras_hub_generate(args: argparse.Namespace) -> Timed:
         torch.set_num_threads(args.threads)
         torch.set_num_interop_threads(args.threads)
     from fwbench.frameworks import generation
+    from fwbench.models import keras_hub_lm
     from fwbench.models.sources import hf
 
-    lm = hf.build_keras(args.model.removeprefix("hf:")).lm
+    if _library(args.model):
+        lm = hf.build_keras(args.model.removeprefix("hf:")).lm
+    else:  # the zoo's GPT-2, with the weights every framework loads
+        case = _case(args)
+        model = keras_hub_lm.build(
+            args.model, seq_len=args.seq_len, vocab_size=case.dim("vocab_size")
+        )
+        keras_hub_lm.load_gpt2_weights(model, generation.weights(case))
+        lm = model.lm
     lm.compile(sampler="greedy")
     prompt = generation.prompt(_case(args))
     batch, n = prompt.shape[0], args.new_tokens
@@ -227,102 +223,23 @@ def torch_loop(args: argparse.Namespace) -> Timed:
     return _per_token(generate)
 
 
-def _keras_model(args: argparse.Namespace) -> tuple[Any, Any, np.ndarray, int]:
-    from fwbench.frameworks import generation
-    from fwbench.models import keras_gpt
-
-    case = _case(args)
-    model = keras_gpt.build(args.model, seq_len=args.seq_len, vocab_size=case.dim("vocab_size"))
-    keras_gpt.load_weights(model, generation.weights(case))
-    return model, case, generation.prompt(case), args.seq_len + args.new_tokens
-
-
-def tensorflow_loop(args: argparse.Namespace) -> Timed:
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    model, case, prompt, context = _keras_model(args)
-    ids = tf.constant(prompt)
-
-    def first(ids: Any) -> Any:
-        return model.next_token(ids, model.empty_cache(case.batch_size, context), 0)
-
-    def following(token: Any, cache: Any, position: Any) -> Any:
-        return model.next_token(token[:, None], cache, position)
-
-    prefill, decode = tf.function(first), tf.function(following)
-
-    positions = [tf.constant(p, tf.int32) for p in range(context)]
-
-    def generate() -> list[float]:
-        start = time.perf_counter()
-        token, cache = prefill(ids)
-        token.numpy()
-        times = [time.perf_counter() - start]
-        for i in range(1, args.new_tokens):
-            start = time.perf_counter()
-            token, cache = decode(token, cache, positions[args.seq_len + i - 1])
-            token.numpy()
-            times.append(time.perf_counter() - start)
-        return times
-
-    return _per_token(generate)
-
-
-def keras_jax_loop(args: argparse.Namespace) -> Timed:
-    os.environ["KERAS_BACKEND"] = "jax"
-    import jax
-    import keras
-
-    model, case, prompt, context = _keras_model(args)
-    variables = list(model.variables)
-    values = [v.value for v in variables]
-    ids = jax.numpy.asarray(prompt)
-
-    def prefill(values: Any, ids: Any) -> Any:
-        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
-            return model.next_token(ids, model.empty_cache(case.batch_size, context), 0)
-
-    def decode(values: Any, token: Any, cache: Any, position: Any) -> Any:
-        with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
-            return model.next_token(token[:, None], cache, position)
-
-    first = jax.jit(prefill)
-    step = jax.jit(decode, donate_argnums=2)
-    positions = [jax.numpy.asarray(p, jax.numpy.int32) for p in range(context)]
-
-    def generate() -> list[float]:
-        start = time.perf_counter()
-        token, cache = first(values, ids)
-        np.asarray(token)
-        times = [time.perf_counter() - start]
-        for i in range(1, args.new_tokens):
-            start = time.perf_counter()
-            token, cache = step(values, token, cache, positions[args.seq_len + i - 1])
-            np.asarray(token)
-            times.append(time.perf_counter() - start)
-        return times
-
-    return _per_token(generate)
-
-
-LOOPS: dict[str, Callable[[argparse.Namespace], Timed]] = {
-    "torch": torch_loop, "tensorflow": tensorflow_loop, "keras-jax": keras_jax_loop,
-}  # fmt: skip
 LIBRARIES: dict[str, Callable[[argparse.Namespace], Timed]] = {
     "torch": transformers_generate, "tensorflow": keras_hub_generate,
     "keras-jax": keras_hub_generate, "keras-torch": keras_hub_generate,
 }  # fmt: skip
 
 
+def _way(args: argparse.Namespace, framework: str) -> tuple[Callable[..., Timed], float]:
+    """How `framework`'s users generate `args.model` (see the docstring), and the target."""
+    if framework == "torch" and not _library(args.model):
+        return torch_loop, TARGET
+    return LIBRARIES[framework], LIBRARY_TARGET
+
+
 def hand(args: argparse.Namespace) -> dict[str, float]:
     """The hand-timed generation in this process: warm up, then generations for `seconds`."""
-    loops = LIBRARIES if _library(args.model) else LOOPS
-    if args.framework not in loops:
-        raise SystemExit(f"{args.framework}: no hand-timed generation of {args.model} here")
     _threads(args, args.framework)
-    generate = loops[args.framework](args)
+    generate = _way(args, args.framework)[0](args)
     for _ in range(3):
         generate()
     tpot: list[float] = []
@@ -389,8 +306,8 @@ def main() -> None:
         args.framework = args.framework[0]
         print(json.dumps(hand(args)))
         return
-    frameworks = args.framework or list(LIBRARIES if _library(args.model) else LOOPS)
-    against = "the libraries' generate()" if _library(args.model) else "hand loops"
+    frameworks = args.framework or list(FRAMEWORKS)
+    against = "the libraries' generate()" + ("" if _library(args.model) else " and a hand loop")
     print(
         f"# {date.today()}: {args.model} generate against {against}"
         f"{', fwbench with ' + args.options if args.options else ''}, "
@@ -423,7 +340,7 @@ def main() -> None:
                     flush=True,
                 )
             found = ratio(ours, theirs)
-            target = LIBRARY_TARGET if _library(args.model) else TARGET
+            target = _way(args, framework)[1]
             inside = abs(found.value - 1) <= target
             print(
                 f"{framework}: TPOT fwbench / hand {found.value:.3f} "

@@ -307,7 +307,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         workloads=(
             (TRAIN.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
             (INFER.name, "fwbench.frameworks.tensorflow:TensorFlowWorkload"),
-            (GENERATE.name, "fwbench.frameworks.tensorflow:TensorFlowGenerate"),
+            (GENERATE.name, "fwbench.frameworks.keras_hub:KerasHubGenerate"),
             (LORA.name, "fwbench.frameworks.tensorflow:TensorFlowLora"),
         ),
         distributions=("tensorflow", "tensorflow-cpu", "tensorflow-gpu"),
@@ -359,7 +359,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         workloads=(
             (TRAIN.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
             (INFER.name, "fwbench.frameworks.keras_jax:KerasJaxWorkload"),
-            (GENERATE.name, "fwbench.frameworks.keras_jax:KerasJaxGenerate"),
+            (GENERATE.name, "fwbench.frameworks.keras_hub:KerasHubGenerate"),
             (LORA.name, "fwbench.frameworks.keras_jax:KerasJaxLora"),
         ),
         preload=("jax", "keras"),
@@ -513,7 +513,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         workloads=(
             (TRAIN.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
             (INFER.name, "fwbench.frameworks.keras_torch:KerasTorchWorkload"),
-            (GENERATE.name, "fwbench.frameworks.keras_torch:KerasTorchGenerate"),
+            (GENERATE.name, "fwbench.frameworks.keras_hub:KerasHubGenerate"),
             (LORA.name, "fwbench.frameworks.keras_torch:KerasTorchLora"),
         ),
         preload=("keras",),

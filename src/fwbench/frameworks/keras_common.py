@@ -277,22 +277,12 @@ class KerasBackendAdapter(KerasModelsAdapter):
     receive the case's."""
 
     def build(self, case: Case) -> Workload:
-        from fwbench.frameworks.generation import GenerateWorkload
-        from fwbench.frameworks.keras_hub import generation_of
-
         cls = workload_class(self.name, case)
         settings = apply_case_settings(case)
         model = self.build_model(case.reference, case.dims)
         if case.inputs is not None:  # a user's model: the policy it computes with
             settings |= check_policy(model, case)
-        # A decoder keras-hub read generates through keras-hub's cached call on every
-        # backend; the zoo's GPT-2 twin, through the backend's own generation class.
-        found = (
-            generation_of(model, case, case.model_spec)
-            if issubclass(cls, GenerateWorkload)
-            else None
-        )
-        workload: Any = found or cls(model, case, case.model_spec)
+        workload: Any = cls(model, case, case.model_spec)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload
         return built

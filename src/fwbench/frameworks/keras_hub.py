@@ -23,14 +23,9 @@ import numpy as np
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
 from fwbench.frameworks import generation
-from fwbench.frameworks.base import TaskNotImplemented, Workload
+from fwbench.frameworks.base import TaskNotImplemented
 from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import count_trainable, keras_module, logits_of
-
-
-def is_keras_hub(model: Any) -> bool:
-    """A decoder keras-hub read (fwbench.models.keras_hub_lm.TokenIds)."""
-    return type(model).__name__ == "TokenIds" and hasattr(model, "lm")
 
 
 def _cache_shape(backbone: Any, batch: int, length: int) -> tuple[int, ...]:
@@ -54,8 +49,19 @@ class KerasHubGenerate(GenerateWorkload):
     LOOPS = True
 
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
+        from fwbench.models import keras_hub_lm
+
+        if not isinstance(model, keras_hub_lm.TokenIds):
+            raise TaskNotImplemented(
+                f"task {case.task}: {case.model} has no Keras generation (keras-hub's "
+                "decoders generate: the zoo's GPT-2 and hf:ARCH)"
+            )
         super().__init__(case)
         self.model = model
+        if isinstance(model, keras_hub_lm.GPT2):
+            # The zoo's GPT-2: the weights every framework loads, so their tokens agree (a
+            # decoder read from transformers' folder came with its own).
+            keras_hub_lm.load_gpt2_weights(model, generation.weights(case))
         keras = keras_module()
         ops = keras.ops
         lm = model.lm
@@ -240,8 +246,3 @@ class KerasHubGenerate(GenerateWorkload):
         count = self.compile_count()
         name = "jit_compilations" if self.backend == "jax" else "tf_function_traces"
         return ({name: count} if count is not None else {}) | super().counters()
-
-
-def generation_of(model: Any, case: Case, spec: ModelSpec) -> Workload | None:
-    """The generation workload of a decoder keras-hub read, or None for another model."""
-    return KerasHubGenerate(model, case, spec) if is_keras_hub(model) else None

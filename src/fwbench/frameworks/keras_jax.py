@@ -19,9 +19,7 @@ os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
-from fwbench.frameworks import generation
 from fwbench.frameworks.base import OutputCheck, Workload
-from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
@@ -29,7 +27,6 @@ from fwbench.frameworks.keras_common import (
     as_array,
     count_trainable,
     keras_module,
-    logits_of,
     make_optimizer,
     objective,
     synthetic_inputs,
@@ -42,7 +39,6 @@ MODES = {"jit": True, "eager": False}
 class KerasJaxWorkload(Workload):
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         import jax
-        import numpy as np
 
         self.model = model
         self.param_count = count_trainable(model)
@@ -111,70 +107,6 @@ class KerasJaxWorkload(Workload):
 
 class KerasJaxLora(KerasLora, KerasJaxWorkload):
     """Task lora: keras-hub's adapters, trained as KerasJaxWorkload trains."""
-
-
-class KerasJaxGenerate(GenerateWorkload):
-    """Greedy generation through a static key/value cache (keras_gpt), the prefill and a
-    decoding step each one jitted, stateless function of the weights: compiled once,
-    the position an array so no token recompiles them, the cache donated so each step
-    writes it in place. Eager mode calls the same functions unjitted."""
-
-    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
-        import jax
-        import jax.numpy as jnp
-
-        from fwbench.models import keras_gpt
-
-        super().__init__(case)
-        self.model = model
-        keras = keras_module()
-        keras_gpt.load_weights(model, generation.weights(case))
-        self.param_count = count_trainable(model)
-        variables = list(model.variables)
-        self.values = [v.value for v in variables]
-        self.ids = jnp.asarray(generation.prompt(case))
-        context = self.prompt_len + self.new_tokens
-        batch = case.batch_size
-
-        def first(values: Any, ids: Any) -> Any:
-            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
-                return model.next_token(ids, model.empty_cache(batch, context), 0)
-
-        def following(values: Any, token: Any, cache: Any, position: Any) -> Any:
-            with keras.StatelessScope(state_mapping=list(zip(variables, values, strict=True))):
-                return model.next_token(token[:, None], cache, position)
-
-        self.jit = MODES[case.mode]
-        self.first: Any = jax.jit(first) if self.jit else first
-        self.following: Any = jax.jit(following, donate_argnums=2) if self.jit else following
-        self.positions = [jnp.asarray(p, jnp.int32) for p in range(context)]
-        self.token: Any = None
-        self.cache: Any = None
-        self.settings_ = self.cache_settings(
-            case, f"static, {context} positions (donated, written in place)"
-        )
-
-    def prefill(self) -> np.ndarray:
-        self.token, self.cache = self.first(self.values, self.ids)
-        return np.asarray(self.token)
-
-    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        self.token, self.cache = self.following(
-            self.values, self.token, self.cache, self.positions[position]
-        )
-        return np.asarray(self.token)
-
-    def logits(self, ids: np.ndarray) -> np.ndarray | None:
-        return np.asarray(logits_of(self.model, ids))
-
-    def compile_count(self) -> int | None:
-        if not self.jit:
-            return None
-        return int(self.first._cache_size() + self.following._cache_size())
-
-    def counters(self) -> dict[str, Any]:
-        compiled = {"jit_compilations": self.compile_count()} if self.jit else {}
-        return compiled | super().counters()
 
 
 class KerasJaxAdapter(JaxRuntime, KerasBackendAdapter):

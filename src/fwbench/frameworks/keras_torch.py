@@ -16,16 +16,13 @@ import numpy as np
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
-from fwbench.frameworks import generation
 from fwbench.frameworks.base import OutputCheck, Workload
-from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     KerasLora,
     as_array,
     count_trainable,
     keras_module,
-    logits_of,
     make_optimizer,
     objective,
     synthetic_inputs,
@@ -35,7 +32,6 @@ from fwbench.tasks import get_task
 
 class KerasTorchWorkload(Workload):
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
-        import numpy as np
         import torch
 
         self.torch = torch
@@ -81,48 +77,6 @@ class KerasTorchWorkload(Workload):
 
 class KerasTorchLora(KerasLora, KerasTorchWorkload):
     """Task lora: keras-hub's adapters, trained as KerasTorchWorkload trains."""
-
-
-class KerasTorchGenerate(GenerateWorkload):
-    """Greedy generation of the zoo's GPT-2 twin (keras_gpt) through its static key/value
-    cache, eagerly under no_grad (Keras on PyTorch compiles nothing): the prefill, then
-    one token a step. A decoder keras-hub read generates through keras-hub's own cached
-    call instead (fwbench.frameworks.keras_hub, chosen by the adapter)."""
-
-    def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
-        import torch
-
-        from fwbench.models import keras_gpt
-
-        super().__init__(case)
-        self.torch = torch
-        keras_gpt.load_weights(model, generation.weights(case))
-        self.param_count = count_trainable(model)
-        self.model = model
-        self.ids = keras_module().ops.convert_to_tensor(generation.prompt(case))
-        self.context = self.prompt_len + self.new_tokens
-        self.batch = case.batch_size
-        self.token: Any = None
-        self.cache: Any = None
-        self.settings_ = self.cache_settings(
-            case, f"static, {self.context} positions (written in place)"
-        )
-
-    def prefill(self) -> np.ndarray:
-        with self.torch.no_grad():
-            empty = self.model.empty_cache(self.batch, self.context)
-            self.token, self.cache = self.model.next_token(self.ids, empty, 0)
-        return np.asarray(keras_module().ops.convert_to_numpy(self.token))
-
-    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        with self.torch.no_grad():
-            self.token, self.cache = self.model.next_token(
-                self.token[:, None], self.cache, position
-            )
-        return np.asarray(keras_module().ops.convert_to_numpy(self.token))
-
-    def logits(self, ids: np.ndarray) -> np.ndarray | None:
-        return np.asarray(logits_of(self.model, ids))
 
 
 class KerasTorchAdapter(KerasBackendAdapter):

@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from fwbench.case import Case
@@ -26,7 +25,6 @@ from fwbench.frameworks.keras_common import (
     UserLoss,
     as_array,
     check_policy,
-    logits_of,
     make_optimizer,
     on_float32,
     synthetic_inputs,
@@ -106,74 +104,6 @@ class TensorFlowWorkload(Workload):
 
 class TensorFlowLora(KerasLora, TensorFlowWorkload):
     """Task lora: keras-hub's adapters, trained as TensorFlowWorkload trains."""
-
-
-class TensorFlowGenerate(GenerateWorkload):
-    """Greedy generation through a static key/value cache (keras_gpt: allocated for the
-    whole generation, written in place at each position): the prefill and a decoding
-    step are each one tf.function in graph mode (XLA-compiled in xla mode), traced once,
-    the position a tensor so no token retraces them; eager mode calls them directly."""
-
-    def __init__(self, model: Any, case: Case, spec: ModelSpec, device_name: str) -> None:
-        from fwbench.models import keras_gpt
-
-        super().__init__(case)
-        self.model = model
-        keras_gpt.load_weights(model, generation.weights(case))
-        self.param_count = count_trainable(model)
-        with tf.device(device_name):
-            self.ids = tf.constant(generation.prompt(case))
-        context = self.prompt_len + self.new_tokens
-        batch = case.batch_size
-
-        def first(ids: tf.Tensor) -> Any:
-            return model.next_token(ids, model.empty_cache(batch, context), 0)
-
-        def following(token: tf.Tensor, cache: Any, position: tf.Tensor) -> Any:
-            return model.next_token(token[:, None], cache, position)
-
-        self.graph = case.mode in ("graph", "xla")
-        xla = case.mode == "xla"
-        self._raw = first, following
-        self.first: Any = tf.function(first, jit_compile=xla) if self.graph else first
-        self.following: Any = tf.function(following, jit_compile=xla) if self.graph else following
-        self.positions = [tf.constant(p, tf.int32) for p in range(context)]
-        self.token: Any = None
-        self.cache: Any = None
-        self.settings_ = self.cache_settings(
-            case, f"static, {context} positions (written in place)"
-        )
-
-    def prefill(self) -> np.ndarray:
-        self.token, self.cache = self.first(self.ids)
-        return np.asarray(self.token.numpy())
-
-    def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        self.token, self.cache = self.following(self.token, self.cache, self.positions[position])
-        return np.asarray(self.token.numpy())
-
-    def programs(self) -> list[generation.Program]:
-        # As KerasHubGenerate.programs: the kept cache, the functions traced afresh.
-        if self.cache is None:
-            self.prefill()
-        first, following = self._raw
-        return [
-            (first, (self.ids,), 1),
-            (following, (self.token, self.cache, self.positions[0]), self.new_tokens - 1),
-        ]
-
-    def logits(self, ids: np.ndarray) -> np.ndarray | None:
-        return np.asarray(logits_of(self.model, ids))
-
-    def compile_count(self) -> int | None:
-        if not self.graph:
-            return None
-        traces = self.first.experimental_get_tracing_count()
-        return int(traces + self.following.experimental_get_tracing_count())
-
-    def counters(self) -> dict[str, Any]:
-        traced = {"tf_function_traces": self.compile_count()} if self.graph else {}
-        return traced | super().counters()
 
 
 def _graph_of(fn: Any, *args: Any) -> Any:
@@ -378,15 +308,15 @@ class TensorFlowAdapter(Adapter):
             model = self.build_model(case.reference, case.dims)
         if case.inputs is not None:  # a user's model: the policy it computes with
             settings |= check_policy(model, case)
-        # A decoder keras-hub read generates through keras-hub's cached call (its
-        # tf.functions placed where the model is); the zoo's GPT-2 twin, through keras_gpt.
-        found = None
+        # A generation's tf.functions are placed where the model is (keras_hub.py); a
+        # training step places its own.
+        make: Any = cls
+        workload: Any
         if issubclass(cls, GenerateWorkload):
-            from fwbench.frameworks.keras_hub import generation_of
-
             with tf.device(device_name):
-                found = generation_of(model, case, spec)
-        workload: Any = found or cls(model, case, spec, device_name)
+                workload = make(model, case, spec)
+        else:
+            workload = make(model, case, spec, device_name)
         workload.settings_ = {**getattr(workload, "settings_", {}), **settings}
         built: Workload = workload
         return built

@@ -3,17 +3,14 @@
 The weights are made here, in NumPy, under the names transformers' GPT2LMHeadModel gives
 them (its `state_dict()` keys, `transformer.h.0.attn.c_attn.weight`, ...), with GPT-2's
 initialisation (normal, standard deviation 0.02; biases zero; layer norms one and zero).
-The PyTorch twin loads them as its state dict; the Keras twin through `keras_name`, the
-documented mapping from each of those names to its own weight. GPT-2's `Conv1D` stores a
-projection as (in, out), as a Keras Dense kernel does, so no weight is transposed. The
-output layer is the token embedding (tied): it has no weights of its own.
+PyTorch loads them as its state dict (torch_gpt.py), the Keras backends through
+keras-hub's own GPT-2 converter (keras_hub_lm.py), Flax by its own map (flax_gpt.py).
+The output layer is the token embedding (tied): it has no weights of its own.
 
 Framework-free: a worker of any framework makes the same arrays from the same seed.
 """
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 
@@ -63,26 +60,3 @@ def random_weights(
         else:
             weights[key] = rng.normal(0.0, INIT_STD, shape).astype(np.float32)
     return weights
-
-
-# transformers name -> the Keras twin's weight (keras_gpt.py: layer path, then variable).
-_KERAS = [
-    (r"transformer\.wte\.weight", "wte/embeddings"),
-    (r"transformer\.wpe\.weight", "wpe/embeddings"),
-    (r"transformer\.h\.(\d+)\.(ln_1|ln_2)\.weight", r"h\1/\2/gamma"),
-    (r"transformer\.h\.(\d+)\.(ln_1|ln_2)\.bias", r"h\1/\2/beta"),
-    (r"transformer\.h\.(\d+)\.attn\.(c_attn|c_proj)\.weight", r"h\1/attn/\2/kernel"),
-    (r"transformer\.h\.(\d+)\.attn\.(c_attn|c_proj)\.bias", r"h\1/attn/\2/bias"),
-    (r"transformer\.h\.(\d+)\.mlp\.(c_fc|c_proj)\.weight", r"h\1/\2/kernel"),
-    (r"transformer\.h\.(\d+)\.mlp\.(c_fc|c_proj)\.bias", r"h\1/\2/bias"),
-    (r"transformer\.ln_f\.weight", "ln_f/gamma"),
-    (r"transformer\.ln_f\.bias", "ln_f/beta"),
-]
-
-
-def keras_name(torch_name: str) -> str:
-    """The Keras twin's weight for a transformers name, as `layer/.../variable`."""
-    for pattern, replacement in _KERAS:
-        if re.fullmatch(pattern, torch_name):
-            return re.sub(pattern, replacement, torch_name)
-    raise KeyError(f"no Keras weight for {torch_name}")

@@ -9,6 +9,10 @@ case's precision), Qwen3's query and key norms take keras-hub's epsilon instead 
 checkpoint's, Qwen3-MoE's number of experts goes by another name, and Phi-3's
 checkpoints have no converter at all (fwbench's reads them into keras-hub's Phi3CausalLM).
 
+The zoo's GPT-2 (`gpt2`, `gpt2_tiny`) is keras-hub's GPT2CausalLM too, built to the zoo's
+dimensions (fwbench.models.shapes.GPT2); a generation gives it the weights every
+framework loads (fwbench.models.gpt_weights) through keras-hub's own GPT-2 converter.
+
 Imported in a worker of a Keras backend only (it imports keras and keras_hub)."""
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,7 @@ import keras
 import numpy as np
 
 from fwbench.cache import cache_dir
+from fwbench.models import shapes
 
 
 class TokenIds(keras.Model):  # type: ignore[misc]
@@ -46,9 +51,12 @@ class TokenIds(keras.Model):  # type: ignore[misc]
         return self.lm({"token_ids": ids, "padding_mask": mask}, training=training)
 
 
-def load(folder: Path) -> TokenIds:
-    """The checkpoint in `folder` as a Keras model, under the global dtype policy (the
-    case's precision)."""
+class GPT2(TokenIds):
+    """The zoo's GPT-2: keras-hub's GPT2CausalLM at the zoo's dimensions, its weights
+    keras-hub's random initialisation until `load_gpt2_weights` replaces them."""
+
+
+def _keras_hub() -> Any:
     if keras.backend.backend() != "tensorflow" and "tensorflow" not in sys.modules:
         # keras-hub imports TensorFlow wherever it can (tf.data for its preprocessors,
         # which fwbench does not use): 3 s more to start on JAX, and on PyTorch both
@@ -56,6 +64,67 @@ def load(folder: Path) -> TokenIds:
         sys.modules["tensorflow"] = None  # type: ignore[assignment]
     import keras_hub
 
+    return keras_hub
+
+
+def build(name: str, **dims: Any) -> GPT2:
+    """The zoo's GPT-2 `name` (a key of shapes.GPT2) under the global dtype policy: the
+    same network as transformers' GPT2LMHeadModel on PyTorch (torch_gpt.py), its
+    position table as long as the sequence where that is past GPT-2's context."""
+    keras_hub = _keras_hub()
+    size = shapes.GPT2[name]
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=dims["vocab_size"],
+        num_layers=size["layers"],
+        num_heads=size["heads"],
+        hidden_dim=size["width"],
+        intermediate_dim=4 * size["width"],
+        dropout=shapes.DROPOUT,
+        max_sequence_length=max(size["positions"], dims["seq_len"]),
+        dtype=keras.mixed_precision.global_policy().name,
+    )
+    return GPT2(keras_hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None))
+
+
+class _Given:
+    """keras-hub's checkpoint loader, over weights held in memory (transformers' names
+    without the `transformer.` prefix, as its GPT-2 converter asks for them)."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray]) -> None:
+        self.weights = weights
+        self.read: set[str] = set()
+
+    def port_weight(self, keras_variable: Any, hf_weight_key: str, hook_fn: Any = None) -> None:
+        name = f"transformer.{hf_weight_key}"
+        value = self.weights[name]
+        if hook_fn is not None:
+            value = hook_fn(value, list(keras_variable.shape))
+        if tuple(keras_variable.shape) != tuple(value.shape):
+            raise ValueError(
+                f"{name}: shape {value.shape}, the Keras weight's {keras_variable.shape}"
+            )
+        keras_variable.assign(value)
+        self.read.add(name)
+
+
+def load_gpt2_weights(model: GPT2, weights: Mapping[str, np.ndarray]) -> None:
+    """Take the weights of gpt_weights (transformers' names) as the model's, through
+    keras-hub's own GPT-2 converter; every one of them is read (the output layer is the
+    token embedding, tied, in both)."""
+    from keras_hub.src.utils.transformers import convert_gpt2
+
+    backbone = model.lm.backbone
+    given = _Given(weights)
+    convert_gpt2.convert_weights(backbone, given, {"n_embd": backbone.hidden_dim})
+    left = sorted(set(weights) - given.read)
+    if left:
+        raise ValueError(f"GPT-2 weights the Keras model has no place for: {', '.join(left)}")
+
+
+def load(folder: Path) -> TokenIds:
+    """The checkpoint in `folder` as a Keras model, under the global dtype policy (the
+    case's precision)."""
+    keras_hub = _keras_hub()
     config = json.loads((folder / "config.json").read_text())
     kind = config["model_type"]
     policy = keras.mixed_precision.global_policy().name

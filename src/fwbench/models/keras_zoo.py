@@ -1,8 +1,8 @@
 """Keras 3's builders of the zoo's models, registered under TensorFlow's name for the
 zoo's names: every Keras backend (TensorFlow, JAX, PyTorch) and LiteRT build from them
 (their registry entries' `models_from`). keras.applications where it has the network
-as torchvision has it, fwbench's own twins where it does not (the ResNets, v1.5, and the
-sequence models).
+as torchvision has it, keras-hub's where it has it (GPT-2), fwbench's own twins where
+neither does (the ResNets, v1.5, and the sequence models).
 
 Framework-free: each builder imports Keras when it is called, in a worker."""
 
@@ -50,7 +50,8 @@ register_builders(
         "mobilenet_v2": _keras_app("MobileNetV2"),
         "efficientnet_b4": _keras_app("EfficientNetB4"),
         "inception_v3": _keras_app("InceptionV3"),
-        **{name: twin("keras_gpt", name) for name in ("gpt2", "gpt2_tiny")},
+        # keras-hub's GPT-2 at the zoo's dimensions (keras_hub_lm.py).
+        **{name: twin("keras_hub_lm", name) for name in ("gpt2", "gpt2_tiny")},
         **{
             name: twin("keras_sequence", name)
             for name in ("bert_base", "transformer_base", "lstm_lm", "lstm_lm_cell", "deepspeech2")

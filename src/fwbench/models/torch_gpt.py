@@ -1,5 +1,6 @@
 """PyTorch GPT-2 (imported in workers only): transformers' GPT2LMHeadModel built from a
-config (random weights, nothing downloaded), the twin of keras_gpt.py's Keras model."""
+config (random weights, nothing downloaded); the Keras backends build keras-hub's GPT-2 at the
+same dimensions (keras_hub_lm.py), Flax fwbench's NNX one (flax_gpt.py)."""
 
 from __future__ import annotations
 
