@@ -111,22 +111,24 @@ def test_lora_trains_keras_hubs_adapters_in_pytorch_for_each_kind_of_projection(
     tmp_path: Path,
 ) -> None:
     """Qwen2's projections have biases (keras-hub trains them with the adapters), SmolLM3's
-    are Dense layers (one factor for the whole projection), GPT-2's query, key and value
-    are one matrix in transformers (no PyTorch adapter is keras-hub's: unsupported)."""
-    models = ["hf:qwen2@tiny", "hf:smollm3@tiny", "hf:gpt2@tiny"]
+    are Dense layers (one factor for the whole projection), GPT-2's and Phi-3's query, key
+    and value are one matrix in transformers (its query's and value's outputs adapted;
+    GPT-2's with biases, Phi-3's with fewer value heads)."""
+    models = ["hf:qwen2@tiny", "hf:smollm3@tiny", "hf:gpt2@tiny", "hf:phi3@tiny"]
     records = sweep(tmp_path, "lora", models, frameworks=["torch", "keras-jax"])
     by = {(r["model"], r["framework"]): r for r in records}
-    gpt2 = by[("hf:gpt2@tiny", "torch")]
-    assert gpt2["status"] == "unsupported", gpt2["error"]
-    assert "one matrix (c_attn)" in gpt2["error"]
-    assert by[("hf:gpt2@tiny", "keras-jax")]["status"] == "ok"
-    for model in models[:2]:
+    for model in models:
         pair = [by[(model, fw)] for fw in ("torch", "keras-jax")]
         assert all(r["status"] == "ok" for r in pair), [(r["framework"], r["error"]) for r in pair]
         assert len({r["settings"]["trained_params"] for r in pair}) == 1, pair
         assert not any(r["different_work"] for r in pair), [r["settings"] for r in pair]
     assert by[("hf:qwen2@tiny", "torch")]["settings"]["trained_params"] == 3_520
     assert "whole projections" in by[("hf:smollm3@tiny", "torch")]["settings"]["lora_adapters"]
+    # Per layer: A of 64 x 4 heads x 4 and B of 4 x 16 for the query and the value, and
+    # their biases (64 each), 2 layers.
+    gpt2 = by[("hf:gpt2@tiny", "torch")]["settings"]
+    assert gpt2["trained_params"] == 2 * 2 * (64 * 4 * 4 + 4 * 16 + 64)
+    assert "outputs of c_attn" in gpt2["lora_adapters"]
 
 
 def test_pytorchs_adapter_is_keras_hubs_factorisation() -> None:
@@ -136,13 +138,46 @@ def test_pytorchs_adapter_is_keras_hubs_factorisation() -> None:
 
     base = torch.nn.Linear(6, 4 * 3, bias=False)
     lora = HeadLora(base, heads=4, rank=2)
-    torch.nn.init.normal_(lora.b)  # zero at first: any update shows
+    update = lora.update
+    torch.nn.init.normal_(update.b)  # zero at first: any update shows
     x = torch.randn(5, 6)
     # keras-hub's EinsumDense merges its kernel (hidden x heads x head_dim) with A @ B.
-    kernel = base.weight.T.reshape(6, 4, 3) + lora.a @ lora.b
+    kernel = base.weight.T.reshape(6, 4, 3) + update.a @ update.b
     want = torch.einsum("bd,dnh->bnh", x, kernel).flatten(1)
     assert torch.allclose(lora(x), want, atol=1e-5)
-    assert (lora.a.numel(), lora.b.numel()) == (6 * 4 * 2, 2 * 3)
+    assert (update.a.numel(), update.b.numel()) == (6 * 4 * 2, 2 * 3)
+
+
+def test_pytorchs_adapter_of_one_query_key_value_matrix_adapts_the_query_and_value_alone() -> None:
+    """A fused projection (4 query heads, 2 key and value heads of width 3, with a bias)
+    computes what keras-hub's three layers compute when its query and value are adapted:
+    the key's outputs untouched, the query's and value's biases trained, the key's not."""
+    import torch
+
+    from fwbench.frameworks.torch_lora import FusedLora
+
+    torch.manual_seed(0)
+    base = torch.nn.Linear(6, (4 + 2 + 2) * 3)
+    weight, bias = base.weight.detach().clone(), base.bias.detach().clone()
+    base.requires_grad_(False)
+    lora = FusedLora(base, 6, (4, 2), 3, rank=2)
+    for update in (lora.q, lora.v):
+        torch.nn.init.normal_(update.b)
+    x = torch.randn(5, 6)
+    kernels = weight.T.split([12, 6, 6], dim=1)
+    biases = bias.split([12, 6, 6])
+    want = []
+    updates = (lora.q, None, lora.v)
+    for kernel, b, heads, update in zip(kernels, biases, (4, 2, 2), updates, strict=True):
+        merged = kernel.reshape(6, heads, 3) + (update.a @ update.b if update else 0)
+        want.append(torch.einsum("bd,dnh->bnh", x, merged).flatten(1) + b)
+    assert torch.allclose(lora(x), torch.cat(want, dim=1), atol=1e-5)
+    trained = {n: p.numel() for n, p in lora.named_parameters() if p.requires_grad}
+    assert trained == {
+        "q_bias": 12, "v_bias": 6, "q.a": 6 * 4 * 2, "q.b": 2 * 3, "v.a": 6 * 2 * 2, "v.b": 2 * 3,
+    }  # fmt: skip
+    lora(x).sum().backward()
+    assert base.bias.grad is None  # the key's bias stays frozen
 
 
 def test_lora_refuses_a_model_keras_hub_does_not_read_with_one_line() -> None:
