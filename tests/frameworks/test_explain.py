@@ -48,9 +48,9 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     steps, new_tokens = 2, 4
     proc = fwbench(
         "explain", "--framework", "torch", "--framework", "tensorflow", "--framework", "flax",
-        "--model", "gpt2_tiny", "--task", "generate", "--batch-size", "1",
-        "--seq-len", "8", "--task-dims", f"new_tokens={new_tokens}", "--threads", "1",
-        "--steps", str(steps), "--max-time", "0.3", "--db", str(db),
+        "--framework", "keras-jax", "--model", "gpt2_tiny", "--task", "generate",
+        "--batch-size", "1", "--seq-len", "8", "--task-dims", f"new_tokens={new_tokens}",
+        "--threads", "1", "--steps", str(steps), "--max-time", "0.3", "--db", str(db),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Where the prefill goes" in proc.stdout
@@ -58,7 +58,7 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     assert "Per decoding step" in proc.stderr
     with ResultStore(db, read_only=True) as store:
         results = {r.case.framework: r for r in store.results()}
-    assert set(results) == {"torch", "tensorflow", "flax"}
+    assert set(results) == {"torch", "tensorflow", "flax", "keras-jax"}
     for fw, r in results.items():
         b = r.breakdown
         assert b is not None, (fw, r.error)
@@ -136,3 +136,23 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
     # Read through its program (jit): the optimizer's and the normalisation's fusions.
     jit = records["jit"]["breakdown"]["categories"]
     assert jit.get("optimizer update", 0) > 0 and jit.get("normalisation", 0) > 0, jit
+
+
+def test_a_keras_step_on_jax_is_explained_from_its_compiled_program(tmp_path: Path) -> None:
+    """Keras on JAX is profiled as Flax is (JAX's profiler, the step's compiled program):
+    its convolutions and its BatchNorm read as such."""
+    proc = fwbench(
+        "explain", "--framework", "keras-jax", "--model", "resnet18", "--task", "train",
+        "--batch-size", "4", "--input-size", "64", "--num-classes", "10", "--threads", "2",
+        "--steps", "2", "--max-time", "0.5", "--db", str(tmp_path / "r.duckdb"), "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (r,) = json.loads(proc.stdout)
+    b = r["breakdown"]
+    assert b is not None, r["error"]
+    assert b["profiler"] == "jax.profiler (XPlane)"
+    assert abs(sum(b["categories"].values()) - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"]
+    ops = {k: v for k, v in b["categories"].items() if k != IDLE}
+    assert max(ops, key=ops.__getitem__) == "convolution", b["categories"]
+    assert ops.get("normalisation", 0) > 0, b["categories"]
+    assert Path(b["trace"]).is_dir()

@@ -371,12 +371,12 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         models_from="tensorflow",
         settings=(DECODING,),
         colour="#5E97F6",  # JAX's blue-violet
+        trace_suffix=".tensorboard",  # jax.profiler's log folder
         counts_flops=NO(
             False,
             "XLA's cost analysis also counts elementwise ops, so it would not compare "
             "with the other frameworks' counts",
         ),
-        can_explain=NO(False, "fwbench reads Flax's JAX profiles, not yet those of Keras on JAX"),
     ),
     FrameworkInfo(
         name="flax",

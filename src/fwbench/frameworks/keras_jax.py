@@ -19,6 +19,7 @@ os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
+from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.frameworks.keras_common import (
@@ -42,6 +43,7 @@ class KerasJaxWorkload(Workload):
 
         self.model = model
         self.param_count = count_trainable(model)
+        self.on_gpu = case.device == "cuda"  # which of a profile's planes holds its ops
         rng = np.random.default_rng(0)
         self.x = synthetic_inputs(case, spec)
         self.y, loss_fn = objective(case, case.loss, rng)
@@ -98,6 +100,13 @@ class KerasJaxWorkload(Workload):
     def compile_count(self) -> int | None:
         return int(self.fn._cache_size()) if self.jit else None
 
+    def program(self) -> str | None:
+        """The compiled step's text (jit), which says what each op of a profile computes
+        (fwbench.explain.hlo); None eagerly, whose ops are read by their names."""
+        if not self.jit:
+            return None
+        return str(self.fn.lower(self.state, self.x, self.y).compile().as_text())
+
     def settings(self) -> dict[str, Any]:
         return self.settings_
 
@@ -122,6 +131,13 @@ class KerasJaxAdapter(JaxRuntime, KerasBackendAdapter):
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return _Matmul(dtype, n)
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], Window, str | None]:
+        # A generation's programs are read by their names (its phases split it).
+        program = workload.program() if isinstance(workload, KerasJaxWorkload) else None
+        return self.profile_jax(workload, steps, trace_path, program)
 
 
 class _Matmul(Workload):
