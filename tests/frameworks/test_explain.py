@@ -48,7 +48,8 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     steps, new_tokens = 2, 4
     proc = fwbench(
         "explain", "--framework", "torch", "--framework", "tensorflow", "--framework", "flax",
-        "--framework", "keras-jax", "--model", "gpt2_tiny", "--task", "generate",
+        "--framework", "keras-jax", "--framework", "keras-torch", "--model", "gpt2_tiny",
+        "--task", "generate",
         "--batch-size", "1", "--seq-len", "8", "--task-dims", f"new_tokens={new_tokens}",
         "--threads", "1", "--steps", str(steps), "--max-time", "0.3", "--db", str(db),
     )  # fmt: skip
@@ -58,7 +59,7 @@ def test_generate_splits_the_prefill_from_the_decoding_steps(tmp_path: Path) -> 
     assert "Per decoding step" in proc.stderr
     with ResultStore(db, read_only=True) as store:
         results = {r.case.framework: r for r in store.results()}
-    assert set(results) == {"torch", "tensorflow", "flax", "keras-jax"}
+    assert set(results) == {"torch", "tensorflow", "flax", "keras-jax", "keras-torch"}
     for fw, r in results.items():
         b = r.breakdown
         assert b is not None, (fw, r.error)
@@ -138,21 +139,31 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
     assert jit.get("optimizer update", 0) > 0 and jit.get("normalisation", 0) > 0, jit
 
 
-def test_a_keras_step_on_jax_is_explained_from_its_compiled_program(tmp_path: Path) -> None:
-    """Keras on JAX is profiled as Flax is (JAX's profiler, the step's compiled program):
-    its convolutions and its BatchNorm read as such."""
+def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profilers(
+    tmp_path: Path,
+) -> None:
+    """Keras on JAX is profiled as Flax is (JAX's profiler, the step's compiled program),
+    Keras on PyTorch as PyTorch is (torch.profiler): their convolutions read as such; on
+    JAX its BatchNorm too, on PyTorch its optimizer's foreach update."""
     proc = fwbench(
-        "explain", "--framework", "keras-jax", "--model", "resnet18", "--task", "train",
-        "--batch-size", "4", "--input-size", "64", "--num-classes", "10", "--threads", "2",
-        "--steps", "2", "--max-time", "0.5", "--db", str(tmp_path / "r.duckdb"), "--json",
+        "explain", "--framework", "keras-jax", "--framework", "keras-torch", "--model",
+        "resnet18", "--task", "train", "--batch-size", "4", "--input-size", "64",
+        "--num-classes", "10", "--threads", "2", "--steps", "2", "--max-time", "0.5",
+        "--db", str(tmp_path / "r.duckdb"), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    (r,) = json.loads(proc.stdout)
-    b = r["breakdown"]
-    assert b is not None, r["error"]
-    assert b["profiler"] == "jax.profiler (XPlane)"
-    assert abs(sum(b["categories"].values()) - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"]
-    ops = {k: v for k, v in b["categories"].items() if k != IDLE}
-    assert max(ops, key=ops.__getitem__) == "convolution", b["categories"]
-    assert ops.get("normalisation", 0) > 0, b["categories"]
-    assert Path(b["trace"]).is_dir()
+    records = {r["framework"]: r for r in json.loads(proc.stdout)}
+    assert set(records) == {"keras-jax", "keras-torch"}
+    for fw, r in records.items():
+        b = r["breakdown"]
+        assert b is not None, (fw, r["error"])
+        total = sum(b["categories"].values())
+        assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"], fw
+        ops = {k: v for k, v in b["categories"].items() if k != IDLE}
+        assert max(ops, key=ops.__getitem__) == "convolution", (fw, b["categories"])
+        assert Path(b["trace"]).exists()
+    jax, torch = (records[fw]["breakdown"] for fw in ("keras-jax", "keras-torch"))
+    assert jax["profiler"] == "jax.profiler (XPlane)" and Path(jax["trace"]).is_dir()
+    assert jax["categories"].get("normalisation", 0) > 0, jax["categories"]
+    assert torch["profiler"] == "torch.profiler"
+    assert torch["categories"].get("optimizer update", 0) > 0, torch["categories"]

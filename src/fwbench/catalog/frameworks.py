@@ -525,7 +525,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
         kernels_of="torch",
         colour="#F5A623",  # PyTorch's family, lighter
         counts_flops=NO(False, "its FLOP counter is not written yet"),
-        can_explain=NO(False, "its profile is not read yet"),
+        trace_suffix=".trace.json",  # torch.profiler's Chrome trace
         can_measure_peak=NO(False, "its matmul is PyTorch's: measure torch's peak"),
     ),
 )

@@ -16,6 +16,7 @@ import numpy as np
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
+from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
@@ -122,3 +123,11 @@ class KerasTorchAdapter(KerasBackendAdapter):
         from fwbench.frameworks.torch import cuda_peaks
 
         return cuda_peaks(device)
+
+    def profile(
+        self, workload: Workload, steps: int, trace_path: str | None
+    ) -> tuple[str, list[Event], Window, str | None]:
+        # Keras on PyTorch runs PyTorch's ops: PyTorch's profiler reads them.
+        from fwbench.frameworks.torch import profile_torch
+
+        return profile_torch(workload, bool(getattr(workload, "on_gpu", False)), steps, trace_path)

@@ -536,53 +536,8 @@ class TorchAdapter(Adapter):
     def profile(
         self, workload: Workload, steps: int, trace_path: str | None
     ) -> tuple[str, list[Event], Window, str | None]:
-        from torch.profiler import ProfilerActivity, profile, record_function
-
         assert isinstance(workload, TorchWorkload | TorchGenerate)
-        on_gpu = workload.device.type == "cuda"
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-        with (
-            generation.phases_marked(workload, record_function),
-            profile(activities=activities) as prof,
-            record_function(WINDOW),
-        ):
-            for _ in range(steps):
-                workload.step()
-            workload.sync()
-        if trace_path:
-            prof.export_chrome_trace(trace_path)
-        events: list[Event] = []
-        span = (0.0, 0.0)
-        phases: dict[str, list[tuple[float, float]]] = {}
-        all_events = list(prof.events())
-        launched_by = kernel_launchers(all_events) if on_gpu else {}
-        for ev in all_events:
-            start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
-            is_gpu = ev.device_type.name == "CUDA"
-            if ev.name == WINDOW:
-                span = (start, end)
-                continue
-            if ev.name in PHASES:
-                # On GPUs a range shows twice, on the CPU and as a GPU annotation: the
-                # CPU's covers the phase, whose last kernel ends before its token is read.
-                if not is_gpu:
-                    phases.setdefault(PHASES[ev.name], []).append((start, end))
-                continue
-            if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
-                continue
-            # A kernel's name says how it computes (cuDNN runs convolutions as implicit
-            # GEMMs), the op that launched it says what: categories read both.
-            parent = launched_by.get(id(ev)) if is_gpu else ev.cpu_parent
-            ancestors = []
-            while parent is not None and parent.name != WINDOW:
-                # A phase says when an op ran, not what it does ("prefill" reads "fill").
-                if parent.name not in PHASES:
-                    ancestors.append(parent.name)
-                parent = parent.cpu_parent
-            text = "|".join([*reversed(ancestors), ev.name])
-            thread = f"gpu:{ev.device_index}" if is_gpu else f"cpu:{ev.thread}"
-            events.append(Event(thread, start, end, ev.name, text))
-        return "torch.profiler", events, Window(*span, phases), trace_path
+        return profile_torch(workload, workload.device.type == "cuda", steps, trace_path)
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return MatmulWorkload(torch.device("cuda:0" if device == "cuda" else "cpu"), dtype, n)
@@ -615,3 +570,57 @@ def cuda_peaks(device: str) -> dict[str, int] | None:
         "allocated_peak_bytes": int(torch.cuda.max_memory_allocated()),
         "reserved_peak_bytes": int(torch.cuda.max_memory_reserved()),
     }
+
+
+def profile_torch(
+    workload: Workload, on_gpu: bool, steps: int, trace_path: str | None
+) -> tuple[str, list[Event], Window, str | None]:
+    """`steps` of `workload`'s steps under torch.profiler, then its sync: its ops (on the
+    CPU) or kernels (on a GPU, each with the op that launched it), each with its
+    ancestors, and a generation's phases (generation.phases_marked). PyTorch's own
+    workloads and Keras-on-PyTorch's alike."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    with (
+        generation.phases_marked(workload, record_function),
+        profile(activities=activities) as prof,
+        record_function(WINDOW),
+    ):
+        for _ in range(steps):
+            workload.step()
+        workload.sync()
+    if trace_path:
+        prof.export_chrome_trace(trace_path)
+    events: list[Event] = []
+    span = (0.0, 0.0)
+    phases: dict[str, list[tuple[float, float]]] = {}
+    all_events = list(prof.events())
+    launched_by = kernel_launchers(all_events) if on_gpu else {}
+    for ev in all_events:
+        start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
+        is_gpu = ev.device_type.name == "CUDA"
+        if ev.name == WINDOW:
+            span = (start, end)
+            continue
+        if ev.name in PHASES:
+            # On GPUs a range shows twice, on the CPU and as a GPU annotation: the
+            # CPU's covers the phase, whose last kernel ends before its token is read.
+            if not is_gpu:
+                phases.setdefault(PHASES[ev.name], []).append((start, end))
+            continue
+        if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
+            continue
+        # A kernel's name says how it computes (cuDNN runs convolutions as implicit
+        # GEMMs), the op that launched it says what: categories read both.
+        parent = launched_by.get(id(ev)) if is_gpu else ev.cpu_parent
+        ancestors = []
+        while parent is not None and parent.name != WINDOW:
+            # A phase says when an op ran, not what it does ("prefill" reads "fill").
+            if parent.name not in PHASES:
+                ancestors.append(parent.name)
+            parent = parent.cpu_parent
+        text = "|".join([*reversed(ancestors), ev.name])
+        thread = f"gpu:{ev.device_index}" if is_gpu else f"cpu:{ev.thread}"
+        events.append(Event(thread, start, end, ev.name, text))
+    return "torch.profiler", events, Window(*span, phases), trace_path
