@@ -100,11 +100,11 @@ def test_what_a_framework_cannot_do_is_refused_before_any_work(tmp_path: Path) -
 
     db = tmp_path / "r.duckdb"
     found = CliRunner().invoke(
-        app, ["explain", "--framework", "keras-jax", "--model", "resnet18", "--db", str(db)]
+        app, ["explain", "--framework", "litert", "--model", "resnet18", "--db", str(db)]
     )
     assert found.exit_code != 0
-    reason = "fwbench reads Flax's JAX profiles, not yet those of Keras on JAX"
-    assert f"explain: keras-jax cannot: {reason}" in str(found.exception)
+    reason = "fwbench does not read LiteRT's profiles yet"
+    assert f"explain: litert cannot: {reason}" in str(found.exception)
     assert not db.exists()
     case = Case.build(framework="keras-jax", model="resnet18", mode="jit", threads=1)
     assert _request(case, RunOptions(timing=TimingConfig())).sent.count_flops is False
