@@ -12,6 +12,16 @@ from fwbench.store.db import ResultStore
 from tests.conftest import fwbench
 
 
+def _step_ops(framework: str, record: dict) -> dict[str, float]:
+    """A record's breakdown, checked: its categories, idle included, add up to the
+    profiled step (nothing is lost); the ops' categories (idle left out)."""
+    b = record["breakdown"]
+    assert b is not None, (framework, record["error"])
+    total = sum(b["categories"].values())
+    assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"], framework
+    return {k: v for k, v in b["categories"].items() if k != IDLE}
+
+
 def test_resnet_train_breakdown_in_both_frameworks(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     proc = fwbench(
@@ -24,11 +34,7 @@ def test_resnet_train_breakdown_in_both_frameworks(tmp_path: Path) -> None:
     assert set(records) == {"torch", "tensorflow"}
     for fw, r in records.items():
         b = r["breakdown"]
-        assert b is not None, (fw, r["error"])
-        total = sum(b["categories"].values())
-        # Categories, idle included, add up to the profiled step: nothing is lost.
-        assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"]
-        ops = {k: v for k, v in b["categories"].items() if k != IDLE}
+        ops = _step_ops(fw, r)
         assert max(ops, key=ops.__getitem__) == "convolution", (fw, b["categories"])
         assert b["categories"].get("optimizer update", 0) > 0
         assert b["unprofiled_step_s"] and b["unprofiled_step_s"] > 0
@@ -126,12 +132,9 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
     records = {r["mode"]: r for r in json.loads(proc.stdout)}
     assert set(records) == {"jit", "nnx-jit"}
     for mode, r in records.items():
+        ops = _step_ops(mode, r)
         b = r["breakdown"]
-        assert b is not None, (mode, r["error"])
         assert b["profiler"] == "jax.profiler (XPlane)"
-        total = sum(b["categories"].values())
-        assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"]
-        ops = {k: v for k, v in b["categories"].items() if k != IDLE}
         assert max(ops, key=ops.__getitem__) == "convolution", (mode, b["categories"])
         assert Path(b["trace"]).is_dir()  # jax.profiler's TensorBoard log folder
     # Read through its program (jit): the optimizer's and the normalisation's fusions.
@@ -156,10 +159,7 @@ def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profi
     assert set(records) == {"keras-jax", "keras-torch"}
     for fw, r in records.items():
         b = r["breakdown"]
-        assert b is not None, (fw, r["error"])
-        total = sum(b["categories"].values())
-        assert abs(total - b["profiled_step_s"]) <= 0.1 * b["profiled_step_s"], fw
-        ops = {k: v for k, v in b["categories"].items() if k != IDLE}
+        ops = _step_ops(fw, r)
         # Keras on PyTorch spends nearly as long on elementwise ops and copies as on its
         # convolutions (docs/explain.md): which comes first depends on the machine's load.
         assert ops.get("convolution", 0) >= 0.2 * sum(ops.values()), (fw, b["categories"])
