@@ -24,7 +24,6 @@ import numpy as np
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, Optimizer, get_model
-from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     NO_FLOATS,
@@ -386,10 +385,3 @@ class FlaxAdapter(JaxRuntime, Adapter):
         model = self.build_model(case.reference, case.dims)
         built: Workload = cls(model, case, case.model_spec)
         return built
-
-    def profile(
-        self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], Window, str | None]:
-        # A generation's programs are read by their names (its phases split it).
-        program = workload.program() if isinstance(workload, FlaxWorkload) else None
-        return self.profile_jax(workload, steps, trace_path, program)

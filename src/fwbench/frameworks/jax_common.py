@@ -106,15 +106,17 @@ class JaxRuntime:
         peak = stats.get("peak_bytes_in_use")
         return None if peak is None else {"allocated_peak_bytes": int(peak)}
 
-    def profile_jax(
-        self, workload: Any, steps: int, trace_path: str | None, program: str | None = None
+    def profile(
+        self, workload: Any, steps: int, trace_path: str | None
     ) -> tuple[str, list[Event], Window, str | None]:
         """`steps` of `workload`'s steps under JAX's profiler, then its sync, read back
         from the XSpace it writes: the XLA ops it ran (the GPU's, or the CPU client's on
-        its threads), each categorised by `program`'s text where given (what a fusion
-        holds, the Python functions that made it: fwbench.explain.hlo), else by its
-        program's and its own name; a generation's prefill and decoding steps in their
-        phases' ranges (generation.phases_marked), as the other adapters mark them."""
+        its threads), each categorised by the text of the workload's compiled program
+        where it gives one (`program()`: a jitted train or infer step of Flax or Keras;
+        what a fusion holds, the Python functions that made it: fwbench.explain.hlo),
+        else by its program's and its own name (a generation's programs, eager ops); a
+        generation's prefill and decoding steps in their phases' ranges
+        (generation.phases_marked), as the other adapters mark them."""
         import contextlib
         import glob
         import tempfile
@@ -139,6 +141,8 @@ class JaxRuntime:
                 workload.sync()
             files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
             data = ProfileData.from_file(files[-1])
+        program_of = getattr(workload, "program", None)
+        program = program_of() if program_of is not None else None
         texts = op_texts(program) if program else {}
         events: list[Event] = []
         span = (0.0, 0.0)

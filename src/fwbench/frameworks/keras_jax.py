@@ -19,7 +19,6 @@ os.environ["KERAS_BACKEND"] = "jax"  # read once, when keras is first imported
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
-from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks.base import OutputCheck, Workload
 from fwbench.frameworks.jax_common import JaxRuntime
 from fwbench.frameworks.keras_common import (
@@ -131,13 +130,6 @@ class KerasJaxAdapter(JaxRuntime, KerasBackendAdapter):
 
     def matmul(self, device: str, dtype: str, n: int) -> Workload:
         return _Matmul(dtype, n)
-
-    def profile(
-        self, workload: Workload, steps: int, trace_path: str | None
-    ) -> tuple[str, list[Event], Window, str | None]:
-        # A generation's programs are read by their names (its phases split it).
-        program = workload.program() if isinstance(workload, KerasJaxWorkload) else None
-        return self.profile_jax(workload, steps, trace_path, program)
 
 
 class _Matmul(Workload):

@@ -18,6 +18,7 @@ from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec
 from fwbench.explain.timeline import Event, Window
 from fwbench.frameworks.base import OutputCheck, Workload
+from fwbench.frameworks.generation import GenerateWorkload
 from fwbench.frameworks.keras_common import (
     KerasBackendAdapter,
     KerasLora,
@@ -130,4 +131,5 @@ class KerasTorchAdapter(KerasBackendAdapter):
         # Keras on PyTorch runs PyTorch's ops: PyTorch's profiler reads them.
         from fwbench.frameworks.torch import profile_torch
 
-        return profile_torch(workload, bool(getattr(workload, "on_gpu", False)), steps, trace_path)
+        assert isinstance(workload, KerasTorchWorkload | GenerateWorkload)
+        return profile_torch(workload, workload.on_gpu, steps, trace_path)

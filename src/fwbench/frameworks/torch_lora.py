@@ -97,7 +97,7 @@ class FusedLora(nn.Module):
         if outputs <= query + value:
             raise ValueError(f"{outputs} outputs do not hold a query, a key and a value")
         self.base = base
-        self.split = (query, outputs - query - value, value)
+        self.split = [query, outputs - query - value, value]
         self.q = Update(in_features, heads[0], width, rank, weight.device)
         self.v = Update(in_features, heads[1], width, rank, weight.device)
         bias = getattr(base, "bias", None)
@@ -112,7 +112,7 @@ class FusedLora(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.base(x)
-        q, k, v = torch.split(out, list(self.split), dim=-1)
+        q, k, v = torch.split(out, self.split, dim=-1)
         dq: torch.Tensor = self.q(x)
         dv: torch.Tensor = self.v(x)
         q, v = q + dq.to(out.dtype), v + dv.to(out.dtype)
