@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from fwbench.measure.verdicts import DEFAULT_BAND, Comparison, comparison_of, outcome_of, percent
-from fwbench.report.serving import per_run, verdict_figures
+from fwbench.report.serving import lower_is_better, verdict_figures
 from fwbench.result import Result
 from fwbench.scenario.spec import point_label
 
@@ -101,9 +101,8 @@ class _Served(NamedTuple):
 def _served_figures(old: Result, cur: Result) -> list[_Served]:
     out = []
     for values, higher, called in verdict_figures(cur):
-        sides = [[v for _, v in per_run(r, values)] for r in (old, cur)]
-        if all(sides):
-            a, b = ([1 / v for v in side] if higher else side for side in sides)
+        a, b = ([v for _, v in lower_is_better(r, values, higher)] for r in (old, cur))
+        if a and b:
             out.append(_Served(values, higher, called, a, b))
     return out
 

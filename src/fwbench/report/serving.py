@@ -74,9 +74,8 @@ def _verdict(
     Points measured in one group are read paired by round, as step times are."""
     runs, rounds = {}, {}
     for r in group:
-        found = per_run(r, values)
-        each = [v for _, v in found]
-        runs[r.case.variant] = [1 / v for v in each] if higher_is_better else each
+        found = lower_is_better(r, values, higher_is_better)
+        runs[r.case.variant] = [v for _, v in found]
         rounds[r.case.variant] = [index for index, _ in found]
     band = DEFAULT_BAND if band is None else band
     if values == "max_qps":
@@ -129,6 +128,12 @@ def per_run(r: Result, values: str) -> list[tuple[int, float]]:
         if value:
             out.append((run.index, value))
     return out
+
+
+def lower_is_better(r: Result, values: str, higher_is_better: bool) -> list[tuple[int, float]]:
+    """`per_run`'s values as comparisons read them, lower being better: a rate (higher
+    is better) becomes its inverse, the time per item."""
+    return [(index, 1 / v if higher_is_better else v) for index, v in per_run(r, values)]
 
 
 def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:

@@ -101,11 +101,11 @@ def code_digest(path: Path) -> str:
     changed helper module is another model. Regular files only, each at most
     CODE_FILE_BYTES, at most CODE_FILES of them."""
     root = _package_root(path)
-    found = sorted(_local_modules(path, root), key=str)
+    found = _local_modules(path, root)
     h = hashlib.sha256()
-    for file in found:
+    for file in sorted(found, key=str):
         h.update(str(file.relative_to(root)).encode() + b"\0")
-        h.update(_code_bytes(file) + b"\0")
+        h.update(found[file] + b"\0")
     return h.hexdigest()[:DIGEST_CHARS]
 
 
@@ -130,24 +130,26 @@ def _code_bytes(file: Path) -> bytes:
         raise SpecError(f"model: {file}: cannot be read ({exc.strerror or exc})") from None
 
 
-def _local_modules(path: Path, root: Path) -> set[Path]:
+def _local_modules(path: Path, root: Path) -> dict[Path, bytes]:
+    """The local modules `path` imports, transitively, with their bytes (read once: what
+    is parsed is what is hashed)."""
     import ast
 
-    seen: set[Path] = set()
+    seen: dict[Path, bytes] = {}
     pending = [path.absolute()]
     top = root.absolute()
     while pending:
         file = pending.pop()
         if file in seen:
             continue
-        seen.add(file)
-        if len(seen) > CODE_FILES:
+        if len(seen) >= CODE_FILES:
             raise SpecError(
                 f"model: {path}: it imports more than {CODE_FILES} local modules; fwbench "
                 "names a model by its code and reads at most that many"
             )
+        seen[file] = _code_bytes(file)
         try:
-            tree = ast.parse(_code_bytes(file), filename=str(file))
+            tree = ast.parse(seen[file], filename=str(file))
         except SyntaxError:
             continue  # importing it says what is wrong, with Python's own message
         for node in ast.walk(tree):
