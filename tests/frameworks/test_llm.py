@@ -183,7 +183,9 @@ def test_pytorchs_adapter_of_one_query_key_value_matrix_adapts_the_query_and_val
 def test_lora_refuses_a_model_keras_hub_does_not_read_with_one_line() -> None:
     proc = fwbench("run", "--framework", "torch", "--model", "gpt2_tiny", "--task", "lora")
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: task: lora cannot run gpt2_tiny")
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: task: lora cannot run gpt2_tiny")
+    assert line.endswith("GPT-2 as one is hf:gpt2 (hf:gpt2@tiny)")  # what runs instead
 
 
 def test_a_size_too_large_for_this_host_is_an_oom_result_and_the_sweep_goes_on(

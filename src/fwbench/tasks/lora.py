@@ -29,6 +29,7 @@ def _fits(case: Any, spec: Any) -> str | None:
             "LoRA adapts a transformers decoder that keras-hub reads too (hf:llama, "
             "hf:mistral, hf:gemma, hf:qwen3, ..., or hf:DIR), the same weights in every "
             f"framework; {spec.name} is not one"
+            + ("; GPT-2 as one is hf:gpt2 (hf:gpt2@tiny)" if spec.name.startswith("gpt2") else "")
         )
     return None
 
