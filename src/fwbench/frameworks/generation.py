@@ -132,7 +132,9 @@ class GenerateWorkload(Workload):
 
     @abstractmethod
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        """Feed `tokens` (batch,) at `position` through the cache; return the next ones."""
+        """Feed `tokens` (batch,) at `position` through the cache; return the next ones.
+        `tokens` is the host's copy of what the last call returned: an implementation may
+        feed the device's copy it kept instead (the same values, no upload)."""
 
     def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
         """The `count` tokens after `tokens` (the prefill's), every decoding step in one

@@ -214,6 +214,10 @@ class KerasHubGenerate(GenerateWorkload):
         return np.asarray(keras_module().ops.convert_to_numpy(self.token))
 
     def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
+        # The loop was compiled for this case's tokens after the prefill's, from the
+        # prefill's token on the device.
+        if count != self.new_tokens - 1:
+            raise ValueError(f"decode_rest: compiled for {self.new_tokens - 1} tokens, not {count}")
         made = self.rest()
         self.cache = None  # the loop kept its cache to itself: the next prefill starts one
         return np.asarray(keras_module().ops.convert_to_numpy(made))
