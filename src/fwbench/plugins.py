@@ -43,6 +43,12 @@ def names() -> list[str]:
     return [m.strip() for m in os.environ.get(ENV, "").split(",") if m.strip()]
 
 
+def modules() -> list[str]:
+    """Every plugin's module: the entry points' and those FWBENCH_PLUGINS names."""
+    found = [ep.module for group in GROUPS for ep in entry_points(group=group)]
+    return sorted({*found, *names()})
+
+
 def load() -> None:
     global _loaded, _failure
     if _failure is not None:

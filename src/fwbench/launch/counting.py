@@ -6,8 +6,9 @@ run side by side. A model that kills its worker (a crash, a hang) is retried alo
 it costs only its own count, never the others' in the same batch.
 
 The counts a run of cases checks its same work against (`parameter_counts`) are kept in
-the results database, under each framework's version and the identity of fwbench's own
-model code (`counted_version`); the store is handed in as a `CountCache`.
+the results database (the store is handed in as a `CountCache`) and in the user's cache,
+which `fwbench models` reads too, under each framework's version and the identity of
+the code that builds models (`counted_version`: fwbench's and the plugins').
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -33,11 +35,14 @@ CACHE_KIND = "counts"
 
 @functools.cache
 def _model_code() -> str:
-    """The identity of fwbench's own model code: the catalog and the builders (every
-    source file of fwbench.catalog and fwbench.models), so a count made before a model
-    was added to a framework, or its layers changed, is not read after."""
+    """The identity of the code that builds models: fwbench's catalog and builders
+    (every source file of fwbench.catalog and fwbench.models) and the plugins' modules
+    with the local modules they import (a plugin registers models and frameworks), so a
+    count made before a model was added to a framework, or its layers changed, is not
+    read after."""
     import fwbench.catalog
     import fwbench.models
+    from fwbench import plugins
 
     h = hashlib.sha256()
     for package in (fwbench.catalog, fwbench.models):
@@ -45,7 +50,25 @@ def _model_code() -> str:
         for file in sorted(root.rglob("*.py")):
             h.update(f"{package.__name__}/{file.relative_to(root)}".encode() + b"\0")
             h.update(file.read_bytes() + b"\0")
+    plugins.load()
+    for name in plugins.modules():
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        h.update(f"plugin {name} {_plugin_code(origin)}".encode() + b"\0")
     return h.hexdigest()[:12]
+
+
+def _plugin_code(file: str | None) -> str:
+    """A plugin module's code with its local imports, or its own bytes where those are
+    too many to follow (a module of a large package)."""
+    from fwbench.errors import SpecError
+    from fwbench.models.sources.common import code_digest, digest
+
+    if file is None:
+        return ""
+    try:
+        return code_digest(Path(file))
+    except SpecError:
+        return digest(Path(file))
 
 
 def counted_version(framework: str) -> str | None:
@@ -105,13 +128,17 @@ def count_in_each(
 
 
 def cached_count_in_each(
-    requests: Mapping[str, Sequence[CountItem]], timeout_s: float, refresh: bool = False
+    requests: Mapping[str, Sequence[CountItem]],
+    timeout_s: float,
+    refresh: bool = False,
+    counting: Callable[[list[str]], None] | None = None,
 ) -> tuple[dict[str, list[Count]], int]:
     """count_in_each, each framework's answers kept in the user's cache (fwbench.cache)
     under its version, the model, its dimensions and whether FLOPs were counted: a count
-    made once is not made again until the framework changes (or `refresh`). Only the
-    framework's own answers are kept (a crash or a time-out is tried again). Returns the
-    counts and how many came from the cache."""
+    made once is not made again until the model code or the framework changes (or
+    `refresh`). Only the framework's own answers are kept (a crash or a time-out is tried
+    again). `counting` is told the frameworks that count, before they do, if any must.
+    Returns the counts and how many came from the cache."""
     found: dict[str, list[Count | None]] = {}
     missing: dict[str, list[tuple[int, CountItem]]] = {}
     keys: dict[tuple[str, int], str] = {}
@@ -120,7 +147,9 @@ def cached_count_in_each(
         version = counted_version(fw)
         found[fw] = [None] * len(items)
         for i, item in enumerate(items):
-            key = json.dumps([fw, version, item.model, item.reference, item.dims, item.flops])
+            key = json.dumps(
+                [fw, version, item.model, item.reference, item.dims, item.flops], sort_keys=True
+            )
             keys[(fw, i)] = key
             hit = None if refresh else cache.read(CACHE_KIND, key)
             if isinstance(hit, list) and len(hit) == 3:
@@ -128,6 +157,8 @@ def cached_count_in_each(
                 hits += 1
             else:
                 missing.setdefault(fw, []).append((i, item))
+    if missing and counting is not None:
+        counting(list(missing))
     counted = count_in_each(
         {fw: [item for _, item in pairs] for fw, pairs in missing.items()}, timeout_s
     )
@@ -198,13 +229,18 @@ def parameter_counts(
                 counts[(fw, key)] = cached[0]
     if not missing:
         return counts
-    if on_progress:
-        on_progress(f"counting parameters of {len(keys)} models in {', '.join(missing)}")
+
+    def counting(frameworks: list[str]) -> None:
+        if on_progress:
+            on_progress(f"counting parameters of {len(keys)} models in {', '.join(frameworks)}")
+
     requests = {
         fw: [CountItem(model=m, dims=json.loads(d), reference=r or None) for m, d, r in fw_keys]
         for fw, fw_keys in missing.items()
     }
-    for fw, found in count_in_each(requests, timeout_s).items():
+    # Through the user's cache too: a count is the model code's and the framework's, not
+    # the results file's, so a new file does not build every model in every framework again.
+    for fw, found in cached_count_in_each(requests, timeout_s, counting=counting)[0].items():
         for key, count in zip(missing[fw], found, strict=True):
             # A crash or a time-out is this attempt's, not the model's: not cached, so the
             # next run tries again (a cached error would disable the check for good).
