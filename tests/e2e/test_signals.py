@@ -115,6 +115,9 @@ def test_ctrl_c_stops_a_run_with_one_line(tmp_path: Path) -> None:
          "--task", "infer", "--input-size", "32", "--batch-size", "2", "--threads", "1",
          "--db", str(tmp_path / "r.duckdb")],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        # A shell's background job (CI started with `&`) starts with SIGINT ignored,
+        # which a child inherits and Python keeps: Ctrl-C reaches a terminal's command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     parent = psutil.Process(run.pid)
     deadline = time.monotonic() + 300
