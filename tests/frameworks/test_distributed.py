@@ -31,7 +31,7 @@ def test_ddp_and_multiworker_on_two_cpu_workers(tmp_path: Path) -> None:
     records = {r["strategy"]: r for r in json.loads(out.stdout)}
     for strategy, backend in (("ddp", "gloo"), ("multiworker", "RING")):
         r = records[strategy]
-        assert r["status"] == "ok", r["error"]
+        assert r["status"] == "ok", (r["error"], r["settings"].get("worker_log_tail"))
         assert (r["world_size"], r["batch_size"], r["global_batch_size"]) == (2, 2, 4)
         assert r["throughput"] > 0
         assert r["throughput"] * r["step_time_s"]["median"] == pytest.approx(4)  # global

@@ -220,6 +220,22 @@ def test_9_a_sigkill_is_oom_only_when_the_cgroup_says_so() -> None:
     assert found is None or found >= 0
 
 
+def test_a_native_abort_is_named_by_the_line_that_says_why() -> None:
+    log = (
+        "I0000 00:00:1795891737.70 coordination_service.cc:502] Waiting for 0/2 tasks\n"
+        "F0000 00:00:1795891743.71 grpc_server_lib.cc:103] Non-OK-status: Stop() status: "
+        "UNIMPLEMENTED: Clean shutdown is not currently implemented\n"
+        "Fatal Python error: Aborted\n\nCurrent thread 0x00007f29 (most recent call first):\n"
+    )
+    found = classify_exit(-6, log)
+    assert found.error == (
+        "worker crashed: killed by SIGABRT (F0000 00:00:1795891743.71 grpc_server_lib.cc:103] "
+        "Non-OK-status: Stop() status: UNIMPLEMENTED: Clean shutdown is not currently "
+        "implemented)"
+    )
+    assert classify_exit(-6, "I0000 nothing fatal here\n").error.endswith("killed by SIGABRT")
+
+
 def test_11_the_title_reaches_the_html_and_12_markdown_is_escaped() -> None:
     r = result("torch", "eager", 0.1, 0.001)
     page = html.render([r], title="My <sweep>")

@@ -138,6 +138,12 @@ def main() -> int:
     send({"event": "hello", "rank": rank, "pid": os.getpid()})
     request = CaseRequest.model_validate_json(commands.readline())
     serve_case(request, send, commands, lambda req, adapter: Rank(req, adapter, rank, world))
+    # Stay until the launcher has every rank's report and closes the connection: a rank
+    # that left earlier would take its side of the collectives with it while a peer
+    # still writes its report (a TensorFlow worker whose coordination leader is gone
+    # aborts).
+    for _ in commands:
+        pass
     sock.close()
     return 0
 

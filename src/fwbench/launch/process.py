@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -40,6 +41,11 @@ _OOM_PHRASES = (
     "resourceexhausted",
 )
 _LOG_TAIL_LINES = 40
+# A native library's last words before it aborts: glog's fatal lines (`F1128 12:00:00`,
+# or `F0000 00:00:...` before absl's log is set up), a failed CHECK, C++'s terminate.
+_FATAL_LINE = re.compile(
+    r"^F\d{4} |Check failed|terminate called|Fatal Python error|Segmentation fault"
+)
 
 
 class WorkerGone(Exception):
@@ -387,10 +393,21 @@ def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None
                 "oom" if looks_oom else "error", f"worker killed by SIGKILL ({cause})", log_tail
             )
         what = f"worker crashed: killed by {name}"
+        if fatal := _fatal_line(log_tail):
+            what += f" ({fatal})"
     else:
         last = next((ln for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
         what = f"worker exited with code {returncode} without a result: {last.strip()[:300]}"
     return WorkerFailure("oom" if looks_oom else "error", what, log_tail)
+
+
+def _fatal_line(log_tail: str) -> str | None:
+    """The first line of the log that says why the process aborted, if one does (the
+    first: what follows it is the abort's consequences)."""
+    for line in log_tail.splitlines():
+        if _FATAL_LINE.search(line.strip()):
+            return line.strip()[:300]
+    return None
 
 
 def _one_shot(

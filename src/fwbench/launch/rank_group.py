@@ -353,10 +353,16 @@ class RankGroup:
 
     def _crashed(self, proc: _Process) -> WorkerFailure:
         code = proc.popen.returncode
-        failure = classify_exit(code if code is not None else -1, self.log_tail())
+        # Classified from its own log, whole: the line that says why a native library
+        # aborted may lie further back than the tail kept of every process.
+        try:
+            own = proc.log.read_text(errors="replace")
+        except OSError:
+            own = ""
+        failure = classify_exit(code if code is not None else -1, own)
         # torchrun exits with 1 when a rank dies; say which launcher saw it.
         error = failure.error.replace("worker", f"{proc.log.stem}", 1)
-        return WorkerFailure(failure.status, error, failure.log_tail)
+        return WorkerFailure(failure.status, error, self.log_tail())
 
     def _timeout(self) -> WorkerFailure:
         self._kill()
@@ -391,14 +397,16 @@ class RankGroup:
             proc.popen.wait()
 
     def _close(self, wait_s: float) -> None:
+        # Ranks exit when their connection closes (fwbench.distributed.worker), so none
+        # leaves before every rank has reported.
+        for rank in self.ranks:
+            with contextlib.suppress(OSError):
+                rank.sock.close()
         end = time.monotonic() + wait_s
         for proc in self.processes:  # a clean exit first: ranks tear down their groups
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=max(0.0, end - time.monotonic()))
         self._kill()
-        for rank in self.ranks:
-            with contextlib.suppress(OSError):
-                rank.sock.close()
         self.selector.close()
         self.server.close()
         shutil.rmtree(self.dir, ignore_errors=True)
