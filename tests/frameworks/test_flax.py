@@ -47,9 +47,12 @@ def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
         assert r.measurement is not None and r.measurement.step_time_s.median > 0
         if r.case.mode == "jit":
             assert r.settings["flax_step"].startswith("nnx.split once, jax.jit over nnx.merge")
+        if r.case.mode != "eager":
             # One compilation, before the timed blocks; none inside them.
             assert r.settings["jit_compilations"] == 1, label
             assert r.settings["compiles_after_timing"] == r.settings["compiles_after_warmup"]
+        else:
+            assert "jit_compilations" not in r.settings, label
     assert [r.case.mode for r in flax] == ["jit", "nnx-jit", "eager", "jit", "jit"]
     assert flax[-1].settings["compute_dtype"] == "bfloat16"
     assert flax[0].settings["compute_dtype"] == "float32"
@@ -167,8 +170,8 @@ def test_flax_gpt2_generates_pytorchs_tokens_in_every_mode(tmp_path: Path) -> No
         assert r.status == "ok", (r.case.label(), r.error)
         assert str(r.settings["token_check"]).startswith("passed"), r.settings["token_check"]
         assert r.param_count == 141_056
-    jit = results[0]
-    assert jit.settings["jit_compilations"] == 2
+    jit, nnx_jit = results[:2]
+    assert jit.settings["jit_compilations"] == nnx_jit.settings["jit_compilations"] == 2
     assert jit.settings["kv_cache"].startswith("static")
     assert len(jit.settings["generated_tokens"]) == 4
 

@@ -259,9 +259,7 @@ class FlaxWorkload(Workload):
         return str(self.jitted.lower(self.state, *self.args).compile().as_text())
 
     def compile_count(self) -> int | None:
-        if self.mode == "jit":
-            return int(self.jitted._cache_size())
-        return None
+        return _compiled(self.jitted)
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
@@ -309,7 +307,8 @@ class FlaxGenerate(GenerateWorkload):
             logits, cache = model.forward(ids, start, cache, last_only=True)
             return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
 
-        self.jitted: Any = None  # jit: the one jax.jit function (two programs)
+        # jit: the one jax.jit function (two programs); nnx-jit: the nnx.jit wrapper.
+        self.jitted: Any = None
         if self.mode == "jit":
             graphdef, state = nnx.split(model)
 
@@ -322,6 +321,7 @@ class FlaxGenerate(GenerateWorkload):
             self._run: Any = lambda ids, start, cache: fn(state, ids, start, cache)
         elif self.mode == "nnx-jit":
             wrapped = nnx.jit(run)
+            self.jitted = wrapped
             self._run = lambda ids, start, cache: wrapped(model, ids, start, cache)
         else:
             self._run = lambda ids, start, cache: run(model, ids, start, cache)
@@ -355,7 +355,7 @@ class FlaxGenerate(GenerateWorkload):
         return found
 
     def compile_count(self) -> int | None:
-        return int(self.jitted._cache_size()) if self.jitted is not None else None
+        return _compiled(self.jitted)
 
     def counters(self) -> dict[str, Any]:
         count = self.compile_count()
@@ -385,3 +385,13 @@ class FlaxAdapter(JaxRuntime, Adapter):
         model = self.build_model(case.reference, case.dims)
         built: Workload = cls(model, case, case.model_spec)
         return built
+
+
+def _compiled(jitted: Any) -> int | None:
+    """Programs compiled so far by a step's jitted function: `jax.jit`'s cache, or under
+    `nnx.jit` the cache of the `jax.jit` it wraps (`jitted_fn`: its graph definition is a
+    static argument, so a changed module compiles again and shows here); None in eager."""
+    if jitted is None:
+        return None
+    inner = getattr(jitted, "jitted_fn", jitted)
+    return int(inner._cache_size())
