@@ -18,7 +18,7 @@ from fwbench.measure.timing import RunTiming
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING_YAML, fwbench
 
-TINY = ["--batch-size", "2", "--input-size", "32", "--num-classes", "10", "--threads", "2"]
+TINY = ["--batch-size", "2", "--input-size", "32", "--num-classes", "10", "--threads", "1"]
 
 
 def test_run_prints_the_stored_result_as_json(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_crash_and_hang_are_recorded_and_the_sweep_goes_on(
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "framework: torch\nmodel: [crash, hang, resnet18]\ntask: infer\nbatch_size: 2\n"
-        "input_size: 32\nnum_classes: 10\nthreads: 2\ntimeout_s: 10\n" + FAST_TIMING_YAML
+        "input_size: 32\nnum_classes: 10\nthreads: 1\ntimeout_s: 10\n" + FAST_TIMING_YAML
     )
     db = tmp_path / "r.duckdb"
     proc = fwbench("sweep", str(spec), "--db", str(db), "--json", env=plugin_env)
@@ -124,7 +124,7 @@ def test_killed_sweep_resumes_without_losing_or_duplicating(tmp_path: Path) -> N
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "framework: torch\nmodel: resnet18\ntask: infer\nbatch_size: [1, 2, 3]\n"
-        "input_size: 32\nnum_classes: 10\nthreads: 2\n" + FAST_TIMING_YAML
+        "input_size: 32\nnum_classes: 10\nthreads: 1\n" + FAST_TIMING_YAML
     )
     db = tmp_path / "r.duckdb"
     sweep = subprocess.Popen(

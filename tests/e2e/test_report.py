@@ -30,7 +30,7 @@ def _case(fw: str, task: str, batch: int, size: int) -> Case:
         input_size=size,
         num_classes=10,
         mode="graph" if fw == "tensorflow" else "eager",
-        threads=2,
+        threads=1,
     )
 
 

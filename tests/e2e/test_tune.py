@@ -13,7 +13,7 @@ from tests.conftest import fwbench
 def test_tune_reports_each_frameworks_best_and_both_verdicts(
     tmp_path: Path, plugin_env: dict[str, str]
 ) -> None:
-    args = ["tune", "tiny_cnn", "--batch-size", "4", "--num-classes", "10", "--threads", "2"]
+    args = ["tune", "tiny_cnn", "--batch-size", "4", "--num-classes", "10", "--threads", "1"]
     args += ["--mode", "eager", "--mode", "graph", "--precision", "fp32"]
     args += ["--precision", "bf16", "--max-time", "0.3", "--db", str(tmp_path / "t.duckdb")]
     # TensorFlow's own setting, tried on every TensorFlow candidate (torch has none).

@@ -26,7 +26,7 @@ def test_resnet_train_breakdown_in_both_frameworks(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     proc = fwbench(
         "explain", "--model", "resnet18", "--task", "train", "--batch-size", "4",
-        "--input-size", "64", "--num-classes", "10", "--threads", "2", "--steps", "3",
+        "--input-size", "64", "--num-classes", "10", "--threads", "1", "--steps", "3",
         "--max-time", "0.5", "--db", str(db), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -125,7 +125,7 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
     proc = fwbench(
         "explain", "--framework", "flax", "--framework", "flax", "--mode", "jit",
         "--mode", "nnx-jit", "--model", "resnet18", "--task", "train", "--batch-size", "4",
-        "--input-size", "64", "--num-classes", "10", "--threads", "2", "--steps", "2",
+        "--input-size", "64", "--num-classes", "10", "--threads", "1", "--steps", "2",
         "--max-time", "0.5", "--db", str(db), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -151,7 +151,7 @@ def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profi
     proc = fwbench(
         "explain", "--framework", "keras-jax", "--framework", "keras-torch", "--model",
         "resnet18", "--task", "train", "--batch-size", "4", "--input-size", "64",
-        "--num-classes", "10", "--threads", "2", "--steps", "2", "--max-time", "0.5",
+        "--num-classes", "10", "--threads", "1", "--steps", "2", "--max-time", "0.5",
         "--db", str(tmp_path / "r.duckdb"), "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -23,7 +23,7 @@ if importlib.util.find_spec("flax") is None:
 def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
     tmp_path: Path,
 ) -> None:
-    small = {"batch_size": 2, "threads": 2, "model": "resnet18", "input_size": 32}
+    small = {"batch_size": 2, "threads": 1, "model": "resnet18", "input_size": 32}
     cases = [
         Case.build(**small, framework="torch", num_classes=10, task="train"),
         *(
@@ -62,7 +62,7 @@ def test_flax_runs_vgg16_and_mobilenet_v2_with_torchvisions_parameters(tmp_path:
     """The ASU study's other networks: VGG-16 (inference: its 128M parameters train slowly
     on two cores) and MobileNetV2 (training: BatchNorm's statistics and dropout's key are
     state the jitted step carries), parameters equal to torchvision's."""
-    small = {"batch_size": 2, "threads": 2, "input_size": 32, "num_classes": 10}
+    small = {"batch_size": 2, "threads": 1, "input_size": 32, "num_classes": 10}
     cases = [
         Case.build(**small, framework=fw, model=model, task=task)
         for model, task in (("vgg16", "infer"), ("mobilenet_v2", "train"))
@@ -374,7 +374,7 @@ def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) ->
         spec = tmp_path / f"{task}.yaml"
         spec.write_text(
             f"name: flax-llama\nframework: [flax, torch]\nmodel: hf:llama@tiny\ntask: {task}\n"
-            f"batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 2\n{extra}{timing}"
+            f"batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 1\n{extra}{timing}"
         )
         db = tmp_path / f"{task}.duckdb"
         proc = fwbench("sweep", str(spec), "--db", str(db), "--json", timeout=900)

@@ -11,7 +11,7 @@ from tests.conftest import FAST_TIMING
 
 
 def test_jax_trains_and_infers_vision_language_and_recurrent_models(tmp_path: Path) -> None:
-    small = {"framework": "keras-jax", "batch_size": 2, "threads": 2}
+    small = {"framework": "keras-jax", "batch_size": 2, "threads": 1}
     cases = [
         Case.build(**small, model="resnet18", input_size=32, num_classes=10, task="train"),
         Case.build(**small, model="resnet18", input_size=32, num_classes=10, task="infer"),
@@ -53,7 +53,7 @@ def test_jax_refuses_what_it_does_not_implement() -> None:
 
 
 def test_keras_on_its_torch_backend_runs_the_same_models(tmp_path: Path) -> None:
-    small = {"framework": "keras-torch", "batch_size": 2, "threads": 2, "model": "resnet18"}
+    small = {"framework": "keras-torch", "batch_size": 2, "threads": 1, "model": "resnet18"}
     cases = [
         Case.build(**small, input_size=32, num_classes=10, task=task) for task in ("train", "infer")
     ]
@@ -77,7 +77,7 @@ def test_a_compiled_program_is_kept_between_commands_and_each_result_says_if_it_
     monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path / "cache"))
     case = Case.build(
         framework="keras-jax", model="resnet18", input_size=32, num_classes=10, task="infer",
-        batch_size=2, threads=2,
+        batch_size=2, threads=1,
     )  # fmt: skip
 
     def command(compile_cache: bool) -> dict[str, object]:

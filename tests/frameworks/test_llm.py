@@ -41,7 +41,7 @@ def sweep(
         f"task: {task}\n"
         "batch_size: 1\n"
         "input_shape: input_ids=Bx8\n"
-        "threads: 2\n" + extra + FAST_TIMING_YAML
+        "threads: 1\n" + extra + FAST_TIMING_YAML
     )
     proc = fwbench("sweep", str(spec), "--db", str(tmp_path / f"{task}.duckdb"), "--json",
                    timeout=1500)  # fmt: skip
@@ -207,7 +207,7 @@ def test_a_size_too_large_for_this_host_is_an_oom_result_and_the_sweep_goes_on(
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "framework: torch\nmodel: [hf:llama@8b, hf:llama@tiny]\ntask: infer\nbatch_size: 1\n"
-        "input_shape: input_ids=Bx8\nthreads: 2\n" + FAST_TIMING_YAML
+        "input_shape: input_ids=Bx8\nthreads: 1\n" + FAST_TIMING_YAML
     )
     proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -229,7 +229,7 @@ def test_keras_decoding_as_one_compiled_loop_makes_the_same_tokens(tmp_path: Pat
         "framework: [torch, keras-jax, tensorflow]\n"
         "model: hf:gemma3@tiny\ntask: generate\nnew_tokens: 8\n"
         "options: {keras-jax: decoding=loop, tensorflow: decoding=loop}\n"
-        "batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 2\n" + FAST_TIMING_YAML
+        "batch_size: 1\ninput_shape: input_ids=Bx8\nthreads: 1\n" + FAST_TIMING_YAML
     )
     proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -29,7 +29,7 @@ def case(framework: str, model: str, task: str, batch: int, size: int, **kw: obj
         "batch_size": batch,
         "input_size": size,
         "mode": mode,
-        "threads": 2,
+        "threads": 1,
     }
     fields.update(kw)
     return Case.build(**fields)
@@ -90,7 +90,7 @@ def test_memory_peak_holds_weights_and_input_and_energy_says_why_it_is_missing(
 def test_peak_is_measured_and_later_results_show_their_share(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     proc = fwbench(
-        "peak", "--size", "512", "--dtype", "fp32", "--threads", "2", "--db", str(db), "--json"
+        "peak", "--size", "512", "--dtype", "fp32", "--threads", "1", "--db", str(db), "--json"
     )
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)

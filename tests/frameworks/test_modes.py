@@ -24,7 +24,7 @@ def test_torchscript_and_xla_run_train_and_infer_with_their_start_up_apart(
             batch_size=2,
             input_size=32,
             num_classes=10,
-            threads=2,
+            threads=1,
         )
         for fw, mode in (("torch", "script"), ("tensorflow", "xla"))
         for task in ("train", "infer")
@@ -70,7 +70,7 @@ def _combinations() -> list[Case]:
                         layout=("channels_first", "channels_last")[(i + j) % 2],
                         batch_size=2,
                         num_classes=10,
-                        threads=2,
+                        threads=1,
                     )
                 )
     return cases
@@ -141,7 +141,7 @@ def test_tensorflow_nchw_without_onednn_is_unsupported(
     proc = fwbench(
         "run", "--framework", "tensorflow", "--mode", "eager", "--model", "tiny_cnn",
         "--layout", "channels_first", "--task", "train", "--batch-size", "2",
-        "--num-classes", "10", "--threads", "2", "--max-time", "0.3", "--min-runs", "1",
+        "--num-classes", "10", "--threads", "1", "--max-time", "0.3", "--min-runs", "1",
         "--max-runs", "1", "--db", str(tmp_path / "r.duckdb"), "--json",
         env=plugin_env | {"TF_ENABLE_ONEDNN_OPTS": "0"},
     )  # fmt: skip
@@ -160,7 +160,7 @@ def test_invalid_combinations_are_refused_with_their_reason() -> None:
 
     from fwbench.errors import SpecError
 
-    base = {"model": "resnet18", "threads": 2}
+    base = {"model": "resnet18", "threads": 1}
     for fields, reason in (
         ({"framework": "torch", "mode": "compile-reduce-overhead"}, "CUDA graphs"),
         ({"framework": "torch", "precision": "tf32"}, "cuda only"),
@@ -189,7 +189,7 @@ def test_tensorflow_xla_keeps_its_programs_for_the_next_command(
     monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path / "cache"))
     case = Case.build(
         framework="tensorflow", mode="xla", model="resnet18", input_size=32, num_classes=10,
-        task="infer", batch_size=2, threads=2,
+        task="infer", batch_size=2, threads=1,
     )  # fmt: skip
 
     def command() -> dict[str, object]:

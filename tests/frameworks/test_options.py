@@ -22,7 +22,7 @@ def tiny(framework: str, **kw: object) -> Case:
         "batch_size": 2,
         "input_size": 32,
         "num_classes": 10,
-        "threads": 2,
+        "threads": 1,
     }
     return Case.build(**fields | kw)
 

@@ -151,7 +151,7 @@ def test_parameters_are_the_source_models_not_the_folded_graphs(runtime: str) ->
 
 def _inference(framework: str, mode: str, median: float, fusion_check: str = "") -> Result:
     """A measured inference result (three runs around `median`) with these settings."""
-    case = Case.build(framework=framework, model="resnet18", task="infer", mode=mode, threads=2)
+    case = Case.build(framework=framework, model="resnet18", task="infer", mode=mode, threads=1)
     spread = (0.99 * median, median, 1.01 * median)
     return Result(
         result_id=framework,

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import fwbench
 from tests.unit.test_robustness import cli
 
-FAST = ["--min-runs", "1", "--max-runs", "1", "--max-time", "0.3", "--threads", "2", "--no-flops"]
+FAST = ["--min-runs", "1", "--max-runs", "1", "--max-time", "0.3", "--threads", "1", "--no-flops"]
 
 
 def make(script: str, folder: Path) -> None:

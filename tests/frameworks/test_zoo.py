@@ -31,7 +31,7 @@ seq_len: 16
 vocab_size: 64
 freq_bins: 32
 num_classes: 10
-threads: 2
+threads: 1
 timeout_s: 300
 """
     + FAST_TIMING_YAML
