@@ -234,6 +234,10 @@ def test_a_native_abort_is_named_by_the_line_that_says_why() -> None:
         "implemented)"
     )
     assert classify_exit(-6, "I0000 nothing fatal here\n").error.endswith("killed by SIGABRT")
+    # Found however far back it lies; the failure keeps the log's tail only.
+    stacks = "".join(f'  File "x.py", line {i} in f\n' for i in range(100))
+    deep = classify_exit(-6, log + stacks)
+    assert deep.error == found.error and len(deep.log_tail.splitlines()) == 40
 
 
 def test_11_the_title_reaches_the_html_and_12_markdown_is_escaped() -> None:

@@ -328,11 +328,7 @@ class WorkerProcess:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def log_tail(self) -> str:
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return ""
-        return "\n".join(lines[-_LOG_TAIL_LINES:])
+        return tail(read_log(self.log_path))
 
     def _failure(self) -> WorkerFailure:
         code = self.returncode(10.0)
@@ -345,7 +341,21 @@ class WorkerProcess:
             if now is None or self.oom_kills_at_start is None
             else now > self.oom_kills_at_start
         )
-        return classify_exit(code if code is not None else -signal.SIGKILL, self.log_tail(), killed)
+        code = code if code is not None else -signal.SIGKILL
+        return classify_exit(code, read_log(self.log_path), killed)
+
+
+def read_log(path: Path) -> str:
+    """A worker's log, whole; empty once it is gone."""
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def tail(log: str) -> str:
+    """The lines of a log a failure keeps."""
+    return "\n".join(log.splitlines()[-_LOG_TAIL_LINES:])
 
 
 def oom_kills(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int | None:
@@ -373,9 +383,12 @@ def worker_label(pid: int) -> str | None:
         return None
 
 
-def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None) -> WorkerFailure:
-    """Why a worker ended without a report. A SIGKILL is the out-of-memory killer's only
-    when the cgroup's OOM-kill count says so (`oom_killed`); otherwise it is said as is."""
+def classify_exit(returncode: int, log: str, oom_killed: bool | None = None) -> WorkerFailure:
+    """Why a worker ended without a report, from its log (whole: the line that says why a
+    native library aborted may lie further back than the tail the failure keeps). A
+    SIGKILL is the out-of-memory killer's only when the cgroup's OOM-kill count says so
+    (`oom_killed`); otherwise it is said as is."""
+    log_tail = tail(log)
     looks_oom = any(p in log_tail.lower() for p in _OOM_PHRASES)
     if returncode < 0:
         name = signal.Signals(-returncode).name
@@ -393,7 +406,7 @@ def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None
                 "oom" if looks_oom else "error", f"worker killed by SIGKILL ({cause})", log_tail
             )
         what = f"worker crashed: killed by {name}"
-        if fatal := _fatal_line(log_tail):
+        if fatal := _fatal_line(log):
             what += f" ({fatal})"
     else:
         last = next((ln for ln in reversed(log_tail.splitlines()) if ln.strip()), "")
@@ -401,12 +414,12 @@ def classify_exit(returncode: int, log_tail: str, oom_killed: bool | None = None
     return WorkerFailure("oom" if looks_oom else "error", what, log_tail)
 
 
-def _fatal_line(log_tail: str) -> str | None:
+def _fatal_line(log: str) -> str | None:
     """The first line of the log that says why the process aborted, if one does (the
     first: what follows it is the abort's consequences)."""
-    for line in log_tail.splitlines():
-        if _FATAL_LINE.search(line.strip()):
-            return line.strip()[:300]
+    for line in log.splitlines():
+        if _FATAL_LINE.search(stripped := line.strip()):
+            return stripped[:300]
     return None
 
 

@@ -38,7 +38,13 @@ from pydantic import BaseModel
 
 from fwbench.catalog.strategies import get_strategy
 from fwbench.launch.outcome import WorkerFailure
-from fwbench.launch.process import WorkerGone, WorkerReported, case_env, classify_exit
+from fwbench.launch.process import (
+    WorkerGone,
+    WorkerReported,
+    case_env,
+    classify_exit,
+    read_log,
+)
 from fwbench.launch.protocol import CaseReport, CaseRequest
 from fwbench.measure import load
 from fwbench.measure.timing import RunTiming, calibrate
@@ -353,13 +359,7 @@ class RankGroup:
 
     def _crashed(self, proc: _Process) -> WorkerFailure:
         code = proc.popen.returncode
-        # Classified from its own log, whole: the line that says why a native library
-        # aborted may lie further back than the tail kept of every process.
-        try:
-            own = proc.log.read_text(errors="replace")
-        except OSError:
-            own = ""
-        failure = classify_exit(code if code is not None else -1, own)
+        failure = classify_exit(code if code is not None else -1, read_log(proc.log))
         # torchrun exits with 1 when a rank dies; say which launcher saw it.
         error = failure.error.replace("worker", f"{proc.log.stem}", 1)
         return WorkerFailure(failure.status, error, self.log_tail())
