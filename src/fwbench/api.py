@@ -219,11 +219,7 @@ def run_cases(
         requests = [[_request(c, options) for c in group] for group in batches]
         options.executor.check(requests)
         counts = counting.parameter_counts(
-            store,
-            (counting.parity_key(c) for c in todo),
-            counting.parity_frameworks(cases),
-            options.timeout_s,
-            on_status,
+            store, counting.parity_requests(cases, todo), options.timeout_s, on_status
         )
         # One record per case, rewritten as its runs come in: (group, place) -> result_id.
         ids: dict[tuple[int, int], str] = {}

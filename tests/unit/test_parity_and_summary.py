@@ -19,6 +19,31 @@ def test_parity_flags_more_than_two_percent() -> None:
     assert check_parity({"torch": 5}).max_rel_diff is None
 
 
+def test_a_framework_is_counted_only_for_models_another_frameworks_case_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A case's worker counts its own model: counting it again in a count worker made a
+    single-framework run build every model once more (31 s for five models on Keras-JAX)."""
+    from fwbench.launch import counting
+
+    def case(framework: str, model: str) -> Case:
+        return Case.build(framework=framework, model=model, input_size=32)
+
+    monkeypatch.setattr(counting, "parity_frameworks", lambda cases: ["tensorflow", "torch"])
+    both = [case("torch", "resnet18"), case("tensorflow", "resnet18")]
+    key = counting.parity_key(both[0])
+    assert counting.parity_requests(both, both) == {"tensorflow": [key], "torch": [key]}
+    alone = [case("torch", "resnet18"), case("torch", "vgg16")]
+    assert counting.parity_requests(alone, alone) == {
+        "tensorflow": sorted(counting.parity_key(c) for c in alone)
+    }
+    # Resumed: the counts are those of the cases still to run, against every framework.
+    assert counting.parity_requests(both, both[1:]) == {"torch": [key]}
+    # Nothing to compare against: no count worker at all.
+    monkeypatch.setattr(counting, "parity_frameworks", lambda cases: ["torch"])
+    assert counting.parity_requests(alone, alone) == {}
+
+
 # The Blocks fields other than samples, as a run or a case's measurement records them.
 START: dict[str, Any] = {
     "steps_per_block": 1,

@@ -17,7 +17,7 @@ key/value cache (fwbench.models.flax_gpt). Imported in workers only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -379,6 +379,12 @@ class FlaxAdapter(JaxRuntime, Adapter):
 
     def count_params(self, model: Any) -> int:
         return trainable(model)
+
+    def model_shapes(self, build: Callable[[], Any]) -> Any:
+        from flax import nnx
+
+        # Abstract arrays where the values would be: nothing computed, nothing compiled.
+        return nnx.eval_shape(build)
 
     def build(self, case: Case) -> Workload:
         cls = workload_class(self.name, case)

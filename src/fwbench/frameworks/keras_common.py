@@ -243,6 +243,15 @@ def count_trainable(model: Any) -> int:
     return sum(math.prod(v.shape) for v in model.trainable_weights)
 
 
+def unweighted(build: Callable[[], Any]) -> Any:
+    """The Keras model `build` makes, its variables shaped but not initialized: Keras 3
+    defers a variable made in a stateless scope from an initializer, and nothing
+    initializes it here."""
+    keras = keras_module()
+    with keras.StatelessScope(initialize_variables=False):
+        return build()
+
+
 def apply_case_settings(case: Case) -> dict[str, Any]:
     """Set Keras' global image layout and dtype policy for `case` (both are read when
     layers are created, so before building), and return them as recorded."""
@@ -268,6 +277,9 @@ class KerasModelsAdapter(Adapter):
 
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
+
+    def model_shapes(self, build: Callable[[], Any]) -> Any:
+        return unweighted(build)
 
 
 class KerasBackendAdapter(KerasModelsAdapter):

@@ -28,6 +28,7 @@ from fwbench.frameworks.keras_common import (
     make_optimizer,
     on_float32,
     synthetic_inputs,
+    unweighted,
 )
 from fwbench.frameworks.tf_flops import dense_flops
 from fwbench.tasks import get_task
@@ -261,6 +262,9 @@ class TensorFlowAdapter(Adapter):
 
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
+
+    def model_shapes(self, build: Callable[[], Any]) -> Any:
+        return unweighted(build)
 
     def build(self, case: Case) -> Workload:
         # The task's workload class (the registry entry's map), constructed as

@@ -475,6 +475,11 @@ class TorchAdapter(Adapter):
     def count_params(self, model: Any) -> int:
         return count_trainable(model)
 
+    def model_shapes(self, build: Callable[[], Any]) -> Any:
+        # Parameters on the meta device: shapes without memory or initialization.
+        with torch.device("meta"):
+            return build()
+
     def build(self, case: Case) -> Workload:
         # The task's workload class (the registry entry's map), constructed as
         # cls(model, case, spec, device): a plugin's class for a new task follows it.

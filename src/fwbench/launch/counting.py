@@ -200,28 +200,43 @@ def parity_frameworks(cases: Sequence[Case]) -> list[str]:
     return sorted({*named, *others})
 
 
+def parity_requests(cases: Sequence[Case], todo: Sequence[Case]) -> dict[str, list[ParityKey]]:
+    """The counts that the same-work check of `todo` needs, by framework: every
+    framework of `parity_frameworks(cases)` counts each model a case of another framework
+    runs. A case's worker counts its own model (parity_for puts that count in), so a
+    framework is not counted again for a model only its own cases run: a single-framework
+    run counts the other frameworks alone."""
+    runs: dict[ParityKey, set[str]] = {}
+    for case in todo:
+        runs.setdefault(parity_key(case), set()).add(case.framework)
+    return {
+        fw: needed
+        for fw in parity_frameworks(cases)
+        if (needed := sorted(key for key, by in runs.items() if by - {fw}))
+    }
+
+
 def parameter_counts(
     store: CountCache,
-    keys: Iterable[ParityKey],
-    frameworks: Iterable[str],
+    requests: Mapping[str, Iterable[ParityKey]],
     timeout_s: float,
     on_progress: Callable[[str], None] | None = None,
 ) -> dict[tuple[str, ParityKey], int]:
-    """Trainable-parameter counts per (framework, key), from the cache or count workers.
+    """Trainable-parameter counts per (framework, key), for the keys asked of each
+    framework (`parity_requests`), from the cache or count workers.
 
     Best effort: a framework that cannot build a model here (its error is cached too)
     leaves the comparison to the frameworks that can.
     """
-    keys = sorted(set(keys))
     counts: dict[tuple[str, ParityKey], int] = {}
     missing: dict[str, list[ParityKey]] = {}
     versions: dict[str, str] = {}
-    for fw in frameworks:
+    for fw, fw_keys in requests.items():
         version = counted_version(fw)
         if version is None:
             continue
         versions[fw] = version
-        for key in keys:
+        for key in sorted(set(fw_keys)):
             cached = store.param_count((key[0], fw, version, key[1]))
             if cached is None:
                 missing.setdefault(fw, []).append(key)
@@ -232,15 +247,16 @@ def parameter_counts(
 
     def counting(frameworks: list[str]) -> None:
         if on_progress:
-            on_progress(f"counting parameters of {len(keys)} models in {', '.join(frameworks)}")
+            models = len({key for fw in frameworks for key in missing[fw]})
+            on_progress(f"counting parameters of {models} models in {', '.join(frameworks)}")
 
-    requests = {
+    items = {
         fw: [CountItem(model=m, dims=json.loads(d), reference=r or None) for m, d, r in fw_keys]
         for fw, fw_keys in missing.items()
     }
     # Through the user's cache too: a count is the model code's and the framework's, not
     # the results file's, so a new file does not build every model in every framework again.
-    for fw, found in cached_count_in_each(requests, timeout_s, counting=counting)[0].items():
+    for fw, found in cached_count_in_each(items, timeout_s, counting=counting)[0].items():
         for key, count in zip(missing[fw], found, strict=True):
             # A crash or a time-out is this attempt's, not the model's: not cached, so the
             # next run tries again (a cached error would disable the check for good).

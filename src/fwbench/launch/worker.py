@@ -252,8 +252,8 @@ def _count_with_flops(adapter: Adapter, framework: str, item: CountItem) -> tupl
         workload = adapter.build(case)
         params = workload.param_count
     except Exception as exc:
-        model = adapter.build_model(item.reference or item.model, item.dims)
-        raise _FlopsFailed(adapter.count_params(model), one_line(exc)) from exc
+        params = adapter.count_model(item.reference or item.model, item.dims)
+        raise _FlopsFailed(params, one_line(exc)) from exc
     try:
         flops, _ = adapter.count_flops(workload)
     except Exception as exc:
@@ -277,14 +277,11 @@ def run_count(request: CountRequest, started: Callable[[], None]) -> CountReport
                 # One build for both where it can: the workload's model is the one counted.
                 counts[-1], flops[-1] = _count_with_flops(adapter, request.framework, item)
             else:
-                model = adapter.build_model(item.reference or item.model, item.dims)
-                counts[-1] = adapter.count_params(model)
+                counts[-1] = adapter.count_model(item.reference or item.model, item.dims)
         except _FlopsFailed as failed:
             counts[-1], errors[-1] = failed.params, failed.error
         except Exception as exc:
             errors[-1] = one_line(exc)
-        finally:
-            model = None  # free this model before the next is built: two would coexist
     return CountReport(counts=counts, errors=errors, flops=flops, framework_version=info.version())
 
 
