@@ -4,7 +4,9 @@ torchvision after TensorFlow segfaults), and the test process imports neither.""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -15,8 +17,12 @@ import pytest
 from fwbench.measure.settings import TimingConfig
 
 # What fwbench keeps between commands (what a user's model declares) is the tests' own,
-# here and in every process they start.
-os.environ.setdefault("FWBENCH_CACHE_DIR", tempfile.mkdtemp(prefix="fwbench-test-cache-"))
+# here and in every process they start: one folder for the session, made by the process
+# that starts it (pytest-xdist's workers inherit it) and removed when that one exits.
+if "FWBENCH_CACHE_DIR" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="fwbench-test-cache-")
+    os.environ["FWBENCH_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
 
 PLUGINS_DIR = Path(__file__).parent / "plugins"
 DATA = Path(__file__).parent / "data"

@@ -462,7 +462,10 @@ def _make_weights(given: str, folder: Path) -> None:
     dtype = getattr(torch, _dtype_of(given))
     torch.manual_seed(SEED)
     cls = AutoModelForCausalLM if _causal(given, config) else AutoModel
-    model = cls.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
+    # On the CPU whatever device the caller builds on: a count builds its model on the
+    # meta device (Adapter.model_shapes), and weights written from there would be none.
+    with torch.device("cpu"):
+        model = cls.from_config(config, dtype=dtype)  # type: ignore[no-untyped-call]
     folder.parent.mkdir(parents=True, exist_ok=True)
     made = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
