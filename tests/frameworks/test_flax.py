@@ -13,6 +13,7 @@ import pytest
 from fwbench.api import RunOptions, run_cases
 from fwbench.case import Case
 from fwbench.errors import SpecError
+from fwbench.models.sources import hf
 from fwbench.store.db import ResultStore
 from tests.conftest import FAST_TIMING, fwbench
 
@@ -398,3 +399,130 @@ def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) ->
     assert len(tokens["torch"]) == 8 and tokens["flax"] == tokens["torch"], tokens
     assert str(generated["flax"]["settings"]["token_check"]).startswith("passed")
     assert generated["flax"]["settings"]["jit_compilations"] == 2
+
+
+# transformers' logits and greedy tokens for each folder (a PyTorch process: the JAX one
+# below never imports PyTorch); the variants are configurations the built-in sizes do
+# not reach (sliding windows, biases, unrotated layers, Llama 3's rotary base).
+DECODER_VARIANTS = {
+    "mistral-window": ("mistral", {"sliding_window": 4}),
+    "qwen2-window": (
+        "qwen2", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}
+    ),
+    "smollm3-unrotated": ("smollm3", {"no_rope_layers": [1, 0]}),
+    "llama-biases": ("llama", {"attention_bias": True, "mlp_bias": True}),
+    "qwen3-biases": ("qwen3", {"attention_bias": True}),
+    "llama-theta": ("llama", {"rope_theta": 500000.0}),
+}  # fmt: skip
+DECODER_FAMILIES = hf.FLAX  # every family the models' table says Flax runs
+PROMPT = [5, 17, 200, 33, 90, 7, 64, 301]
+NEW_TOKENS = 12
+
+TRANSFORMERS_SIDE = """
+import json, sys
+from pathlib import Path
+import torch, transformers
+from fwbench.models.sources import hf
+root, variants = Path(sys.argv[1]), json.loads(sys.argv[2])
+folders = {f: hf.weights_folder(f + "@tiny") for f in json.loads(sys.argv[3])}
+for name, (arch, extra) in variants.items():
+    config = transformers.AutoConfig.for_model(arch, **{**hf.ARCHS[arch].config("tiny"), **extra})
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    config.architectures = [type(model).__name__]
+    config.save_pretrained(root / name)
+    folders[name] = hf.weights_folder(str(root / name))
+ids = torch.tensor([json.loads(sys.argv[4])])
+found = {}
+for name, folder in folders.items():
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(ids).logits[0].tolist()
+        made = model.generate(ids, max_new_tokens=int(sys.argv[5]), min_new_tokens=int(sys.argv[5]),
+                              do_sample=False)
+    tokens = made[0, ids.shape[1]:].tolist()
+    found[name] = {"folder": str(folder), "logits": logits, "tokens": tokens}
+print(json.dumps(found))
+"""
+
+FLAX_SIDE = """
+import json, sys
+from pathlib import Path
+import jax.numpy as jnp, numpy as np
+from fwbench.models import flax_llama
+given = json.loads(sys.stdin.read())
+ids, new = jnp.array([json.loads(sys.argv[1])]), int(sys.argv[2])
+found = {}
+for name, reference in given.items():
+    model = flax_llama.load(Path(reference["folder"]))
+    worst = float(np.max(np.abs(np.asarray(model(ids)[0]) - np.array(reference["logits"]))))
+    cache = model.empty_cache(1, ids.shape[1] + new, jnp.float32)
+    logits, cache = model.forward(ids, 0, cache, last_only=True)
+    tokens = []
+    for i in range(new):
+        tokens.append(int(jnp.argmax(logits[0, -1])))
+        logits, cache = model.forward(jnp.array([[tokens[-1]]]), ids.shape[1] + i, cache, True)
+    found[name] = {"worst": worst, "tokens": tokens}
+print(json.dumps(found))
+"""
+
+
+def test_flax_decoders_of_the_llama_family_compute_transformers_logits_and_tokens(
+    tmp_path: Path,
+) -> None:
+    """Each family Flax's decoder reads (Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3,
+    SmolLM3) and the options the tiny sizes leave out: the logits of a prompt are
+    transformers' to float32's rounding (measured: at most 3e-7), and twelve greedy
+    tokens through the static cache are transformers' generate()'s, past a sliding
+    window of 4 where one is set."""
+    import subprocess
+    import sys
+
+    def python(script: str, *args: str, given: str = "") -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            input=given, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    prompt, new = json.dumps(PROMPT), str(NEW_TOKENS)
+    variants, families = json.dumps(DECODER_VARIANTS), json.dumps(DECODER_FAMILIES)
+    reference = python(TRANSFORMERS_SIDE, str(tmp_path), variants, families, prompt, new)
+    flax = python(FLAX_SIDE, prompt, new, given=json.dumps(reference))
+    assert set(flax) == {*DECODER_FAMILIES, *DECODER_VARIANTS}
+    for name, found in flax.items():
+        assert found["worst"] < 1e-5, (name, found["worst"])
+        assert found["tokens"] == reference[name]["tokens"], name
+    # The window is in effect: Mistral's tokens past it are not those of the same
+    # weights without it.
+    assert flax["mistral-window"]["tokens"] != flax["mistral"]["tokens"]
+
+
+def test_flax_decoder_reads_the_rotary_base_where_transformers_writes_it_and_refuses_others() -> (
+    None
+):
+    """transformers 5 writes the rotary base in `rope_parameters`, older checkpoints as
+    `rope_theta`: both are read; what the decoder would compute otherwise is refused."""
+    from fwbench.models.flax_llama import Config
+
+    tiny = {"model_type": "llama", **hf.ARCHS["llama"].config("tiny")}
+    now = {**tiny, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}
+    assert Config.of(now).theta == Config.of({**tiny, "rope_theta": 500000.0}).theta == 5e5
+    assert Config.of(tiny).theta == 10000.0
+    refused = {
+        "rope_type llama3": {
+            **tiny, "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 8.0}
+        },
+        "rope_scaling": {**tiny, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+        "0.5 of each": {**tiny, "rope_parameters": {"partial_rotary_factor": 0.5}},
+        "one per kind": {
+            **tiny, "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}
+        },
+        "not of the Llama family": {**tiny, "model_type": "mixtral"},
+        "no activation relu": {**tiny, "hidden_act": "relu"},
+        "naming its layers": {**tiny, "use_sliding_window": True, "sliding_window": 4},
+        "without a sliding_window": {**tiny, "layer_types": ["sliding_attention"] * 2},
+    }  # fmt: skip
+    for reason, config in refused.items():
+        with pytest.raises(ValueError, match=reason):
+            Config.of(config)

@@ -270,13 +270,13 @@ class FlaxWorkload(Workload):
 
 
 class FlaxGenerate(GenerateWorkload):
-    """Greedy generation of the zoo's GPT-2, or a Llama-type decoder read from transformers'
-    weights (models/flax_llama.py), from the weights every framework loads, through
-    a static key/value cache (arrays of the whole generation's length, donated and so
-    updated in place in `jit`), the prefill and the decoding step each one program: in
-    `jit` a `jax.jit` function of the split state, in `nnx-jit` under `nnx.jit` with the
-    model passed as an object, in `eager` unjitted. Each token is brought to the host as
-    it is made (GenerateWorkload)."""
+    """Greedy generation of the zoo's GPT-2, or a decoder of the Llama family read from
+    transformers' weights (models/flax_llama.py), from the weights every framework
+    loads, through a static key/value cache (arrays of the whole generation's length,
+    donated and so updated in place in `jit`), the prefill and the decoding step each
+    one program: in `jit` a `jax.jit` function of the split state, in `nnx-jit` under
+    `nnx.jit` with the model passed as an object, in `eager` unjitted. Each token is
+    brought to the host as it is made (GenerateWorkload)."""
 
     def __init__(self, model: Any, case: Case, spec: ModelSpec) -> None:
         import jax

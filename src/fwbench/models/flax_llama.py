@@ -1,19 +1,21 @@
-"""A Llama-type decoder in Flax NNX (imported in a Flax worker only): transformers'
-LlamaForCausalLM layer for layer (RMSNorm, rotary positions as transformers rotates
-them, grouped-query attention, SwiGLU), read from the same safetensors weights that
-PyTorch's transformers and Keras' keras-hub read (fwbench.models.sources.hf), so that
-its greedy tokens can be compared with theirs.
+"""The Llama family of decoders in Flax NNX (imported in a Flax worker only): transformers'
+Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3 and SmolLM3 causal LMs layer for layer
+(RMSNorm, rotary positions as transformers rotates them, grouped-query attention, a
+gated MLP), each with what its family adds to Llama's (FAMILIES), read from the same
+safetensors weights that PyTorch's transformers and Keras' keras-hub read
+(fwbench.models.sources.hf), so that its greedy tokens can be compared with theirs.
 
 Its cache and its calls are GPT-2's (flax_gpt.py): `forward(ids, start, cache,
 last_only)` through a static key/value cache of the generation's length, so a
 generation's prefill and decoding step are one compiled program each. Configurations
-it does not reproduce (rotary scaling, biases, a sliding window) are refused with the
-reason, not run differently.
+it does not reproduce (scaled or partial rotary positions, another activation, a
+sliding window it cannot place) are refused with the reason, not run differently.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,26 @@ import numpy as np
 from flax import nnx
 
 from fwbench.models.flax_gpt import Decoder, LayerCache
+
+# What each transformers model_type computes besides Llama's decoder, as its modeling
+# file does: `qkv_bias`, biases on the query, key and value projections always (Qwen 2),
+# or as the config's `attention_bias` says (with the output projection's too);
+# `qk_norm`, an RMSNorm over each query and key head (Qwen 3); `gemma`, norms that scale
+# by 1 + weight and embeddings scaled by the width's square root; `window_all`, the
+# config's sliding window on every layer (the others place it by `layer_types`).
+FAMILIES: dict[str, dict[str, bool]] = {
+    "llama": {},
+    "mistral": {"window_all": True},
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+    "gemma": {"gemma": True},
+    "phi3": {"window_all": True},
+    "smollm3": {},
+}
+_ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
+    "silu": jax.nn.silu,
+    "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+}
 
 
 @dataclass(frozen=True)
@@ -38,47 +60,119 @@ class Config:
     eps: float
     theta: float
     tied: bool
+    activation: str = "silu"
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    gemma: bool = False
+    # Per layer: the sliding window's width (None: every earlier position), and whether
+    # the layer rotates its queries and keys (SmolLM3 leaves some unrotated).
+    windows: tuple[int | None, ...] = ()
+    rotary: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> Config:
         """From a transformers config.json; what this decoder would compute otherwise is
         refused (ValueError, its reason)."""
-        if config.get("model_type") != "llama":
-            raise ValueError(f"a {config.get('model_type')} model is not a Llama decoder")
-        for key, means in (
-            ("rope_scaling", "scaled rotary positions"),
-            ("attention_bias", "biases on the attention's projections"),
-            ("mlp_bias", "biases on the MLP's projections"),
-        ):
-            if config.get(key):
-                raise ValueError(f"Flax's Llama decoder has no {means} ({key})")
-        if config.get("hidden_act", "silu") != "silu":
-            raise ValueError(f"Flax's Llama decoder has SiLU only, not {config['hidden_act']}")
+        kind = config.get("model_type")
+        if kind not in FAMILIES:
+            raise ValueError(
+                f"a {kind} model is not of the Llama family Flax's decoder reads "
+                f"({', '.join(FAMILIES)})"
+            )
+        family = FAMILIES[kind]
+        activation = config.get("hidden_act", "silu")
+        if family.get("gemma") and activation == "gelu":
+            activation = "gelu_pytorch_tanh"  # as transformers reads Gemma's legacy name
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"Flax's {kind} decoder has no activation {activation}")
+        if config.get("use_bidirectional_attention"):
+            raise ValueError(f"Flax's {kind} decoder is causal only")
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
+        layers = int(config["num_hidden_layers"])
+        biased = bool(config.get("attention_bias", False))
         return cls(
             hidden=hidden,
             intermediate=int(config["intermediate_size"]),
-            layers=int(config["num_hidden_layers"]),
+            layers=layers,
             heads=heads,
             kv_heads=int(config.get("num_key_value_heads") or heads),
             head_dim=int(config.get("head_dim") or hidden // heads),
             vocab=int(config["vocab_size"]),
             eps=float(config.get("rms_norm_eps", 1e-6)),
-            theta=float(config.get("rope_theta", 10000.0)),
-            tied=bool(config.get("tie_word_embeddings", False)),
+            theta=_theta(config),
+            tied=bool(config.get("tie_word_embeddings", family.get("gemma", False))),
+            activation=activation,
+            qkv_bias=biased or family.get("qkv_bias", False),
+            out_bias=biased,
+            mlp_bias=bool(config.get("mlp_bias", False)),
+            qk_norm=family.get("qk_norm", False),
+            gemma=family.get("gemma", False),
+            windows=_windows(config, layers, family.get("window_all", False)),
+            rotary=_rotary(config, layers),
         )
 
 
+def _theta(config: dict[str, Any]) -> float:
+    """The rotary base: transformers 5 writes it in `rope_parameters`, earlier versions
+    (and the Hub's checkpoints) as `rope_theta`. Positions it would scale, or rotate in
+    part of each head only, are another computation: refused."""
+    if config.get("rope_scaling"):
+        raise ValueError("Flax's decoder has no scaled rotary positions (rope_scaling)")
+    rope = config.get("rope_parameters") or {}
+    if "rope_type" not in rope and any(isinstance(v, dict) for v in rope.values()):
+        raise ValueError("Flax's decoder has one rotary base for every layer, not one per kind")
+    kind = rope.get("rope_type", "default")
+    if kind != "default":
+        raise ValueError(f"Flax's decoder has no scaled rotary positions (rope_type {kind})")
+    part = float(rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)))
+    if part != 1.0:
+        raise ValueError(f"Flax's decoder rotates whole heads, not {part} of each")
+    return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
+
+
+def _windows(config: dict[str, Any], layers: int, everywhere: bool) -> tuple[int | None, ...]:
+    window = config.get("sliding_window")
+    kinds = config.get("layer_types")
+    if kinds is None:
+        if config.get("use_sliding_window") and window:
+            # transformers derives the sliding layers from the family's own rule.
+            raise ValueError("a sliding window without `layer_types` naming its layers")
+        return tuple(window if everywhere and window else None for _ in range(layers))
+    if len(kinds) != layers:
+        raise ValueError(f"{len(kinds)} layer_types for {layers} layers")
+    if "sliding_attention" not in kinds:
+        return (None,) * layers
+    if window is None:
+        raise ValueError("sliding layers without a sliding_window")
+    return tuple(int(window) if k == "sliding_attention" else None for k in kinds)
+
+
+def _rotary(config: dict[str, Any], layers: int) -> tuple[bool, ...]:
+    unrotated = config.get("no_rope_layers")  # SmolLM3: 1 where a layer rotates
+    if unrotated is None:
+        return (True,) * layers
+    if len(unrotated) != layers:
+        raise ValueError(f"{len(unrotated)} no_rope_layers for {layers} layers")
+    return tuple(bool(flag) for flag in unrotated)
+
+
 class RMSNorm(nnx.Module):
-    def __init__(self, width: int, eps: float) -> None:
-        self.weight = nnx.Param(jnp.ones((width,), jnp.float32))
+    def __init__(self, width: int, eps: float, gemma: bool = False) -> None:
+        # Gemma's weight is an offset from 1, so it starts at 0.
+        self.weight = nnx.Param(jnp.zeros((width,)) if gemma else jnp.ones((width,)))
         self.eps = eps
+        self.gemma = gemma
 
     def __call__(self, x: Any) -> Any:
-        # As transformers': the statistics in float32, the weight applied in x's dtype.
+        # As transformers': the statistics in float32; Llama's weight applied in x's
+        # dtype, Gemma's (1 + weight) in float32 before the cast.
         found = x.astype(jnp.float32)
         found = found * jax.lax.rsqrt(jnp.mean(found**2, axis=-1, keepdims=True) + self.eps)
+        if self.gemma:
+            return (found * (1.0 + self.weight[...].astype(jnp.float32))).astype(x.dtype)
         return self.weight[...].astype(x.dtype) * found.astype(x.dtype)
 
 
@@ -94,17 +188,21 @@ def _rotate(x: Any, positions: Any, theta: float) -> Any:
     return x * cos + jnp.concatenate([-second, first], axis=-1) * sin
 
 
-def _linear(n_in: int, n_out: int, rngs: nnx.Rngs) -> nnx.Linear:
-    return nnx.Linear(n_in, n_out, use_bias=False, rngs=rngs)
+def _linear(n_in: int, n_out: int, rngs: nnx.Rngs, bias: bool = False) -> nnx.Linear:
+    return nnx.Linear(n_in, n_out, use_bias=bias, rngs=rngs)
 
 
 class Attention(nnx.Module):
-    def __init__(self, c: Config, rngs: nnx.Rngs) -> None:
+    def __init__(self, c: Config, index: int, rngs: nnx.Rngs) -> None:
         self.c = c
-        self.q_proj = _linear(c.hidden, c.heads * c.head_dim, rngs)
-        self.k_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs)
-        self.v_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs)
-        self.o_proj = _linear(c.heads * c.head_dim, c.hidden, rngs)
+        self.window = c.windows[index] if c.windows else None
+        self.rotary = c.rotary[index] if c.rotary else True
+        self.q_proj = _linear(c.hidden, c.heads * c.head_dim, rngs, c.qkv_bias)
+        self.k_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs, c.qkv_bias)
+        self.v_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs, c.qkv_bias)
+        self.o_proj = _linear(c.heads * c.head_dim, c.hidden, rngs, c.out_bias)
+        self.q_norm = RMSNorm(c.head_dim, c.eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, c.eps) if c.qk_norm else None
 
     def __call__(
         self, x: Any, start: Any = 0, cache: LayerCache | None = None
@@ -113,11 +211,14 @@ class Attention(nnx.Module):
         batch, length, _ = x.shape
         queries = start + jnp.arange(length)
 
-        def heads(t: Any, n: int) -> Any:
-            return t.reshape(batch, length, n, c.head_dim).transpose(0, 2, 1, 3)
+        def heads(t: Any, n: int, norm: RMSNorm | None = None) -> Any:
+            t = t.reshape(batch, length, n, c.head_dim)
+            return (t if norm is None else norm(t)).transpose(0, 2, 1, 3)
 
-        q = _rotate(heads(self.q_proj(x), c.heads), queries, c.theta)
-        k = _rotate(heads(self.k_proj(x), c.kv_heads), queries, c.theta)
+        q = heads(self.q_proj(x), c.heads, self.q_norm)
+        k = heads(self.k_proj(x), c.kv_heads, self.k_norm)
+        if self.rotary:
+            q, k = _rotate(q, queries, c.theta), _rotate(k, queries, c.theta)
         v = heads(self.v_proj(x), c.kv_heads)
         if cache is None:
             keys, values, known = k, v, queries
@@ -130,6 +231,8 @@ class Attention(nnx.Module):
         keys, values = jnp.repeat(keys, groups, axis=1), jnp.repeat(values, groups, axis=1)
         scores = (q @ keys.transpose(0, 1, 3, 2)).astype(jnp.float32) / math.sqrt(c.head_dim)
         visible = known[None, :] <= queries[:, None]
+        if self.window is not None:  # transformers' sliding window: the last `window`
+            visible = visible & (known[None, :] > queries[:, None] - self.window)
         scores = jnp.where(visible, scores, np.finfo(np.float32).min)
         weights = jax.nn.softmax(scores, axis=-1).astype(values.dtype)
         out = (weights @ values).transpose(0, 2, 1, 3).reshape(batch, length, -1)
@@ -137,13 +240,14 @@ class Attention(nnx.Module):
 
 
 class Layer(nnx.Module):
-    def __init__(self, c: Config, rngs: nnx.Rngs) -> None:
-        self.input_layernorm = RMSNorm(c.hidden, c.eps)
-        self.self_attn = Attention(c, rngs)
-        self.post_attention_layernorm = RMSNorm(c.hidden, c.eps)
-        self.gate_proj = _linear(c.hidden, c.intermediate, rngs)
-        self.up_proj = _linear(c.hidden, c.intermediate, rngs)
-        self.down_proj = _linear(c.intermediate, c.hidden, rngs)
+    def __init__(self, c: Config, index: int, rngs: nnx.Rngs) -> None:
+        self.activation = c.activation
+        self.input_layernorm = RMSNorm(c.hidden, c.eps, c.gemma)
+        self.self_attn = Attention(c, index, rngs)
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, c.gemma)
+        self.gate_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
+        self.up_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
+        self.down_proj = _linear(c.intermediate, c.hidden, rngs, c.mlp_bias)
 
     def __call__(
         self, x: Any, start: Any = 0, cache: LayerCache | None = None
@@ -151,21 +255,25 @@ class Layer(nnx.Module):
         attended, cache = self.self_attn(self.input_layernorm(x), start, cache)
         x = x + attended
         h = self.post_attention_layernorm(x)
-        return x + self.down_proj(jax.nn.silu(self.gate_proj(h)) * self.up_proj(h)), cache
+        gate = _ACTIVATIONS[self.activation](self.gate_proj(h))
+        return x + self.down_proj(gate * self.up_proj(h)), cache
 
 
 class Llama(Decoder):
-    """Causal language model, called as flax_gpt.GPT2 is (Decoder)."""
+    """Causal language model of the Llama family, called as flax_gpt.GPT2 is (Decoder)."""
 
     def __init__(self, c: Config, rngs: nnx.Rngs) -> None:
         self.c = c
         self.embed_tokens = nnx.Embed(c.vocab, c.hidden, rngs=rngs)
-        self.layers = nnx.List([Layer(c, rngs) for _ in range(c.layers)])
-        self.norm = RMSNorm(c.hidden, c.eps)
+        self.layers = nnx.List([Layer(c, i, rngs) for i in range(c.layers)])
+        self.norm = RMSNorm(c.hidden, c.eps, c.gemma)
         self.lm_head = None if c.tied else _linear(c.hidden, c.vocab, rngs)
 
     def embed(self, ids: Any, positions: Any) -> Any:
-        return self.embed_tokens(ids)  # positions enter as rotations, in the attention
+        x = self.embed_tokens(ids)  # positions enter as rotations, in the attention
+        if self.c.gemma:  # in the embedding's dtype, as transformers scales it
+            x = x * jnp.asarray(math.sqrt(self.c.hidden), x.dtype)
+        return x
 
     def blocks(self) -> Any:
         return self.layers
@@ -178,25 +286,52 @@ class Llama(Decoder):
         return (batch, self.c.kv_heads, length, self.c.head_dim)
 
 
-def _place(model: Llama, name: str) -> tuple[Any, bool] | None:
-    """The parameter a transformers weight name is, and whether it is transposed (a
-    Linear's weight is (out, in) there, (in, out) here)."""
+Placed = list[tuple[Any, np.ndarray]]
+
+
+def _place(model: Llama, name: str, value: np.ndarray) -> Placed | None:
+    """The parameters a transformers weight becomes, with their values (a Linear's
+    weight is (out, in) there, (in, out) here; Phi-3's fused projections are split);
+    None where the name has no place."""
     parts = name.removeprefix("model.").split(".")
     if parts == ["embed_tokens", "weight"]:
-        return model.embed_tokens.embedding, False
+        return [(model.embed_tokens.embedding, value)]
     if parts == ["norm", "weight"]:
-        return model.norm.weight, False
+        return [(model.norm.weight, value)]
     if parts == ["lm_head", "weight"]:
-        return (model.lm_head.kernel, True) if model.lm_head is not None else None
-    if len(parts) == 4 and parts[0] == "layers" and parts[3] == "weight":
-        layer = model.layers[int(parts[1])]
-        if parts[2] in ("input_layernorm", "post_attention_layernorm"):
-            return getattr(layer, parts[2]).weight, False
-        return getattr(layer, parts[2]).kernel, True
-    if len(parts) == 5 and parts[0] == "layers" and parts[2] in ("self_attn", "mlp"):
-        layer = model.layers[int(parts[1])]
-        owner = layer.self_attn if parts[2] == "self_attn" else layer
-        return getattr(owner, parts[3]).kernel, True
+        return None if model.lm_head is None else [(model.lm_head.kernel, value.T)]
+    if len(parts) < 4 or parts[0] != "layers" or not parts[1].isdigit():
+        return None
+    if int(parts[1]) >= len(model.layers):
+        return None
+    layer = model.layers[int(parts[1])]
+    *path, leaf = parts[2:]
+    c, attention = model.c, layer.self_attn
+    if path == ["self_attn", "qkv_proj"] and leaf == "weight":
+        q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        splits = np.split(value.T, [q, q + kv], axis=1)
+        fused = (attention.q_proj, attention.k_proj, attention.v_proj)
+        return [(o.kernel, part) for o, part in zip(fused, splits, strict=True)]
+    if path == ["mlp", "gate_up_proj"] and leaf == "weight":  # the gate first, as chunk(2)
+        gate, up = np.split(value.T, 2, axis=1)
+        return [(layer.gate_proj.kernel, gate), (layer.up_proj.kernel, up)]
+    owners: dict[tuple[str, ...], Any] = {
+        ("input_layernorm",): layer.input_layernorm,
+        ("post_attention_layernorm",): layer.post_attention_layernorm,
+        **{("self_attn", n): getattr(attention, n) for n in ("q_proj", "k_proj", "v_proj")},
+        ("self_attn", "o_proj"): attention.o_proj,
+        ("self_attn", "q_norm"): attention.q_norm,
+        ("self_attn", "k_norm"): attention.k_norm,
+        **{("mlp", n): getattr(layer, n) for n in ("gate_proj", "up_proj", "down_proj")},
+    }
+    owner = owners.get(tuple(path))
+    if isinstance(owner, RMSNorm) and leaf == "weight":
+        return [(owner.weight, value)]
+    if isinstance(owner, nnx.Linear):
+        if leaf == "weight":
+            return [(owner.kernel, value.T)]
+        if leaf == "bias" and owner.bias is not None:
+            return [(owner.bias, value)]
     return None
 
 
@@ -209,23 +344,24 @@ def load(folder: Path) -> Llama:
 
     config = json.loads((folder / "config.json").read_text())
     model = Llama(Config.of(config), nnx.Rngs(0))
-    placed = 0
+    kind = config["model_type"]
+    placed: set[int] = set()
     for path in sorted(folder.glob("*.safetensors")):
-        for name, value in load_file(str(path)).items():
-            found = _place(model, name)
+        for name, stored in load_file(str(path)).items():
+            found = _place(model, name, np.asarray(stored.astype(jnp.float32)))
             if found is None:
                 if name == "lm_head.weight":  # tied: the embedding is the output layer
                     continue
-                raise ValueError(f"weight {name} has no place in Flax's Llama decoder")
-            param, transposed = found
-            array = np.asarray(value.astype(jnp.float32))
-            array = array.T if transposed else array
-            shape = tuple(param.get_value().shape)
-            if array.shape != shape:
-                raise ValueError(f"weight {name}: shape {array.shape}, the model's {shape}")
-            param.set_value(jnp.asarray(array))
-            placed += 1
+                raise ValueError(f"weight {name} has no place in Flax's {kind} decoder")
+            for param, array in found:
+                shape = tuple(param.get_value().shape)
+                if array.shape != shape:
+                    raise ValueError(f"weight {name}: shape {array.shape}, the model's {shape}")
+                param.set_value(jnp.asarray(array))
+                placed.add(id(param))
     expected = len(jax.tree.leaves(nnx.state(model, nnx.Param)))
-    if placed != expected:
-        raise ValueError(f"{placed} of the decoder's {expected} weights were found in {folder}")
+    if len(placed) != expected:
+        raise ValueError(
+            f"{len(placed)} of the decoder's {expected} weights were found in {folder}"
+        )
     return model

@@ -231,8 +231,10 @@ ARCHS: dict[str, Arch] = {
         keras_why="an encoder: fwbench reads decoders from keras-hub",
     ),
 }  # fmt: skip
-# The decoders fwbench writes in Flax NNX (models/flax_llama.py), by transformers model_type.
-FLAX = ("llama",)
+# The decoders fwbench writes in Flax NNX, by transformers model_type: the Llama family
+# (models/flax_llama.py, whose FAMILIES says what each adds to Llama's decoder). Not the
+# mixtures of experts, nor Gemma 2 and 3 (soft-capped logits, two rotary bases).
+FLAX = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "smollm3")
 # keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
 KERAS_HUB = {
     arch.model_type or name: arch.keras_hub for name, arch in ARCHS.items() if arch.keras_hub
@@ -364,7 +366,7 @@ def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
     builds from) read this model, and how or why not; None where the source's entry says."""
     if framework_models == "flax":
         if framework_models in spec.builders:
-            return True, "Flax NNX's Llama-type decoder, from the same safetensors weights"
+            return True, "Flax NNX's decoder of the Llama family, from the same safetensors weights"
         return False, (
             f"fwbench's Flax decoder reads {', '.join(FLAX)} checkpoints only; PyTorch, "
             "Keras' backends where keras-hub reads it, and the runtimes run this one"
