@@ -403,7 +403,8 @@ def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) ->
 
 # transformers' logits and greedy tokens for each folder (a PyTorch process: the JAX one
 # below never imports PyTorch); the variants are configurations the built-in sizes do
-# not reach (sliding windows, biases, unrotated layers, Llama 3's rotary base).
+# not reach (sliding windows, biases, unrotated layers, Llama 3's rotary base and Llama
+# 3.1's scaling of it, a linear scaling).
 DECODER_VARIANTS = {
     "mistral-window": ("mistral", {"sliding_window": 4}),
     "qwen2-window": (
@@ -413,6 +414,11 @@ DECODER_VARIANTS = {
     "llama-biases": ("llama", {"attention_bias": True, "mlp_bias": True}),
     "qwen3-biases": ("qwen3", {"attention_bias": True}),
     "llama-theta": ("llama", {"rope_theta": 500000.0}),
+    "llama-3.1-rope": ("llama", {"rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}),
+    "qwen2-linear-rope": ("qwen2", {"rope_parameters": {
+        "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}}),
 }  # fmt: skip
 DECODER_FAMILIES = hf.FLAX  # every family the models' table says Flax runs
 PROMPT = [5, 17, 200, 33, 90, 7, 64, 301]
@@ -470,7 +476,8 @@ def test_flax_decoders_of_the_llama_family_compute_transformers_logits_and_token
     tmp_path: Path,
 ) -> None:
     """Each family Flax's decoder reads (Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3,
-    SmolLM3) and the options the tiny sizes leave out: the logits of a prompt are
+    SmolLM3) and the options the tiny sizes leave out (scaled rotary positions among
+    them): the logits of a prompt are
     transformers' to float32's rounding (measured: at most 3e-7), and twelve greedy
     tokens through the static cache are transformers' generate()'s, past a sliding
     window of 4 where one is set."""
@@ -493,27 +500,36 @@ def test_flax_decoders_of_the_llama_family_compute_transformers_logits_and_token
     for name, found in flax.items():
         assert found["worst"] < 1e-5, (name, found["worst"])
         assert found["tokens"] == reference[name]["tokens"], name
-    # The window is in effect: Mistral's tokens past it are not those of the same
-    # weights without it.
+    # The window and the scaling are in effect: the tokens are not those of the same
+    # weights without them.
     assert flax["mistral-window"]["tokens"] != flax["mistral"]["tokens"]
+    assert reference["llama-3.1-rope"]["logits"] != reference["llama-theta"]["logits"]
 
 
-def test_flax_decoder_reads_the_rotary_base_where_transformers_writes_it_and_refuses_others() -> (
-    None
-):
-    """transformers 5 writes the rotary base in `rope_parameters`, older checkpoints as
-    `rope_theta`: both are read; what the decoder would compute otherwise is refused."""
-    from fwbench.models.flax_llama import Config
+def test_flax_decoder_reads_rotary_positions_where_transformers_writes_them_or_refuses() -> None:
+    """transformers 5 writes the rotary positions' settings in `rope_parameters`, older
+    checkpoints as `rope_theta` and `rope_scaling`: both are read; what the decoder would
+    compute otherwise is refused with the reason (before any work: sources/hf.py)."""
+    from fwbench.models.llama_family import Config
 
     tiny = {"model_type": "llama", **hf.ARCHS["llama"].config("tiny")}
     now = {**tiny, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}
-    assert Config.of(now).theta == Config.of({**tiny, "rope_theta": 500000.0}).theta == 5e5
-    assert Config.of(tiny).theta == 10000.0
+    assert Config.of(now).rope.theta == Config.of({**tiny, "rope_theta": 5e5}).rope.theta == 5e5
+    assert Config.of(tiny).rope.theta == 10000.0
+    scaled = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 32}  # fmt: skip
+    hub = Config.of({**tiny, "rope_theta": 5e5, "rope_scaling": {"rope_type": "llama3", **scaled}})
+    written = {**tiny, "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, **scaled}}
+    assert hub.rope == Config.of(written).rope
+    assert hub.rope.kind == "llama3" and hub.rope.get("factor") == 8.0
     refused = {
-        "rope_type llama3": {
-            **tiny, "rope_parameters": {"rope_theta": 5e5, "rope_type": "llama3", "factor": 8.0}
+        "no yarn rotary positions": {
+            **tiny, "rope_parameters": {"rope_theta": 5e5, "rope_type": "yarn", "factor": 4.0}
         },
-        "rope_scaling": {**tiny, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
+        "no dynamic rotary": {**tiny, "rope_scaling": {"type": "dynamic", "factor": 4.0}},
+        "llama3 rotary positions without low_freq_factor": {
+            **tiny, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}
+        },
         "0.5 of each": {**tiny, "rope_parameters": {"partial_rotary_factor": 0.5}},
         "one per kind": {
             **tiny, "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}

@@ -261,3 +261,58 @@ def test_decoding_is_a_setting_of_generation_in_the_keras_backends_that_compile(
     assert option_sets("keras-jax", task="generate") == ["decoding=stream", "decoding=loop"]
     assert option_sets("keras-jax", task="train") == [None]
     assert option_sets("tensorflow", task="train") == ["onednn=on", "onednn=off"]
+
+
+LLAMA_31_SIDE = """
+import json, sys
+from pathlib import Path
+import torch, transformers
+from fwbench.models.sources import hf
+folder = Path(sys.argv[1])
+rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
+config = transformers.LlamaConfig(**{**hf.ARCHS["llama"].config("tiny"), "rope_parameters": rope})
+config.architectures = ["LlamaForCausalLM"]
+config.save_pretrained(folder)
+weights = hf.weights_folder(str(folder))
+model = transformers.AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).eval()
+with torch.no_grad():
+    logits = model(torch.tensor([list(range(3, 43))])).logits[0]
+print(json.dumps({"weights": str(weights), "logits": logits.tolist()}))
+"""
+
+KERAS_SIDE = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from fwbench.models import keras_hub_lm
+given = json.loads(sys.stdin.read())
+model = keras_hub_lm.load(Path(given["weights"]))
+logits = np.asarray(model(np.array([list(range(3, 43))])))[0]
+print(json.dumps({"worst": float(np.max(np.abs(logits - np.array(given["logits"]))))}))
+"""
+
+
+def test_keras_reads_llama_31s_scaled_rotary_positions_where_transformers_5_writes_them(
+    tmp_path: Path,
+) -> None:
+    """transformers 5 writes Llama 3.1's rotary scaling into `rope_parameters`; keras-hub
+    reads it from `rope_scaling` only and ran such a folder unscaled. Read through the
+    cache's copy of its config: over 40 positions, past the 32 it scales beyond, the
+    logits on JAX are transformers' (measured: 2e-7; unscaled they were 3e-3 off)."""
+    import os
+    import subprocess
+    import sys
+
+    def python(script: str, *args: str, given: str = "", **env: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [sys.executable, "-c", script, *args], input=given, capture_output=True,
+            text=True, timeout=600, cwd=tmp_path, env=os.environ | env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return found
+
+    reference = python(LLAMA_31_SIDE, str(tmp_path / "llama-3.1"))
+    keras = python(KERAS_SIDE, given=json.dumps(reference), KERAS_BACKEND="jax")
+    assert keras["worst"] < 1e-4, keras

@@ -102,6 +102,50 @@ def test_a_decoder_runs_on_keras_where_keras_hub_reads_its_architecture(
         assert hf.can("keras-jax", get_model(f"hf:{folder}"))[0] is runs
 
 
+def test_a_folder_whose_rotary_positions_a_framework_would_not_scale_is_refused_there(
+    tmp_path: Path,
+) -> None:
+    """keras-hub reads Llama 3's scaled rotary positions (from either place transformers
+    writes them) and runs the others unscaled; Flax's decoder computes `linear` and
+    `llama3`: a folder is refused, before any work and with why, where a framework would
+    compute another model than PyTorch."""
+    import json
+
+    from fwbench.case import Case
+    from fwbench.catalog.models import get_model
+    from fwbench.models.sources import hf as source
+
+    hf = get_source("hf")
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 32}  # fmt: skip
+    yarn = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32}
+    found = {}
+    for name, kind, rope in (
+        ("llama-3.1", "llama", {"rope_parameters": {**llama3, "rope_theta": 5e5}}),
+        ("llama-3.1-hub", "llama", {"rope_scaling": llama3, "rope_theta": 5e5}),
+        ("qwen2.5-yarn", "qwen2", {"rope_scaling": yarn}),
+        ("mistral-linear", "mistral", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
+    ):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = {"model_type": kind, "architectures": ["XForCausalLM"],
+                  **source.ARCHS[kind].config("tiny"), **rope}  # fmt: skip
+        (folder / "config.json").write_text(json.dumps(config))
+        model = get_model(f"hf:{folder}")
+        found[name] = {fw: hf.can(fw, model) for fw in ("torch", "keras-jax", "flax")}
+    for name in ("llama-3.1", "llama-3.1-hub"):
+        assert all(ok for ok, _ in found[name].values()), found[name]
+    ok, why = found["qwen2.5-yarn"]["keras-jax"]
+    assert not ok and why.startswith("keras-hub's qwen2 converter reads no yarn rotary"), why
+    ok, why = found["qwen2.5-yarn"]["flax"]
+    assert not ok and why.startswith("Flax's decoder has no yarn rotary positions"), why
+    assert found["mistral-linear"]["flax"][0] and not found["mistral-linear"]["keras-jax"][0]
+    assert found["qwen2.5-yarn"]["torch"][0]
+    with pytest.raises(SpecError, match=r"cannot run hf:qwen2\.5-yarn@\w+: keras-hub's qwen2 conv"):
+        Case.build(framework="tensorflow", model=f"hf:{tmp_path / 'qwen2.5-yarn'}",
+                   task="infer", inputs="input_ids=Bx8:int64<512")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -1,22 +1,20 @@
 """The Llama family of decoders in Flax NNX (imported in a Flax worker only): transformers'
 Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3 and SmolLM3 causal LMs layer for layer
 (RMSNorm, rotary positions as transformers rotates them, grouped-query attention, a
-gated MLP), each with what its family adds to Llama's (FAMILIES), read from the same
-safetensors weights that PyTorch's transformers and Keras' keras-hub read
-(fwbench.models.sources.hf), so that its greedy tokens can be compared with theirs.
+gated MLP), each with what its family adds to Llama's, as llama_family reads it from
+the config, and read from the same safetensors weights that PyTorch's transformers and
+Keras' keras-hub read (fwbench.models.sources.hf), so that its greedy tokens can be
+compared with theirs.
 
 Its cache and its calls are GPT-2's (flax_gpt.py): `forward(ids, start, cache,
 last_only)` through a static key/value cache of the generation's length, so a
-generation's prefill and decoding step are one compiled program each. Configurations
-it does not reproduce (scaled or partial rotary positions, another activation, a
-sliding window it cannot place) are refused with the reason, not run differently.
+generation's prefill and decoding step are one compiled program each.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,137 +24,12 @@ import numpy as np
 from flax import nnx
 
 from fwbench.models.flax_gpt import Decoder, LayerCache
+from fwbench.models.llama_family import Config, Rope
 
-# What each transformers model_type computes besides Llama's decoder, as its modeling
-# file does: `qkv_bias`, biases on the query, key and value projections always (Qwen 2),
-# or as the config's `attention_bias` says (with the output projection's too);
-# `qk_norm`, an RMSNorm over each query and key head (Qwen 3); `gemma`, norms that scale
-# by 1 + weight and embeddings scaled by the width's square root; `window_all`, the
-# config's sliding window on every layer (the others place it by `layer_types`).
-FAMILIES: dict[str, dict[str, bool]] = {
-    "llama": {},
-    "mistral": {"window_all": True},
-    "qwen2": {"qkv_bias": True},
-    "qwen3": {"qk_norm": True},
-    "gemma": {"gemma": True},
-    "phi3": {"window_all": True},
-    "smollm3": {},
-}
 _ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
     "silu": jax.nn.silu,
     "gelu_pytorch_tanh": lambda x: jax.nn.gelu(x, approximate=True),
 }
-
-
-@dataclass(frozen=True)
-class Config:
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    eps: float
-    theta: float
-    tied: bool
-    activation: str = "silu"
-    qkv_bias: bool = False
-    out_bias: bool = False
-    mlp_bias: bool = False
-    qk_norm: bool = False
-    gemma: bool = False
-    # Per layer: the sliding window's width (None: every earlier position), and whether
-    # the layer rotates its queries and keys (SmolLM3 leaves some unrotated).
-    windows: tuple[int | None, ...] = ()
-    rotary: tuple[bool, ...] = ()
-
-    @classmethod
-    def of(cls, config: dict[str, Any]) -> Config:
-        """From a transformers config.json; what this decoder would compute otherwise is
-        refused (ValueError, its reason)."""
-        kind = config.get("model_type")
-        if kind not in FAMILIES:
-            raise ValueError(
-                f"a {kind} model is not of the Llama family Flax's decoder reads "
-                f"({', '.join(FAMILIES)})"
-            )
-        family = FAMILIES[kind]
-        activation = config.get("hidden_act", "silu")
-        if family.get("gemma") and activation == "gelu":
-            activation = "gelu_pytorch_tanh"  # as transformers reads Gemma's legacy name
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"Flax's {kind} decoder has no activation {activation}")
-        if config.get("use_bidirectional_attention"):
-            raise ValueError(f"Flax's {kind} decoder is causal only")
-        heads = int(config["num_attention_heads"])
-        hidden = int(config["hidden_size"])
-        layers = int(config["num_hidden_layers"])
-        biased = bool(config.get("attention_bias", False))
-        return cls(
-            hidden=hidden,
-            intermediate=int(config["intermediate_size"]),
-            layers=layers,
-            heads=heads,
-            kv_heads=int(config.get("num_key_value_heads") or heads),
-            head_dim=int(config.get("head_dim") or hidden // heads),
-            vocab=int(config["vocab_size"]),
-            eps=float(config.get("rms_norm_eps", 1e-6)),
-            theta=_theta(config),
-            tied=bool(config.get("tie_word_embeddings", family.get("gemma", False))),
-            activation=activation,
-            qkv_bias=biased or family.get("qkv_bias", False),
-            out_bias=biased,
-            mlp_bias=bool(config.get("mlp_bias", False)),
-            qk_norm=family.get("qk_norm", False),
-            gemma=family.get("gemma", False),
-            windows=_windows(config, layers, family.get("window_all", False)),
-            rotary=_rotary(config, layers),
-        )
-
-
-def _theta(config: dict[str, Any]) -> float:
-    """The rotary base: transformers 5 writes it in `rope_parameters`, earlier versions
-    (and the Hub's checkpoints) as `rope_theta`. Positions it would scale, or rotate in
-    part of each head only, are another computation: refused."""
-    if config.get("rope_scaling"):
-        raise ValueError("Flax's decoder has no scaled rotary positions (rope_scaling)")
-    rope = config.get("rope_parameters") or {}
-    if "rope_type" not in rope and any(isinstance(v, dict) for v in rope.values()):
-        raise ValueError("Flax's decoder has one rotary base for every layer, not one per kind")
-    kind = rope.get("rope_type", "default")
-    if kind != "default":
-        raise ValueError(f"Flax's decoder has no scaled rotary positions (rope_type {kind})")
-    part = float(rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)))
-    if part != 1.0:
-        raise ValueError(f"Flax's decoder rotates whole heads, not {part} of each")
-    return float(rope.get("rope_theta", config.get("rope_theta", 10000.0)))
-
-
-def _windows(config: dict[str, Any], layers: int, everywhere: bool) -> tuple[int | None, ...]:
-    window = config.get("sliding_window")
-    kinds = config.get("layer_types")
-    if kinds is None:
-        if config.get("use_sliding_window") and window:
-            # transformers derives the sliding layers from the family's own rule.
-            raise ValueError("a sliding window without `layer_types` naming its layers")
-        return tuple(window if everywhere and window else None for _ in range(layers))
-    if len(kinds) != layers:
-        raise ValueError(f"{len(kinds)} layer_types for {layers} layers")
-    if "sliding_attention" not in kinds:
-        return (None,) * layers
-    if window is None:
-        raise ValueError("sliding layers without a sliding_window")
-    return tuple(int(window) if k == "sliding_attention" else None for k in kinds)
-
-
-def _rotary(config: dict[str, Any], layers: int) -> tuple[bool, ...]:
-    unrotated = config.get("no_rope_layers")  # SmolLM3: 1 where a layer rotates
-    if unrotated is None:
-        return (True,) * layers
-    if len(unrotated) != layers:
-        raise ValueError(f"{len(unrotated)} no_rope_layers for {layers} layers")
-    return tuple(bool(flag) for flag in unrotated)
 
 
 class RMSNorm(nnx.Module):
@@ -176,12 +49,33 @@ class RMSNorm(nnx.Module):
         return self.weight[...].astype(x.dtype) * found.astype(x.dtype)
 
 
-def _rotate(x: Any, positions: Any, theta: float) -> Any:
+def _inverse_frequencies(rope: Rope, head: int) -> Any:
+    """transformers' inverse frequencies of the rotary positions, unscaled, `linear`
+    (divided by the factor) or `llama3` (the low frequencies divided by the factor, the
+    middle ones interpolated)."""
+    inverse = 1.0 / (rope.theta ** (jnp.arange(0, head, 2, dtype=jnp.float32) / head))
+    if rope.kind == "linear":
+        return inverse / rope.get("factor")
+    if rope.kind != "llama3":
+        return inverse
+    factor, low, high = (
+        rope.get("factor"),
+        rope.get("low_freq_factor"),
+        rope.get("high_freq_factor"),
+    )
+    context = rope.get("original_max_position_embeddings")
+    wavelength = 2 * math.pi / inverse
+    scaled = jnp.where(wavelength > context / low, inverse / factor, inverse)
+    smooth = (context / wavelength - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    middle = (wavelength >= context / high) & (wavelength <= context / low)
+    return jnp.where(middle, smoothed, scaled)
+
+
+def _rotate(x: Any, positions: Any, rope: Rope) -> Any:
     """transformers' rotary embedding: the head's two halves rotated, frequency i of the
     first half paired with i of the second."""
-    head = x.shape[-1]
-    inverse = 1.0 / (theta ** (jnp.arange(0, head, 2, dtype=jnp.float32) / head))
-    angles = positions.astype(jnp.float32)[:, None] * inverse[None, :]
+    angles = positions.astype(jnp.float32)[:, None] * _inverse_frequencies(rope, x.shape[-1])
     angles = jnp.concatenate([angles, angles], axis=-1)  # (length, head)
     cos, sin = jnp.cos(angles).astype(x.dtype), jnp.sin(angles).astype(x.dtype)
     first, second = jnp.split(x, 2, axis=-1)
@@ -218,7 +112,7 @@ class Attention(nnx.Module):
         q = heads(self.q_proj(x), c.heads, self.q_norm)
         k = heads(self.k_proj(x), c.kv_heads, self.k_norm)
         if self.rotary:
-            q, k = _rotate(q, queries, c.theta), _rotate(k, queries, c.theta)
+            q, k = _rotate(q, queries, c.rope), _rotate(k, queries, c.rope)
         v = heads(self.v_proj(x), c.kv_heads)
         if cache is None:
             keys, values, known = k, v, queries

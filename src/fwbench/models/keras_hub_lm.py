@@ -6,8 +6,9 @@ keras-hub 0.32's converters are used as they are, but for what they get wrong ag
 transformers 5 (each checked against transformers' logits on tiny random models):
 Mistral's weights are rounded to float16 on the way in (fwbench reads them at the
 case's precision), Qwen3's query and key norms take keras-hub's epsilon instead of the
-checkpoint's, Qwen3-MoE's number of experts goes by another name, and Phi-3's
-checkpoints have no converter at all (fwbench's reads them into keras-hub's Phi3CausalLM).
+checkpoint's, Qwen3-MoE's number of experts and Llama 3's scaled rotary positions go
+by other names, and Phi-3's checkpoints have no converter at all (fwbench's reads them
+into keras-hub's Phi3CausalLM).
 
 The zoo's GPT-2 (`gpt2`, `gpt2_tiny`) is keras-hub's GPT2CausalLM too, built to the zoo's
 dimensions (fwbench.models.shapes.GPT2); a generation gives it the weights every
@@ -158,12 +159,25 @@ def _fp32_mistral() -> Iterator[None]:
         convert_mistral.np = before
 
 
+def _renamed(config: dict[str, Any]) -> dict[str, Any]:
+    """What keras-hub reads under another name than transformers 5 writes it: Qwen3-MoE's
+    number of experts, and Llama 3's scaled rotary positions (keras-hub reads them from
+    `rope_scaling`, which transformers 5 writes into `rope_parameters`)."""
+    found: dict[str, Any] = {}
+    if "num_local_experts" in config and "num_experts" not in config:
+        found["num_experts"] = config["num_local_experts"]
+    rope = config.get("rope_parameters") or {}
+    if rope.get("rope_type", "default") != "default" and not config.get("rope_scaling"):
+        found["rope_scaling"] = rope
+    return found
+
+
 def _readable(folder: Path, config: dict[str, Any]) -> Path:
     """`folder`, or, where keras-hub reads a setting under another name than the
-    checkpoint writes it (Qwen3-MoE's experts), a folder in the cache that holds the
-    config under both names beside links to the same weights: the user's folder is never
-    written."""
-    if "num_local_experts" not in config or "num_experts" in config:
+    checkpoint writes it (_renamed), a folder in the cache that holds the config under
+    both names beside links to the same weights: the user's folder is never written."""
+    renamed = _renamed(config)
+    if not renamed:
         return folder
     where = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
     shadow = cache_dir() / "hf-readable" / f"{folder.name}-{where}"
@@ -172,9 +186,7 @@ def _readable(folder: Path, config: dict[str, Any]) -> Path:
         link = shadow / path.name
         if path.name != "config.json" and not link.exists():
             os.symlink(path.resolve(), link)
-    (shadow / "config.json").write_text(
-        json.dumps({**config, "num_experts": config["num_local_experts"]})
-    )
+    (shadow / "config.json").write_text(json.dumps({**config, **renamed}))
     return shadow
 
 

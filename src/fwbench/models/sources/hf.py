@@ -30,6 +30,7 @@ from fwbench.cache import cache_dir
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
+from fwbench.models import llama_family
 from fwbench.models.sources.common import (
     digest_text,
     existing,
@@ -232,9 +233,9 @@ ARCHS: dict[str, Arch] = {
     ),
 }  # fmt: skip
 # The decoders fwbench writes in Flax NNX, by transformers model_type: the Llama family
-# (models/flax_llama.py, whose FAMILIES says what each adds to Llama's decoder). Not the
-# mixtures of experts, nor Gemma 2 and 3 (soft-capped logits, two rotary bases).
-FLAX = ("llama", "mistral", "qwen2", "qwen3", "gemma", "phi3", "smollm3")
+# (models/llama_family.py says what each adds to Llama's decoder). Not the mixtures of
+# experts, nor Gemma 2 and 3 (soft-capped logits, two rotary bases).
+FLAX = tuple(llama_family.FAMILIES)
 # keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
 KERAS_HUB = {
     arch.model_type or name: arch.keras_hub for name, arch in ARCHS.items() if arch.keras_hub
@@ -318,7 +319,11 @@ def resolve(text: str) -> ModelSpec:
         return user_model(
             f"{PREFIX}{given}",
             family="transformers",
-            builders=_builders(given, found.keras_hub, (found.model_type or arch) in FLAX),
+            builders=_builders(
+                given,
+                found.keras_hub,
+                llama_family.refusal({"model_type": found.model_type or arch, **config}) is None,
+            ),
             description=f"transformers' {arch}, {label}, random weights",
             objective="lm" if found.causal else "mean",
             context=int(context) if found.causal and context else None,
@@ -343,13 +348,28 @@ def resolve(text: str) -> ModelSpec:
         family="transformers",
         builders=_builders(
             str(folder),
-            KERAS_HUB.get(config["model_type"], "") if causal else "",
-            causal and config["model_type"] in FLAX,
+            KERAS_HUB.get(config["model_type"], "") if causal and not keras_refusal(config) else "",
+            causal and llama_family.refusal(config) is None,
         ),
         description=f"transformers {config['model_type']} from {folder}, {weights}",
         objective="lm" if causal else "mean",
         context=int(context) if causal and context else None,
     )  # fmt: skip
+
+
+def keras_refusal(config: dict[str, Any]) -> str | None:
+    """Why keras-hub would read this decoder's checkpoint into another computation than
+    transformers': rotary positions scaled in a way its converter ignores (it reads
+    Llama 3's `llama3` and Gemma 3's; the others it would run unscaled). None where it
+    reads it as it is."""
+    kind = config["model_type"]
+    scaled = llama_family.rope_parameters(config).get("rope_type", "default")
+    if scaled == "default" or (kind, scaled) == ("llama", "llama3") or kind.startswith("gemma3"):
+        return None
+    return (
+        f"keras-hub's {kind} converter reads no {scaled} rotary positions (it would run "
+        "them unscaled); PyTorch and the runtimes it exports to run this one"
+    )
 
 
 def _builders(given: str, keras_class: str, flax: bool = False) -> dict[str, Any]:
@@ -364,9 +384,17 @@ def _builders(given: str, keras_class: str, flax: bool = False) -> dict[str, Any
 def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
     """Whether the Keras builders or Flax's (`framework_models`: the builder a framework
     builds from) read this model, and how or why not; None where the source's entry says."""
+    given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
+    named = _named(given)
+    # A folder's own configuration, where it is one keras-hub or Flax reads but computes
+    # otherwise than transformers (scaled rotary positions).
+    config = None if named is not None else _read_config(Path(given), given)
     if framework_models == "flax":
         if framework_models in spec.builders:
             return True, "Flax NNX's decoder of the Llama family, from the same safetensors weights"
+        why = llama_family.refusal(config) if config else None
+        if why and config and config["model_type"] in FLAX:
+            return False, f"{why}; PyTorch runs this one"
         return False, (
             f"fwbench's Flax decoder reads {', '.join(FLAX)} checkpoints only; PyTorch, "
             "Keras' backends where keras-hub reads it, and the runtimes run this one"
@@ -375,10 +403,11 @@ def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
         return None
     if framework_models in spec.builders:
         return True, "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
-    given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
-    named = _named(given)
     if named is not None:
         return False, ARCHS[named[0]].keras_why or _NOT_CONVERTED
+    why = keras_refusal(config) if config and config["model_type"] in KERAS_HUB else None
+    if why:
+        return False, why
     return False, (
         f"keras-hub reads the checkpoints of {', '.join(sorted(KERAS_HUB))} decoders only; "
         "PyTorch and the runtimes it exports to run this one"

@@ -1,0 +1,186 @@
+"""Which transformers decoders fwbench's own Flax decoder computes (models/flax_llama.py),
+read from a config.json before any framework is imported: the source refuses the others
+before any work (sources/hf.py), the Flax worker builds from the same reading.
+
+The Llama family: transformers' Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3 and SmolLM3,
+each with what its modeling file adds to Llama's decoder (FAMILIES), and the rotary
+positions transformers computes for them unscaled, `linear`, or `llama3` (Llama 3.1 and
+3.2's checkpoints). What the decoder would compute otherwise is refused with the reason
+(ValueError), not run differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# What each transformers model_type computes besides Llama's decoder: `qkv_bias`, biases
+# on the query, key and value projections always (Qwen 2), where the others bias them
+# (with the output projection) as the config's `attention_bias` says; `qk_norm`, an
+# RMSNorm over each query and key head (Qwen 3); `gemma`, norms that scale by
+# 1 + weight and embeddings scaled by the width's square root; `window_all`, the config's
+# sliding window on every layer (the others place it by `layer_types`).
+FAMILIES: dict[str, dict[str, bool]] = {
+    "llama": {},
+    "mistral": {"window_all": True},
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+    "gemma": {"gemma": True},
+    "phi3": {"window_all": True},
+    "smollm3": {},
+}
+ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
+# transformers' rotary positions the decoder computes, by rope_type, and the settings
+# each reads.
+ROPE_TYPES = {
+    "default": (),
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
+
+
+@dataclass(frozen=True)
+class Rope:
+    theta: float
+    kind: str = "default"
+    settings: tuple[tuple[str, float], ...] = ()
+
+    def get(self, name: str) -> float:
+        return dict(self.settings)[name]
+
+
+@dataclass(frozen=True)
+class Config:
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    eps: float
+    rope: Rope
+    tied: bool
+    activation: str = "silu"
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+    gemma: bool = False
+    # Per layer: the sliding window's width (None: every earlier position), and whether
+    # the layer rotates its queries and keys (SmolLM3 leaves some unrotated).
+    windows: tuple[int | None, ...] = ()
+    rotary: tuple[bool, ...] = ()
+
+    @classmethod
+    def of(cls, config: dict[str, Any]) -> Config:
+        """From a transformers config.json; what the decoder would compute otherwise is
+        refused (ValueError, its reason)."""
+        kind = config.get("model_type")
+        if kind not in FAMILIES:
+            raise ValueError(
+                f"a {kind} model is not of the Llama family Flax's decoder reads "
+                f"({', '.join(FAMILIES)})"
+            )
+        family = FAMILIES[kind]
+        activation = config.get("hidden_act", "silu")
+        if family.get("gemma") and activation == "gelu":
+            activation = "gelu_pytorch_tanh"  # as transformers reads Gemma's legacy name
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"Flax's {kind} decoder has no activation {activation}")
+        if config.get("use_bidirectional_attention"):
+            raise ValueError(f"Flax's {kind} decoder is causal only")
+        heads = int(config["num_attention_heads"])
+        hidden = int(config["hidden_size"])
+        layers = int(config["num_hidden_layers"])
+        biased = bool(config.get("attention_bias", False))
+        return cls(
+            hidden=hidden,
+            intermediate=int(config["intermediate_size"]),
+            layers=layers,
+            heads=heads,
+            kv_heads=int(config.get("num_key_value_heads") or heads),
+            head_dim=int(config.get("head_dim") or hidden // heads),
+            vocab=int(config["vocab_size"]),
+            eps=float(config.get("rms_norm_eps", 1e-6)),
+            rope=rope_of(config),
+            tied=bool(config.get("tie_word_embeddings", family.get("gemma", False))),
+            activation=activation,
+            qkv_bias=biased or family.get("qkv_bias", False),
+            out_bias=biased,
+            mlp_bias=bool(config.get("mlp_bias", False)),
+            qk_norm=family.get("qk_norm", False),
+            gemma=family.get("gemma", False),
+            windows=_windows(config, layers, family.get("window_all", False)),
+            rotary=_rotary(config, layers),
+        )
+
+
+def refusal(config: dict[str, Any]) -> str | None:
+    """Why Flax's decoder would not compute this configuration as transformers does;
+    None where it does."""
+    try:
+        Config.of(config)
+    except KeyError as exc:
+        return f"its config has no {exc.args[0]}"
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
+    """The rotary positions' settings, where transformers 5 writes them
+    (`rope_parameters`) or where older checkpoints do (`rope_theta`, `rope_scaling`)."""
+    found = dict(config.get("rope_parameters") or {})
+    scaling = config.get("rope_scaling") or {}
+    if scaling:
+        found = {**found, **scaling}
+        found.setdefault("rope_type", scaling.get("type", "default"))
+    if "rope_theta" not in found and "rope_theta" in config:
+        found["rope_theta"] = config["rope_theta"]
+    return found
+
+
+def rope_of(config: dict[str, Any]) -> Rope:
+    rope = rope_parameters(config)
+    if "rope_type" not in rope and any(isinstance(v, dict) for v in rope.values()):
+        raise ValueError("Flax's decoder has one rotary base for every layer, not one per kind")
+    kind = str(rope.get("rope_type", "default"))
+    if kind not in ROPE_TYPES:
+        raise ValueError(
+            f"Flax's decoder has no {kind} rotary positions (it computes {', '.join(ROPE_TYPES)})"
+        )
+    part = float(rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)))
+    if part != 1.0:
+        raise ValueError(f"Flax's decoder rotates whole heads, not {part} of each")
+    missing = [name for name in ROPE_TYPES[kind] if name not in rope]
+    if missing:
+        raise ValueError(f"{kind} rotary positions without {', '.join(missing)}")
+    settings = tuple((name, float(rope[name])) for name in ROPE_TYPES[kind])
+    return Rope(float(rope.get("rope_theta", 10000.0)), kind, settings)
+
+
+def _windows(config: dict[str, Any], layers: int, everywhere: bool) -> tuple[int | None, ...]:
+    window = config.get("sliding_window")
+    kinds = config.get("layer_types")
+    if kinds is None:
+        if config.get("use_sliding_window") and window:
+            # transformers derives the sliding layers from the family's own rule.
+            raise ValueError("a sliding window without `layer_types` naming its layers")
+        return tuple(window if everywhere and window else None for _ in range(layers))
+    if len(kinds) != layers:
+        raise ValueError(f"{len(kinds)} layer_types for {layers} layers")
+    if "sliding_attention" not in kinds:
+        return (None,) * layers
+    if window is None:
+        raise ValueError("sliding layers without a sliding_window")
+    return tuple(int(window) if k == "sliding_attention" else None for k in kinds)
+
+
+def _rotary(config: dict[str, Any], layers: int) -> tuple[bool, ...]:
+    unrotated = config.get("no_rope_layers")  # SmolLM3: 1 where a layer rotates
+    if unrotated is None:
+        return (True,) * layers
+    if len(unrotated) != layers:
+        raise ValueError(f"{len(unrotated)} no_rope_layers for {layers} layers")
+    return tuple(bool(flag) for flag in unrotated)
