@@ -404,7 +404,7 @@ def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) ->
 # transformers' logits and greedy tokens for each folder (a PyTorch process: the JAX one
 # below never imports PyTorch); the variants are configurations the built-in sizes do
 # not reach (sliding windows, biases, unrotated layers, Llama 3's rotary base and Llama
-# 3.1's scaling of it, a linear scaling).
+# 3.1's scaling of it, a linear scaling, Gemma 3's two rotary bases).
 DECODER_VARIANTS = {
     "mistral-window": ("mistral", {"sliding_window": 4}),
     "qwen2-window": (
@@ -419,8 +419,15 @@ DECODER_VARIANTS = {
         "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}),
     "qwen2-linear-rope": ("qwen2", {"rope_parameters": {
         "rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}}),
+    "gemma2-window": ("gemma2", {"sliding_window": 4}),
+    "gemma3-two-ropes": ("gemma3", {
+        "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
 }  # fmt: skip
-DECODER_FAMILIES = hf.FLAX  # every family the models' table says Flax runs
+# Every family the models' table says Flax runs, by fwbench's name for its sizes.
+DECODER_FAMILIES = [name for name, a in hf.ARCHS.items() if (a.model_type or name) in hf.FLAX]
 PROMPT = [5, 17, 200, 33, 90, 7, 64, 301]
 NEW_TOKENS = 12
 
@@ -432,7 +439,8 @@ from fwbench.models.sources import hf
 root, variants = Path(sys.argv[1]), json.loads(sys.argv[2])
 folders = {f: hf.weights_folder(f + "@tiny") for f in json.loads(sys.argv[3])}
 for name, (arch, extra) in variants.items():
-    config = transformers.AutoConfig.for_model(arch, **{**hf.ARCHS[arch].config("tiny"), **extra})
+    kind = hf.ARCHS[arch].model_type or arch
+    config = transformers.AutoConfig.for_model(kind, **{**hf.ARCHS[arch].config("tiny"), **extra})
     model = transformers.AutoModelForCausalLM.from_config(config)
     config.architectures = [type(model).__name__]
     config.save_pretrained(root / name)
@@ -475,8 +483,8 @@ print(json.dumps(found))
 def test_flax_decoders_of_the_llama_family_compute_transformers_logits_and_tokens(
     tmp_path: Path,
 ) -> None:
-    """Each family Flax's decoder reads (Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3,
-    SmolLM3) and the options the tiny sizes leave out (scaled rotary positions among
+    """Each family Flax's decoder reads (Llama, Mistral, Qwen 2 and 3, Gemma 1 to 3,
+    Phi-3, SmolLM3) and the options the tiny sizes leave out (scaled rotary positions among
     them): the logits of a prompt are
     transformers' to float32's rounding (measured: at most 3e-7), and twelve greedy
     tokens through the static cache are transformers' generate()'s, past a sliding
@@ -496,6 +504,7 @@ def test_flax_decoders_of_the_llama_family_compute_transformers_logits_and_token
     variants, families = json.dumps(DECODER_VARIANTS), json.dumps(DECODER_FAMILIES)
     reference = python(TRANSFORMERS_SIDE, str(tmp_path), variants, families, prompt, new)
     flax = python(FLAX_SIDE, prompt, new, given=json.dumps(reference))
+    assert len(DECODER_FAMILIES) == len(hf.FLAX) == 9
     assert set(flax) == {*DECODER_FAMILIES, *DECODER_VARIANTS}
     for name, found in flax.items():
         assert found["worst"] < 1e-5, (name, found["worst"])
@@ -510,7 +519,7 @@ def test_flax_decoder_reads_rotary_positions_where_transformers_writes_them_or_r
     """transformers 5 writes the rotary positions' settings in `rope_parameters`, older
     checkpoints as `rope_theta` and `rope_scaling`: both are read; what the decoder would
     compute otherwise is refused with the reason (before any work: sources/hf.py)."""
-    from fwbench.models.llama_family import Config
+    from fwbench.models.llama_family import Config, Rope
 
     tiny = {"model_type": "llama", **hf.ARCHS["llama"].config("tiny")}
     now = {**tiny, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}}
@@ -522,6 +531,16 @@ def test_flax_decoder_reads_rotary_positions_where_transformers_writes_them_or_r
     written = {**tiny, "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, **scaled}}
     assert hub.rope == Config.of(written).rope
     assert hub.rope.kind == "llama3" and hub.rope.get("factor") == 8.0
+    # Gemma 3's two bases, as transformers 5 writes them and as the Hub's checkpoints do.
+    gemma3 = {"model_type": "gemma3_text", **hf.ARCHS["gemma3"].config("tiny")}
+    hub = Config.of({**gemma3, "rope_parameters": None, "rope_theta": 1e6,
+                     "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+                     "rope_local_base_freq": 1e4})  # fmt: skip
+    written = Config.of({**gemma3, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}})  # fmt: skip
+    assert (hub.rope, hub.local_rope) == (written.rope, written.local_rope)
+    assert written.rope.kind == "linear" and written.local_rope == Rope(1e4)
     refused = {
         "no yarn rotary positions": {
             **tiny, "rope_parameters": {"rope_theta": 5e5, "rope_type": "yarn", "factor": 4.0}

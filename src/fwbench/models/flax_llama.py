@@ -1,5 +1,5 @@
 """The Llama family of decoders in Flax NNX (imported in a Flax worker only): transformers'
-Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3 and SmolLM3 causal LMs layer for layer
+Llama, Mistral, Qwen 2 and 3, Gemma 1 to 3, Phi-3 and SmolLM3 causal LMs layer for layer
 (RMSNorm, rotary positions as transformers rotates them, grouped-query attention, a
 gated MLP), each with what its family adds to Llama's, as llama_family reads it from
 the config, and read from the same safetensors weights that PyTorch's transformers and
@@ -91,12 +91,13 @@ class Attention(nnx.Module):
         self.c = c
         self.window = c.windows[index] if c.windows else None
         self.rotary = c.rotary[index] if c.rotary else True
+        self.rope = c.local_rope if self.window is not None and c.local_rope else c.rope
         self.q_proj = _linear(c.hidden, c.heads * c.head_dim, rngs, c.qkv_bias)
         self.k_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs, c.qkv_bias)
         self.v_proj = _linear(c.hidden, c.kv_heads * c.head_dim, rngs, c.qkv_bias)
         self.o_proj = _linear(c.heads * c.head_dim, c.hidden, rngs, c.out_bias)
-        self.q_norm = RMSNorm(c.head_dim, c.eps) if c.qk_norm else None
-        self.k_norm = RMSNorm(c.head_dim, c.eps) if c.qk_norm else None
+        self.q_norm = RMSNorm(c.head_dim, c.eps, c.gemma) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, c.eps, c.gemma) if c.qk_norm else None
 
     def __call__(
         self, x: Any, start: Any = 0, cache: LayerCache | None = None
@@ -112,7 +113,7 @@ class Attention(nnx.Module):
         q = heads(self.q_proj(x), c.heads, self.q_norm)
         k = heads(self.k_proj(x), c.kv_heads, self.k_norm)
         if self.rotary:
-            q, k = _rotate(q, queries, c.rope), _rotate(k, queries, c.rope)
+            q, k = _rotate(q, queries, self.rope), _rotate(k, queries, self.rope)
         v = heads(self.v_proj(x), c.kv_heads)
         if cache is None:
             keys, values, known = k, v, queries
@@ -123,7 +124,9 @@ class Attention(nnx.Module):
             cache, known = (keys, values), jnp.arange(keys.shape[2])
         groups = c.heads // c.kv_heads  # grouped-query attention: a key head per group
         keys, values = jnp.repeat(keys, groups, axis=1), jnp.repeat(values, groups, axis=1)
-        scores = (q @ keys.transpose(0, 1, 3, 2)).astype(jnp.float32) / math.sqrt(c.head_dim)
+        scores = (q @ keys.transpose(0, 1, 3, 2)).astype(jnp.float32) * c.query_scale
+        if c.attention_cap is not None:
+            scores = _capped(scores, c.attention_cap)
         visible = known[None, :] <= queries[:, None]
         if self.window is not None:  # transformers' sliding window: the last `window`
             visible = visible & (known[None, :] > queries[:, None] - self.window)
@@ -133,12 +136,20 @@ class Attention(nnx.Module):
         return self.o_proj(out), cache
 
 
+def _capped(x: Any, cap: float) -> Any:
+    """Gemma 2's soft cap: tanh(x / cap) * cap."""
+    return jnp.tanh(x / cap) * cap
+
+
 class Layer(nnx.Module):
     def __init__(self, c: Config, index: int, rngs: nnx.Rngs) -> None:
         self.activation = c.activation
         self.input_layernorm = RMSNorm(c.hidden, c.eps, c.gemma)
         self.self_attn = Attention(c, index, rngs)
         self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, c.gemma)
+        # Gemma 2 and 3 norm the attention's output, and the MLP's input and output.
+        self.pre_feedforward_layernorm = RMSNorm(c.hidden, c.eps, True) if c.sandwich else None
+        self.post_feedforward_layernorm = RMSNorm(c.hidden, c.eps, True) if c.sandwich else None
         self.gate_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
         self.up_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
         self.down_proj = _linear(c.intermediate, c.hidden, rngs, c.mlp_bias)
@@ -147,10 +158,17 @@ class Layer(nnx.Module):
         self, x: Any, start: Any = 0, cache: LayerCache | None = None
     ) -> tuple[Any, LayerCache | None]:
         attended, cache = self.self_attn(self.input_layernorm(x), start, cache)
-        x = x + attended
-        h = self.post_attention_layernorm(x)
+        if self.pre_feedforward_layernorm is None:
+            x = x + attended
+            h = self.post_attention_layernorm(x)
+        else:
+            x = x + self.post_attention_layernorm(attended)
+            h = self.pre_feedforward_layernorm(x)
         gate = _ACTIVATIONS[self.activation](self.gate_proj(h))
-        return x + self.down_proj(gate * self.up_proj(h)), cache
+        out = self.down_proj(gate * self.up_proj(h))
+        if self.post_feedforward_layernorm is not None:
+            out = self.post_feedforward_layernorm(out)
+        return x + out, cache
 
 
 class Llama(Decoder):
@@ -174,7 +192,8 @@ class Llama(Decoder):
 
     def head(self, x: Any) -> Any:
         x = self.norm(x)
-        return self.embed_tokens.attend(x) if self.lm_head is None else self.lm_head(x)
+        logits = self.embed_tokens.attend(x) if self.lm_head is None else self.lm_head(x)
+        return logits if self.c.output_cap is None else _capped(logits, self.c.output_cap)
 
     def cache_shape(self, batch: int, length: int) -> tuple[int, ...]:
         return (batch, self.c.kv_heads, length, self.c.head_dim)
@@ -212,6 +231,8 @@ def _place(model: Llama, name: str, value: np.ndarray) -> Placed | None:
     owners: dict[tuple[str, ...], Any] = {
         ("input_layernorm",): layer.input_layernorm,
         ("post_attention_layernorm",): layer.post_attention_layernorm,
+        ("pre_feedforward_layernorm",): layer.pre_feedforward_layernorm,
+        ("post_feedforward_layernorm",): layer.post_feedforward_layernorm,
         **{("self_attn", n): getattr(attention, n) for n in ("q_proj", "k_proj", "v_proj")},
         ("self_attn", "o_proj"): attention.o_proj,
         ("self_attn", "q_norm"): attention.q_norm,

@@ -2,10 +2,10 @@
 read from a config.json before any framework is imported: the source refuses the others
 before any work (sources/hf.py), the Flax worker builds from the same reading.
 
-The Llama family: transformers' Llama, Mistral, Qwen 2 and 3, Gemma, Phi-3 and SmolLM3,
-each with what its modeling file adds to Llama's decoder (FAMILIES), and the rotary
-positions transformers computes for them unscaled, `linear`, or `llama3` (Llama 3.1 and
-3.2's checkpoints). What the decoder would compute otherwise is refused with the reason
+The Llama family: transformers' Llama, Mistral, Qwen 2 and 3, Gemma 1 to 3, Phi-3 and
+SmolLM3, each with what its modeling file adds to Llama's decoder (FAMILIES), and the
+rotary positions transformers computes for them unscaled, `linear`, or `llama3` (Llama
+3.1 and 3.2's checkpoints). What the decoder would compute otherwise is refused with the reason
 (ValueError), not run differently.
 """
 
@@ -17,15 +17,20 @@ from typing import Any
 # What each transformers model_type computes besides Llama's decoder: `qkv_bias`, biases
 # on the query, key and value projections always (Qwen 2), where the others bias them
 # (with the output projection) as the config's `attention_bias` says; `qk_norm`, an
-# RMSNorm over each query and key head (Qwen 3); `gemma`, norms that scale by
-# 1 + weight and embeddings scaled by the width's square root; `window_all`, the config's
-# sliding window on every layer (the others place it by `layer_types`).
+# RMSNorm over each query and key head (Qwen 3, Gemma 3); `gemma`, norms that scale by
+# 1 + weight and embeddings scaled by the width's square root; `sandwich`, norms after
+# the attention and around the MLP too, queries scaled by `query_pre_attn_scalar`, and
+# the attention's and the output's logits soft-capped where the config says (Gemma 2
+# and 3); `window_all`, the config's sliding window on every layer (the others place it
+# by `layer_types`).
 FAMILIES: dict[str, dict[str, bool]] = {
     "llama": {},
     "mistral": {"window_all": True},
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
     "gemma": {"gemma": True},
+    "gemma2": {"gemma": True, "sandwich": True},
+    "gemma3_text": {"gemma": True, "sandwich": True, "qk_norm": True},
     "phi3": {"window_all": True},
     "smollm3": {},
 }
@@ -67,6 +72,11 @@ class Config:
     mlp_bias: bool = False
     qk_norm: bool = False
     gemma: bool = False
+    sandwich: bool = False
+    query_scale: float = 0.0  # what the scores are multiplied by: 1/sqrt(head) unless set
+    attention_cap: float | None = None
+    output_cap: float | None = None
+    local_rope: Rope | None = None  # Gemma 3's sliding layers rotate by their own base
     # Per layer: the sliding window's width (None: every earlier position), and whether
     # the layer rotates its queries and keys (SmolLM3 leaves some unrotated).
     windows: tuple[int | None, ...] = ()
@@ -83,7 +93,7 @@ class Config:
                 f"({', '.join(FAMILIES)})"
             )
         family = FAMILIES[kind]
-        activation = config.get("hidden_act", "silu")
+        activation = config.get("hidden_activation") or config.get("hidden_act", "silu")
         if family.get("gemma") and activation == "gelu":
             activation = "gelu_pytorch_tanh"  # as transformers reads Gemma's legacy name
         if activation not in ACTIVATIONS:
@@ -94,16 +104,20 @@ class Config:
         hidden = int(config["hidden_size"])
         layers = int(config["num_hidden_layers"])
         biased = bool(config.get("attention_bias", False))
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        sandwich = family.get("sandwich", False)
+        scalar = float(config.get("query_pre_attn_scalar") or head_dim) if sandwich else head_dim
+        rope, local = _gemma3_ropes(config) if kind == "gemma3_text" else (rope_of(config), None)
         return cls(
             hidden=hidden,
             intermediate=int(config["intermediate_size"]),
             layers=layers,
             heads=heads,
             kv_heads=int(config.get("num_key_value_heads") or heads),
-            head_dim=int(config.get("head_dim") or hidden // heads),
+            head_dim=head_dim,
             vocab=int(config["vocab_size"]),
             eps=float(config.get("rms_norm_eps", 1e-6)),
-            rope=rope_of(config),
+            rope=rope,
             tied=bool(config.get("tie_word_embeddings", family.get("gemma", False))),
             activation=activation,
             qkv_bias=biased or family.get("qkv_bias", False),
@@ -111,6 +125,11 @@ class Config:
             mlp_bias=bool(config.get("mlp_bias", False)),
             qk_norm=family.get("qk_norm", False),
             gemma=family.get("gemma", False),
+            sandwich=sandwich,
+            query_scale=scalar**-0.5,
+            attention_cap=_cap(config.get("attn_logit_softcapping")) if sandwich else None,
+            output_cap=_cap(config.get("final_logit_softcapping")) if sandwich else None,
+            local_rope=local,
             windows=_windows(config, layers, family.get("window_all", False)),
             rotary=_rotary(config, layers),
         )
@@ -158,6 +177,24 @@ def rope_of(config: dict[str, Any]) -> Rope:
         raise ValueError(f"{kind} rotary positions without {', '.join(missing)}")
     settings = tuple((name, float(rope[name])) for name in ROPE_TYPES[kind])
     return Rope(float(rope.get("rope_theta", 10000.0)), kind, settings)
+
+
+def _cap(value: Any) -> float | None:
+    return float(value) if value else None
+
+
+def _gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
+    """Gemma 3's two rotary positions: the full layers' (a base of 1,000,000, scaled
+    linearly in the larger sizes) and the sliding layers' (10,000), as transformers 5
+    writes them (one entry per kind of layer) or older checkpoints do (`rope_theta`,
+    `rope_scaling` and `rope_local_base_freq`)."""
+    given = config.get("rope_parameters") or {}
+    if "full_attention" in given or "sliding_attention" in given:
+        kinds = {kind: given.get(kind) or {} for kind in ("full_attention", "sliding_attention")}
+        full, local = ({"rope_parameters": kinds[k]} for k in kinds)
+        return rope_of(full), rope_of(local)
+    local_base = float(config.get("rope_local_base_freq", 10000.0))
+    return rope_of(config), Rope(local_base)
 
 
 def _windows(config: dict[str, Any], layers: int, everywhere: bool) -> tuple[int | None, ...]:

@@ -234,7 +234,7 @@ ARCHS: dict[str, Arch] = {
 }  # fmt: skip
 # The decoders fwbench writes in Flax NNX, by transformers model_type: the Llama family
 # (models/llama_family.py says what each adds to Llama's decoder). Not the mixtures of
-# experts, nor Gemma 2 and 3 (soft-capped logits, two rotary bases).
+# experts (docs/flax.md says why).
 FLAX = tuple(llama_family.FAMILIES)
 # keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
 KERAS_HUB = {
