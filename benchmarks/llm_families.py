@@ -4,13 +4,15 @@ which is faster per output token on this machine?
 
 One sweep: each family's tiny configuration (`hf:ARCH@tiny`: 2 layers, 64 wide, a
 vocabulary of 512) in PyTorch (transformers), TensorFlow, JAX and PyTorch through Keras 3
-(keras-hub), each in its default mode, an 8-token prompt and 16 new tokens, batch 1.
+(keras-hub), and in Flax NNX where fwbench's Flax decoder runs the family (a second
+sweep into the same results), each in its default mode, an 8-token prompt and 16 new
+tokens, batch 1.
 Prints per family each framework's time to first token and time per output token
 (median over runs, 95% interval), whether its tokens and parameters match PyTorch's,
 and the verdict on time per output token.
 
     cd benchmarks && ../.venv/bin/python llm_families.py [--families llama gemma3 ...]
-        [--runs 3] [--new-tokens 16]
+        [--runs 3] [--new-tokens 16] [--no-flax]
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fwbench.models.sources.hf import ARCHS
+from fwbench.models.sources.hf import ARCHS, FLAX
 from fwbench.report.summary import summarise
 from fwbench.store.db import ResultStore
 
@@ -35,26 +37,32 @@ def main() -> int:
     parser.add_argument("--families", nargs="+", default=keras)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=16)
+    parser.add_argument("--no-flax", action="store_true", help="the Keras frameworks only")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="fwbench-llm-"))
-    spec = folder / "llm.yaml"
-    spec.write_text(
-        "name: llm-families\n"
-        f"framework: [{', '.join(FRAMEWORKS)}]\n"
-        f"model: [{', '.join(f'hf:{f}@tiny' for f in args.families)}]\n"
-        "task: generate\n"
-        f"new_tokens: {args.new_tokens}\n"
-        "batch_size: 1\n"
-        "input_shape: input_ids=Bx8\n"
-        f"timing: {{min_runs: {args.runs}, max_runs: {args.runs}, run_time_s: 1}}\n"
-    )
     db = folder / "llm.duckdb"
-    started = time.monotonic()
-    subprocess.run(
-        [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(db)],
-        check=True,
-        stdout=subprocess.DEVNULL,
+    flax = [f for f in args.families if (ARCHS[f].model_type or f) in FLAX]
+    sweeps = [(FRAMEWORKS, args.families)] + (
+        [] if args.no_flax or not flax else [(["flax"], flax)]
     )
+    started = time.monotonic()
+    for frameworks, families in sweeps:
+        spec = folder / f"llm-{frameworks[0]}.yaml"
+        spec.write_text(
+            "name: llm-families\n"
+            f"framework: [{', '.join(frameworks)}]\n"
+            f"model: [{', '.join(f'hf:{f}@tiny' for f in families)}]\n"
+            "task: generate\n"
+            f"new_tokens: {args.new_tokens}\n"
+            "batch_size: 1\n"
+            "input_shape: input_ids=Bx8\n"
+            f"timing: {{min_runs: {args.runs}, max_runs: {args.runs}, run_time_s: 1}}\n"
+        )
+        subprocess.run(
+            [sys.executable, "-m", "fwbench", "sweep", str(spec), "--db", str(db)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     took = time.monotonic() - started
     with ResultStore(db, read_only=True) as store:
         results = store.results()

@@ -124,6 +124,8 @@ def test_a_folder_whose_rotary_positions_a_framework_would_not_scale_is_refused_
         ("llama-3.1", "llama", {"rope_parameters": {**llama3, "rope_theta": 5e5}}),
         ("llama-3.1-hub", "llama", {"rope_scaling": llama3, "rope_theta": 5e5}),
         ("qwen2.5-yarn", "qwen2", {"rope_scaling": yarn}),
+        # rope_scaling replaces rope_parameters where both are given, as transformers reads it
+        ("both", "qwen2", {"rope_parameters": {"rope_type": "default"}, "rope_scaling": yarn}),
         ("mistral-linear", "mistral", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}}),
     ):
         folder = tmp_path / name
@@ -139,6 +141,7 @@ def test_a_folder_whose_rotary_positions_a_framework_would_not_scale_is_refused_
     assert not ok and why.startswith("keras-hub's qwen2 converter reads no yarn rotary"), why
     ok, why = found["qwen2.5-yarn"]["flax"]
     assert not ok and why.startswith("Flax's decoder has no yarn rotary positions"), why
+    assert found["both"]["torch"][0] and not any(ok for ok, _ in list(found["both"].values())[1:])
     assert found["mistral-linear"]["flax"][0] and not found["mistral-linear"]["keras-jax"][0]
     assert found["qwen2.5-yarn"]["torch"][0]
     with pytest.raises(SpecError, match=r"cannot run hf:qwen2\.5-yarn@\w+: keras-hub's qwen2 conv"):

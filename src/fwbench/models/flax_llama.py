@@ -148,8 +148,8 @@ class Layer(nnx.Module):
         self.self_attn = Attention(c, index, rngs)
         self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, c.gemma)
         # Gemma 2 and 3 norm the attention's output, and the MLP's input and output.
-        self.pre_feedforward_layernorm = RMSNorm(c.hidden, c.eps, True) if c.sandwich else None
-        self.post_feedforward_layernorm = RMSNorm(c.hidden, c.eps, True) if c.sandwich else None
+        self.pre_feedforward_layernorm = RMSNorm(c.hidden, c.eps, c.gemma) if c.sandwich else None
+        self.post_feedforward_layernorm = RMSNorm(c.hidden, c.eps, c.gemma) if c.sandwich else None
         self.gate_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
         self.up_proj = _linear(c.hidden, c.intermediate, rngs, c.mlp_bias)
         self.down_proj = _linear(c.intermediate, c.hidden, rngs, c.mlp_bias)

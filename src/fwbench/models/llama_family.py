@@ -5,8 +5,8 @@ before any work (sources/hf.py), the Flax worker builds from the same reading.
 The Llama family: transformers' Llama, Mistral, Qwen 2 and 3, Gemma 1 to 3, Phi-3 and
 SmolLM3, each with what its modeling file adds to Llama's decoder (FAMILIES), and the
 rotary positions transformers computes for them unscaled, `linear`, or `llama3` (Llama
-3.1 and 3.2's checkpoints). What the decoder would compute otherwise is refused with the reason
-(ValueError), not run differently.
+3.1 and 3.2's checkpoints). What the decoder would compute otherwise is refused with the
+reason (ValueError), not run differently.
 """
 
 from __future__ import annotations
@@ -152,9 +152,10 @@ def rope_parameters(config: dict[str, Any]) -> dict[str, Any]:
     (`rope_parameters`) or where older checkpoints do (`rope_theta`, `rope_scaling`)."""
     found = dict(config.get("rope_parameters") or {})
     scaling = config.get("rope_scaling") or {}
-    if scaling:
-        found = {**found, **scaling}
-        found.setdefault("rope_type", scaling.get("type", "default"))
+    if scaling:  # it replaces the rest, as transformers reads it
+        kept = {"rope_theta": found["rope_theta"]} if "rope_theta" in found else {}
+        found = {**kept, **scaling, "rope_type": scaling.get("rope_type", scaling.get("type"))}
+        found["rope_type"] = found["rope_type"] or "default"
     if "rope_theta" not in found and "rope_theta" in config:
         found["rope_theta"] = config["rope_theta"]
     return found

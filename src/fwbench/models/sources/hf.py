@@ -234,7 +234,7 @@ ARCHS: dict[str, Arch] = {
 }  # fmt: skip
 # The decoders fwbench writes in Flax NNX, by transformers model_type: the Llama family
 # (models/llama_family.py says what each adds to Llama's decoder). Not the mixtures of
-# experts (docs/flax.md says why).
+# experts (docs/decisions.md says why).
 FLAX = tuple(llama_family.FAMILIES)
 # keras-hub's CausalLM of each transformers model_type (an hf:DIR's config names its own).
 KERAS_HUB = {
@@ -384,28 +384,29 @@ def _builders(given: str, keras_class: str, flax: bool = False) -> dict[str, Any
 def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
     """Whether the Keras builders or Flax's (`framework_models`: the builder a framework
     builds from) read this model, and how or why not; None where the source's entry says."""
+    if framework_models != "flax" and framework_models not in KERAS:
+        return None
+    if framework_models in spec.builders:
+        if framework_models == "flax":
+            return True, "Flax NNX's decoder of the Llama family, from the same safetensors weights"
+        return True, "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
     given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
     named = _named(given)
-    # A folder's own configuration, where it is one keras-hub or Flax reads but computes
-    # otherwise than transformers (scaled rotary positions).
+    # A folder's own configuration: one of an architecture keras-hub or Flax reads may
+    # still be refused, where either would compute it otherwise (scaled rotary positions).
     config = None if named is not None else _read_config(Path(given), given)
+    kind = config["model_type"] if config else ""
     if framework_models == "flax":
-        if framework_models in spec.builders:
-            return True, "Flax NNX's decoder of the Llama family, from the same safetensors weights"
-        why = llama_family.refusal(config) if config else None
-        if why and config and config["model_type"] in FLAX:
+        why = llama_family.refusal(config) if config and kind in FLAX else None
+        if why:
             return False, f"{why}; PyTorch runs this one"
         return False, (
             f"fwbench's Flax decoder reads {', '.join(FLAX)} checkpoints only; PyTorch, "
             "Keras' backends where keras-hub reads it, and the runtimes run this one"
         )
-    if framework_models not in KERAS:
-        return None
-    if framework_models in spec.builders:
-        return True, "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
     if named is not None:
         return False, ARCHS[named[0]].keras_why or _NOT_CONVERTED
-    why = keras_refusal(config) if config and config["model_type"] in KERAS_HUB else None
+    why = keras_refusal(config) if config and kind in KERAS_HUB else None
     if why:
         return False, why
     return False, (
