@@ -304,6 +304,13 @@ class Case(BaseModel):
                 f"input_shape: {self.prompt_len} tokens are past {spec.name}'s context of "
                 f"{spec.context} positions; valid: 1 to {spec.context}"
             )
+        alike = spec.alike_within.get(info.models_from or self.framework)
+        if alike is not None and self.positions > alike[0]:
+            raise ValueError(
+                f"model: {info.label} computes {spec.name} as {spec.family} does up to "
+                f"{alike[0]} positions only ({alike[1]}); this case fills {self.positions}; "
+                f"valid: a sequence (and new tokens) of {alike[0]} positions at most"
+            )
         if self.layout is not None and not INPUT_KINDS[spec.input_kind].images:
             raise ValueError(
                 f"layout: applies to image models; {spec.name} takes {spec.input_kind} input"
@@ -445,6 +452,14 @@ class Case(BaseModel):
     def loss(self) -> str:
         """The objective it trains with: the one given (a user's model), else its model's."""
         return self.objective or self.model_spec.objective
+
+    @property
+    def positions(self) -> int:
+        """The positions a step fills: a token model's sequence, and what its task adds
+        after it (a generation's new tokens)."""
+        task = find_task(self.task)
+        added = self.task_values.get(task.positions_from, 0) if task and task.positions_from else 0
+        return self.prompt_len + added
 
     @property
     def prompt_len(self) -> int:

@@ -149,6 +149,61 @@ def test_a_folder_whose_rotary_positions_a_framework_would_not_scale_is_refused_
                    task="infer", inputs="input_ids=Bx8:int64<512")  # fmt: skip
 
 
+def test_keras_runs_a_folder_only_as_far_as_its_sliding_window_is_kept_and_flax_further(
+    tmp_path: Path,
+) -> None:
+    """keras-hub keeps Mistral's sliding window, Gemma 2's and 3's on the layers its own
+    models slide, and drops Qwen's, Phi-3's and SmolLM3's (measured: logits 0.4-0.8 off
+    past a window of 4, 2e-7 within it). So a case in a Keras backend is refused before
+    any work where it fills more positions than such a window; Flax's decoder keeps
+    every window; a Gemma 3 whose layers keras-hub would rotate otherwise is refused
+    there whatever its length."""
+    import json
+
+    from fwbench.case import Case
+    from fwbench.catalog.models import get_model
+    from fwbench.models.sources import hf as source
+
+    def folder(name: str, arch: str, **extra: object) -> str:
+        path = tmp_path / name
+        path.mkdir()
+        kind = source.ARCHS[arch].model_type or arch
+        config = {"model_type": kind, "architectures": ["XForCausalLM"],
+                  **source.ARCHS[arch].config("tiny"), **extra}  # fmt: skip
+        (path / "config.json").write_text(json.dumps(config))
+        return f"hf:{path}"
+
+    sliding = {"sliding_window": 4, "layer_types": ["sliding_attention"] * 2}
+    mistral = folder("mistral", "mistral", sliding_window=4)
+    qwen2 = folder("qwen2", "qwen2", use_sliding_window=True, **sliding)
+    phi3 = folder("phi3-mini", "phi3", sliding_window=2047, max_position_embeddings=4096)
+    wide = folder("wide", "qwen2", use_sliding_window=True, **{**sliding, "sliding_window": 128})
+    gemma3 = folder("gemma3", "gemma3", sliding_window=4,
+                    layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+
+    def case(framework: str, model: str, tokens: int, task: str = "infer") -> Case:
+        return Case.build(framework=framework, model=model, task=task,
+                          inputs=f"input_ids=Bx{tokens}:int64<512")  # fmt: skip
+
+    for framework in ("tensorflow", "keras-jax", "keras-torch", "flax", "torch"):
+        case(framework, mistral, 40)
+        case(framework, wide, 40)
+        case(framework, qwen2, 4)
+    # Phi-3 mini's window of 2,047 in a context of 4,096: kept up to 2,047 positions.
+    assert [(k, n) for k, (n, _) in get_model(phi3).alike_within.items()] == [("tensorflow", 2047)]
+    for framework in ("flax", "torch"):
+        case(framework, qwen2, 40)
+        case(framework, gemma3, 40)
+    says = r"computes hf:qwen2@\w+ as transformers does up to 4 positions only \(keras-hub's "
+    with pytest.raises(SpecError, match=says + "qwen2 slides no window .*this case fills 8"):
+        case("keras-jax", qwen2, 8)
+    with pytest.raises(SpecError, match="this case fills 6"):  # the new tokens count
+        Case.build(framework="tensorflow", model=qwen2, task="generate",
+                   inputs="input_ids=Bx2:int64<512", task_dims="new_tokens=4")  # fmt: skip
+    ok, why = get_source("hf").can("keras-jax", get_model(gemma3))
+    assert not ok and "places a global layer after every five sliding ones" in why, why
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -194,6 +194,11 @@ class ModelSpec:
     # Positions a generation may fill (prompt and new tokens): a causal language model's
     # context. None: the model does not generate (task generate refuses it).
     context: int | None = None
+    # Per builder (keyed as `builders`), the positions up to which the frameworks that
+    # build from it compute what the model's own library computes, and why no further (a
+    # sliding window a converter does not carry over): a case that fills more is
+    # refused in them before any work.
+    alike_within: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     # Where it comes from (fwbench.catalog.sources): the zoo (or a plugin), or a user's
     # file, callable or library architecture; `reference` resolves it again in a worker
     # (a path or module:function; "" when the name does), `digest` is the content hash

@@ -21,19 +21,21 @@ from typing import Any
 # 1 + weight and embeddings scaled by the width's square root; `sandwich`, norms after
 # the attention and around the MLP too, queries scaled by `query_pre_attn_scalar`, and
 # the attention's and the output's logits soft-capped where the config says (Gemma 2
-# and 3); `window_all`, the config's sliding window on every layer (the others place it
-# by `layer_types`).
+# and 3). Their sliding windows: sliding_windows.
 FAMILIES: dict[str, dict[str, bool]] = {
     "llama": {},
-    "mistral": {"window_all": True},
+    "mistral": {},
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
     "gemma": {"gemma": True},
     "gemma2": {"gemma": True, "sandwich": True},
     "gemma3_text": {"gemma": True, "sandwich": True, "qk_norm": True},
-    "phi3": {"window_all": True},
+    "phi3": {},
     "smollm3": {},
 }
+# The decoders whose config's sliding window is on every layer (the others' layers are
+# placed by `layer_types`).
+WINDOW_EVERYWHERE = ("mistral", "mixtral", "phi3")
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh")
 # transformers' rotary positions the decoder computes, by rope_type, and the settings
 # each reads.
@@ -107,7 +109,7 @@ class Config:
         head_dim = int(config.get("head_dim") or hidden // heads)
         sandwich = family.get("sandwich", False)
         scalar = float(config.get("query_pre_attn_scalar") or head_dim) if sandwich else head_dim
-        rope, local = _gemma3_ropes(config) if kind == "gemma3_text" else (rope_of(config), None)
+        rope, local = gemma3_ropes(config) if kind == "gemma3_text" else (rope_of(config), None)
         return cls(
             hidden=hidden,
             intermediate=int(config["intermediate_size"]),
@@ -130,7 +132,7 @@ class Config:
             attention_cap=_cap(config.get("attn_logit_softcapping")) if sandwich else None,
             output_cap=_cap(config.get("final_logit_softcapping")) if sandwich else None,
             local_rope=local,
-            windows=_windows(config, layers, family.get("window_all", False)),
+            windows=sliding_windows(config),
             rotary=_rotary(config, layers),
         )
 
@@ -184,7 +186,7 @@ def _cap(value: Any) -> float | None:
     return float(value) if value else None
 
 
-def _gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
+def gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
     """Gemma 3's two rotary positions: the full layers' (a base of 1,000,000, scaled
     linearly in the larger sizes) and the sliding layers' (10,000), as transformers 5
     writes them (one entry per kind of layer) or older checkpoints do (`rope_theta`,
@@ -198,7 +200,10 @@ def _gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
     return rope_of(config), Rope(local_base)
 
 
-def _windows(config: dict[str, Any], layers: int, everywhere: bool) -> tuple[int | None, ...]:
+def sliding_windows(config: dict[str, Any]) -> tuple[int | None, ...]:
+    """transformers' sliding window of each layer (None: every earlier position)."""
+    layers = int(config["num_hidden_layers"])
+    everywhere = config.get("model_type") in WINDOW_EVERYWHERE
     window = config.get("sliding_window")
     kinds = config.get("layer_types")
     if kinds is None:

@@ -70,6 +70,9 @@ class Task:
     # The dimension that counts the units a step makes per sample (a generation's
     # new_tokens: its throughput is tokens per second); None: one unit per sample.
     units_from: str | None = None
+    # The dimension counting the positions a step fills after its input's (a
+    # generation's new_tokens: Case.positions); None: its input's alone.
+    positions_from: str | None = None
     # Which models it takes (their ModelSpec): a generation, causal language models only.
     takes: Callable[[Any], bool] | None = None
     # Why a case of a model it takes cannot be made (the case and its ModelSpec), or
@@ -85,8 +88,9 @@ class Task:
         names = [f.name for f in self.figures]
         if STEP_TIME.name not in names or len(set(names)) != len(names):
             raise ValueError(f"task {self.name}: figures must name step_time_s, each once")
-        if self.units_from and self.units_from not in {d.name for d in self.dimensions}:
-            raise ValueError(f"task {self.name}: units_from names no dimension of the task")
+        for named in (self.units_from, self.positions_from):
+            if named and named not in {d.name for d in self.dimensions}:
+                raise ValueError(f"task {self.name}: {named} is no dimension of the task")
         if self.streams and not (self.serves and self.units_from):
             raise ValueError(f"task {self.name}: a streaming task serves, and names units_from")
 

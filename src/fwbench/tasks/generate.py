@@ -29,9 +29,9 @@ NEW_TOKENS = Dimension(
 
 def _fits(case: Any, spec: Any) -> str | None:
     context = int(spec.context)
-    new = case.task_values.get(NEW_TOKENS.name, NEW_TOKENS.default)
-    prompt = int(getattr(case, "prompt_len", None) or case.dims.get("seq_len") or 0)
-    total = prompt + new
+    total = case.positions
+    prompt = case.prompt_len
+    new = total - prompt
     said = (
         f"seq_len {case.dims.get('seq_len')}"
         if case.dims.get("seq_len") is not None
@@ -72,6 +72,7 @@ GENERATE = register_task(
         ),
         dimensions=(NEW_TOKENS,),
         units_from=NEW_TOKENS.name,
+        positions_from=NEW_TOKENS.name,
         takes=causal_lm,
         fits=_fits,
     )

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -319,11 +320,7 @@ def resolve(text: str) -> ModelSpec:
         return user_model(
             f"{PREFIX}{given}",
             family="transformers",
-            builders=_builders(
-                given,
-                found.keras_hub,
-                llama_family.refusal({"model_type": found.model_type or arch, **config}) is None,
-            ),
+            **_frameworks(given, found.model_type or arch, found.causal),
             description=f"transformers' {arch}, {label}, random weights",
             objective="lm" if found.causal else "mean",
             context=int(context) if found.causal and context else None,
@@ -346,11 +343,7 @@ def resolve(text: str) -> ModelSpec:
     return file_model(
         f"{PREFIX}{folder}", content, f"{PREFIX}{folder.name}",
         family="transformers",
-        builders=_builders(
-            str(folder),
-            KERAS_HUB.get(config["model_type"], "") if causal and not keras_refusal(config) else "",
-            causal and llama_family.refusal(config) is None,
-        ),
+        **_frameworks(str(folder), config["model_type"], causal, config),
         description=f"transformers {config['model_type']} from {folder}, {weights}",
         objective="lm" if causal else "mean",
         context=int(context) if causal and context else None,
@@ -359,26 +352,96 @@ def resolve(text: str) -> ModelSpec:
 
 def keras_refusal(config: dict[str, Any]) -> str | None:
     """Why keras-hub would read this decoder's checkpoint into another computation than
-    transformers': rotary positions scaled in a way its converter ignores (it reads
-    Llama 3's `llama3` and Gemma 3's; the others it would run unscaled). None where it
-    reads it as it is."""
+    transformers' at any length: rotary positions scaled in a way its converter ignores
+    (it reads Llama 3's `llama3`; the others it would run unscaled), or a Gemma 3 whose
+    layers or rotary bases are not the ones keras-hub's model fixes. None where it reads
+    it as it is."""
     kind = config["model_type"]
-    scaled = llama_family.rope_parameters(config).get("rope_type", "default")
-    if scaled == "default" or (kind, scaled) == ("llama", "llama3") or kind.startswith("gemma3"):
+    if kind == "gemma3_text":
+        why = _gemma3_keras_refusal(config)
+    else:
+        scaled = llama_family.rope_parameters(config).get("rope_type", "default")
+        read = scaled == "default" or (kind, scaled) == ("llama", "llama3")
+        why = None if read else f"reads no {scaled} rotary positions (it would run them unscaled)"
+    if why is None:
         return None
     return (
-        f"keras-hub's {kind} converter reads no {scaled} rotary positions (it would run "
-        "them unscaled); PyTorch and the runtimes it exports to run this one"
+        f"keras-hub's {kind} converter {why}; PyTorch and the runtimes it exports to run this one"
     )
 
 
-def _builders(given: str, keras_class: str, flax: bool = False) -> dict[str, Any]:
-    found: dict[str, Any] = {"torch": lambda **_: build(given)}
-    if keras_class:
-        found |= dict.fromkeys(KERAS, lambda **_: build_keras(given))
-    if flax:
-        found["flax"] = lambda **_: build_flax(given)
-    return found
+def _gemma3_keras_refusal(config: dict[str, Any]) -> str | None:
+    """keras-hub's Gemma 3 slides five layers in six (`i % 6 < 5`) and rotates them by
+    a base of 10,000, the others by 1,000,000, scaled linearly by the config's factor,
+    whatever the config says: the released checkpoints' layout."""
+    kinds = config.get("layer_types")
+    if kinds and [k == "sliding_attention" for k in kinds] != [
+        i % 6 < 5 for i in range(len(kinds))
+    ]:
+        return "places a global layer after every five sliding ones, not as layer_types says"
+    try:
+        full, local = llama_family.gemma3_ropes(config)
+    except ValueError as exc:
+        return f"reads other rotary positions ({exc})"
+    if (full.theta, local.theta) != (1e6, 1e4) or full.kind not in ("default", "linear"):
+        return "rotates by bases of 1,000,000 and 10,000, scaled linearly, not the config's"
+    if local.kind != "default":
+        return f"rotates the sliding layers unscaled, not {local.kind}"
+    return None
+
+
+# Which layers keras-hub's model of a transformers model_type slides its window over (the
+# config's width); a model_type missing here slides none: its converter drops the setting.
+_KERAS_SLIDES: dict[str, Callable[[int], bool]] = {
+    "mistral": lambda i: True,
+    "mixtral": lambda i: True,
+    "gemma2": lambda i: i % 2 == 0,
+    "gemma3_text": lambda i: i % 6 < 5,
+}
+
+
+def keras_alike(config: dict[str, Any]) -> tuple[int, str] | None:
+    """Up to how many positions keras-hub computes what transformers does where their
+    sliding windows differ (a window covering the whole sequence changes nothing), and
+    why no further; None where they slide alike."""
+    kind = config["model_type"]
+    try:
+        windows = llama_family.sliding_windows(config)
+    except (ValueError, KeyError):  # a window on layers transformers places by its own rule
+        window = config.get("sliding_window")
+        return (int(window), f"keras-hub's {kind} slides no window") if window else None
+    slid = {w for w in windows if w}
+    context = config.get("max_position_embeddings")
+    if not slid or (context and min(slid) >= int(context)):
+        return None
+    slides = _KERAS_SLIDES.get(kind)
+    kept = [slides is not None and slides(i) for i in range(len(windows))]
+    if len(slid) == 1 and kept == [w is not None for w in windows]:
+        return None
+    where = "no window" if slides is None else "its window over other layers"
+    return min(slid), (
+        f"keras-hub's {kind} slides {where} where transformers slides one of {min(slid)}"
+    )
+
+
+def _frameworks(
+    given: str, kind: str, causal: bool, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ModelSpec's fields saying where it runs: PyTorch always; Keras' backends where
+    keras-hub reads its model_type as transformers computes it (`alike_within` the
+    positions where their sliding windows agree); Flax where its decoder computes it.
+    A folder's `config` (its config.json) is checked setting by setting; a built-in size
+    has none here (its settings are fwbench's own, each family's checked by the tests,
+    the rest transformers' defaults, which only transformers knows)."""
+    builders: dict[str, Any] = {"torch": lambda **_: build(given)}
+    alike: dict[str, tuple[int, str]] = {}
+    if causal and kind in KERAS_HUB and not (config and keras_refusal(config)):
+        builders |= dict.fromkeys(KERAS, lambda **_: build_keras(given))
+        window = keras_alike(config) if config else None
+        alike = dict.fromkeys(KERAS, window) if window else {}
+    if causal and kind in FLAX and not (config and llama_family.refusal(config)):
+        builders["flax"] = lambda **_: build_flax(given)
+    return {"builders": builders, "alike_within": alike}
 
 
 def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
@@ -389,7 +452,9 @@ def can_run(spec: ModelSpec, framework_models: str) -> tuple[bool, str] | None:
     if framework_models in spec.builders:
         if framework_models == "flax":
             return True, "Flax NNX's decoder of the Llama family, from the same safetensors weights"
-        return True, "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
+        said = "keras-hub's CausalLM, from the same safetensors weights as PyTorch's"
+        alike = spec.alike_within.get(framework_models)
+        return True, said + (f"; up to {alike[0]} positions ({alike[1]})" if alike else "")
     given = spec.reference[len(PREFIX) :] if spec.reference else spec.name[len(PREFIX) :]
     named = _named(given)
     # A folder's own configuration: one of an architecture keras-hub or Flax reads may
