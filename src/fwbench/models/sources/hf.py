@@ -371,12 +371,13 @@ def keras_refusal(config: dict[str, Any]) -> str | None:
 
 
 def _gemma3_keras_refusal(config: dict[str, Any]) -> str | None:
-    """keras-hub's Gemma 3 slides five layers in six (`i % 6 < 5`) and rotates them by
+    """keras-hub's Gemma 3 slides five layers in six (_KERAS_SLIDES) and rotates them by
     a base of 10,000, the others by 1,000,000, scaled linearly by the config's factor,
     whatever the config says: the released checkpoints' layout."""
     kinds = config.get("layer_types")
+    slides = _KERAS_SLIDES["gemma3_text"]
     if kinds and [k == "sliding_attention" for k in kinds] != [
-        i % 6 < 5 for i in range(len(kinds))
+        slides(i) for i in range(len(kinds))
     ]:
         return "places a global layer after every five sliding ones, not as layer_types says"
     try:
