@@ -229,6 +229,11 @@ class Case(BaseModel):
                     f"options: {name} applies to task {', '.join(known[name].tasks)} only, "
                     f"not {self.task}"
                 )
+            if not known[name].applies(self.task, self.mode):
+                raise ValueError(
+                    f"options: {name} applies to mode {', '.join(known[name].modes)} only, "
+                    f"not {self.mode}"
+                )
         if self.strategy and (self.precision or self.layout or self.autotune):
             raise ValueError(
                 "strategy: data-parallel cases run fp32 in the framework's native layout "

@@ -51,13 +51,17 @@ def search_space(
         fw_modes = [m for m in modes if m in info.modes] if modes else [
             m for m in info.modes if m not in info.slow_modes
         ]  # fmt: skip
-        grid = itertools.product(
-            fw_modes,
-            precisions or DEFAULT_PRECISIONS[device],
-            layouts,
-            threads or (None,),
-            (False, True) if device == "cuda" else (False,),
-            option_sets(fw, options, task),
+        # A setting of some modes only (Flax's state, of jit) is tried in those modes.
+        grid = (
+            (mode, *rest)
+            for mode in fw_modes
+            for rest in itertools.product(
+                precisions or DEFAULT_PRECISIONS[device],
+                layouts,
+                threads or (None,),
+                (False, True) if device == "cuda" else (False,),
+                option_sets(fw, options, task, mode),
+            )
         )
         for mode, precision, layout, n, autotune, chosen in grid:
             fields = {**workload, "framework": fw, "mode": mode, "precision": precision}
@@ -76,13 +80,14 @@ def search_space(
 
 
 def option_sets(
-    framework: str, given: Sequence[str] = (), task: str = TRAIN.name
+    framework: str, given: Sequence[str] = (), task: str = TRAIN.name, mode: str | None = None
 ) -> list[str | None]:
     """The option sets to try: of `given` (`--options`), those whose every setting the
     framework has ('default': none); otherwise every combination of its settings that
-    apply to `task`, each value explicit ("onednn=on", "onednn=off"). [None] where
-    nothing applies."""
-    settings = tuple(s for s in FRAMEWORKS[framework].settings if s.applies(task))
+    apply to `task` (and to `mode`, where given), each value explicit ("onednn=on",
+    "onednn=off"). [None] where nothing applies."""
+    info = FRAMEWORKS[framework]
+    settings = tuple(s for s in info.settings if s.applies(task, mode))
     if given:
         names = {s.name for s in settings}
         found: list[str | None] = []

@@ -32,7 +32,14 @@ def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
             for mode in ("jit", "nnx-jit", "eager")
         ),
         Case.build(**small, framework="flax", num_classes=10, task="infer"),
-        Case.build(**small, framework="flax", num_classes=10, task="train", precision="bf16"),
+        Case.build(
+            **small,
+            framework="flax",
+            num_classes=10,
+            task="train",
+            precision="bf16",
+            options="state=arrays",
+        ),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
         timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
@@ -56,6 +63,8 @@ def test_flax_trains_and_infers_a_resnet_with_pytorchs_parameters_in_every_mode(
             assert "jit_compilations" not in r.settings, label
     assert [r.case.mode for r in flax] == ["jit", "nnx-jit", "eager", "jit", "jit"]
     assert flax[-1].settings["compute_dtype"] == "bfloat16"
+    assert flax[-1].settings["flax_step"].endswith("as its arrays (nnx.as_pure)")
+    assert flax[0].settings["flax_step"].endswith("passed as nnx.Variables")
     assert flax[0].settings["compute_dtype"] == "float32"
 
 
@@ -170,6 +179,7 @@ def test_flax_gpt2_generates_pytorchs_tokens_in_every_mode(tmp_path: Path) -> No
     cases = [
         *(Case.build(**small, framework="flax", mode=m) for m in ("jit", "nnx-jit", "eager")),
         Case.build(**small, framework="torch"),
+        Case.build(**small, framework="flax", options="state=arrays"),
     ]
     with ResultStore(tmp_path / "r.duckdb") as store:
         timing = FAST_TIMING.replace(min_runs=1, max_runs=1)
@@ -181,6 +191,8 @@ def test_flax_gpt2_generates_pytorchs_tokens_in_every_mode(tmp_path: Path) -> No
     jit, nnx_jit = results[:2]
     assert jit.settings["jit_compilations"] == nnx_jit.settings["jit_compilations"] == 2
     assert jit.settings["kv_cache"].startswith("static")
+    assert results[-1].settings["jit_compilations"] == 2
+    assert results[-1].settings["flax_step"] == "the state passed as its arrays (nnx.as_pure)"
     assert len(jit.settings["generated_tokens"]) == 4
 
 

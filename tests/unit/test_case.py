@@ -262,6 +262,19 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
     assert option_sets("onnxruntime", ["onednn=off", "default"]) == [None]
     tried = search_space(["tensorflow"], {**workload, "threads": 2}, ["graph"], ["fp32"])
     assert {c.options for c in tried} == {"onednn=on", "onednn=off"}
+    # A setting of one mode: given in another, refused; tuned in its mode alone, the
+    # other modes still tried (without it).
+    with pytest.raises(SpecError, match="options: state applies to mode jit only, not nnx-jit"):
+        Case.build(**workload, framework="flax", mode="nnx-jit", options="state=arrays")
+    assert option_sets("flax", mode="eager") == [None]
+    assert option_sets("flax", mode="jit") == ["state=variables", "state=arrays"]
+    tried = search_space(["flax"], {**workload, "threads": 2}, precisions=["fp32"])
+    assert sorted(c.variant for c in tried) == [
+        "flax/eager",
+        "flax/jit/state=arrays",
+        "flax/jit/state=variables",
+        "flax/nnx-jit",
+    ]
 
 
 def test_a_sequence_past_the_models_context_is_refused_for_every_task() -> None:

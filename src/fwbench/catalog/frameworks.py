@@ -65,9 +65,13 @@ class Setting:
     env: str | None = None  # the worker's environment variable that applies it
     env_values: tuple[tuple[str, str], ...] = ()  # value -> the variable's value
     tasks: tuple[str, ...] = ()  # the tasks it applies to (none named: every task)
+    modes: tuple[str, ...] = ()  # the modes it applies to (none named: every mode)
 
-    def applies(self, task: str) -> bool:
-        return not self.tasks or task in self.tasks
+    def applies(self, task: str, mode: str | None = None) -> bool:
+        """Whether it applies to `task` (and to `mode`, where one is given)."""
+        if self.tasks and task not in self.tasks:
+            return False
+        return mode is None or not self.modes or mode in self.modes
 
     def env_value(self, value: str) -> str:
         return dict(self.env_values).get(value, value)
@@ -85,6 +89,21 @@ DECODING = Setting(
     "(loop, as keras-hub's generate() runs them; time per output token is the loop's "
     "time over its steps)",
     tasks=(GENERATE.name,),
+)
+
+
+# What a Flax `jit` step passes to jax.jit and gets back: the State of nnx.Variable objects
+# that nnx.split gives (variables: Flax's performance guide's functional loop), which JAX
+# flattens in Python, a Variable at a time, on every call, or the same State's arrays
+# alone (arrays: nnx.as_pure), which JAX flattens in C++. The program is the same; only
+# the call's cost differs. Left out: variables.
+FLAX_STATE = Setting(
+    "state",
+    ("variables", "arrays"),
+    "what a jit step passes to jax.jit and gets back: the State of nnx.Variables that "
+    "nnx.split gives, as Flax's performance guide writes it (variables, the default; JAX "
+    "flattens it in Python on every call), or its arrays alone (arrays: nnx.as_pure)",
+    modes=("jit",),
 )
 
 
@@ -405,6 +424,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
                 env=(("XLA_FLAGS", "--xla_force_host_platform_device_count={replicas}"),),
             ),
         ),
+        settings=(FLAX_STATE,),
         preload=("jax", "flax"),
         forks_on_cuda=True,
         distributions=("flax",),

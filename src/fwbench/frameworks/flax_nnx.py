@@ -95,6 +95,17 @@ class UserLoss:
         return optax.softmax_cross_entropy_with_integer_labels(logits, self.labels).mean()
 
 
+def carried(case: Case) -> tuple[Callable[[Any], Any], str]:
+    """How a `jit` step's state crosses jax.jit (the setting `state`), and its words: as
+    nnx.split gives it, a State of nnx.Variables (JAX flattens each in Python on every
+    call), or as its arrays alone (nnx.as_pure, which nnx.merge takes as well)."""
+    from flax import nnx
+
+    if case.option_values.get("state") == "arrays":
+        return nnx.as_pure, "the state passed as its arrays (nnx.as_pure)"
+    return (lambda state: state), "the state passed as nnx.Variables"
+
+
 def compute_in(model: Any, precision: str | None) -> bool:
     """Flax's mixed precision for bf16 (returns whether it is on): each layer computes in
     its `dtype`, its parameters stay in their `param_dtype` (float32), as Keras'
@@ -176,13 +187,15 @@ class FlaxWorkload(Workload):
         else:
             model.eval()
             objects, work, args = (model,), infer, inputs
+        passed, how = carried(case)
         if self.mode == "jit":
             graphdef, state = nnx.split(objects)
+            state = passed(state)
 
             def pure(state: Any, *args: Any) -> Any:
                 merged = nnx.merge(graphdef, state)
                 out = work(*merged, *args)
-                return out, nnx.state(merged)
+                return out, passed(nnx.state(merged))
 
             # The state is donated when training: its buffers are updated in place, as in
             # the other frameworks' optimizers.
@@ -232,7 +245,7 @@ class FlaxWorkload(Workload):
             "param_dtype": "float32",
             "layout": "channels_last",
             "flax_step": {
-                "jit": "nnx.split once, jax.jit over nnx.merge (state donated)",
+                "jit": f"nnx.split once, jax.jit over nnx.merge (state donated), {how}",
                 "nnx-jit": "nnx.jit on the module and optimizer objects",
                 "eager": "op by op, unjitted",
             }[self.mode],
@@ -304,13 +317,17 @@ class FlaxGenerate(GenerateWorkload):
         self.token: Any = None
 
         def run(model: Any, ids: Any, start: Any, cache: Any) -> Any:
+            if ids.ndim == 1:  # a decoding step's token, made a sequence of one inside
+                ids = ids[:, None]  # the program, as the Keras backends' steps do
             logits, cache = model.forward(ids, start, cache, last_only=True)
             return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
 
         # jit: the one jax.jit function (two programs); nnx-jit: the nnx.jit wrapper.
         self.jitted: Any = None
+        passed, how = carried(case)
         if self.mode == "jit":
             graphdef, state = nnx.split(model)
+            state = passed(state)
 
             def pure(state: Any, ids: Any, start: Any, cache: Any) -> Any:
                 return run(nnx.merge(graphdef, state), ids, start, cache)
@@ -329,15 +346,17 @@ class FlaxGenerate(GenerateWorkload):
             "precision": case.precision or "fp32",
             "compute_dtype": "bfloat16" if mixed else "float32",
             "param_dtype": "float32",
+            **({"flax_step": how} if self.mode == "jit" else {}),
             **self.cache_settings(
                 case, f"static: jax arrays of {context} positions, written at each position"
             ),
         }
+        # Each position an array made before any timing, as the Keras backends' are: made
+        # per step, it would cost a step 0.05 ms of fwbench's own (on a Xeon core).
+        self.at = [jnp.asarray(p, jnp.int32) for p in range(context)]
 
     def _next(self, ids: Any, start: int) -> np.ndarray:
-        import jax.numpy as jnp
-
-        self.token, self.cache = self._run(ids, jnp.int32(start), self.cache)
+        self.token, self.cache = self._run(ids, self.at[start], self.cache)
         return np.asarray(self.token)
 
     def prefill(self) -> np.ndarray:
@@ -346,7 +365,7 @@ class FlaxGenerate(GenerateWorkload):
         return self._next(self.ids, 0)
 
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        return self._next(self.token[:, None], position)
+        return self._next(self.token, position)
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         import jax.numpy as jnp
