@@ -266,6 +266,10 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
     # other modes still tried (without it).
     with pytest.raises(SpecError, match="options: state applies to mode jit only, not nnx-jit"):
         Case.build(**workload, framework="flax", mode="nnx-jit", options="state=arrays")
+    from fwbench.cli.choices import options_help
+
+    assert "flax: state=variables|arrays (mode jit)" in options_help()
+    assert "decoding=stream|loop (task generate)" in options_help()
     assert option_sets("flax", mode="eager") == [None]
     assert option_sets("flax", mode="jit") == ["state=variables", "state=arrays"]
     tried = search_space(["flax"], {**workload, "threads": 2}, precisions=["fp32"])

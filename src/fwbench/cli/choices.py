@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable
 
 from fwbench.case import DEVICES, LAYOUTS, PRECISIONS
-from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
+from fwbench.catalog.frameworks import FRAMEWORKS, Setting, core_frameworks
 from fwbench.plugins import PluginError
 from fwbench.tasks import all_tasks, task_names
 
@@ -43,8 +43,14 @@ def modes_help() -> str:
 
 def _settings_per_framework() -> str:
     """Each framework's own settings and their values, as the help texts list them."""
+
+    def scope(setting: Setting) -> str:
+        where = [f"task {'|'.join(setting.tasks)}"] if setting.tasks else []
+        where += [f"mode {'|'.join(setting.modes)}"] if setting.modes else []
+        return f" ({', '.join(where)})" if where else ""
+
     return "; ".join(
-        f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}" for s in i.settings)
+        f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}{scope(s)}" for s in i.settings)
         for name, i in FRAMEWORKS.items()
         if i.settings
     )
