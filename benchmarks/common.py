@@ -88,3 +88,12 @@ def verdict_of(sides: dict[str, Any], estimator: str = "p25", looks: Any = None)
     from fwbench.measure.verdicts import comparison_between
 
     return comparison_between(sides, looks=looks, estimator=estimator).verdict()
+
+
+def against_target(low: float, high: float, target: float) -> str:
+    """A crosscheck's ratio interval read against 1.00 +- target: 'yes' where the whole
+    interval is within it, 'NO' where it leaves out 1.00, and '?' where it holds 1.00
+    but is wider than the target (more rounds would decide)."""
+    if 1 - target <= low and high <= 1 + target:
+        return "yes"
+    return "?" if low <= 1 <= high else "NO"

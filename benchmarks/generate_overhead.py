@@ -16,7 +16,11 @@ hf:llama@tiny`, any `hf:` text), the same weights and prompt on both sides:
   min_new_tokens=N)`, greedy;
 - Keras (tensorflow, keras-jax, keras-torch), either model (both are keras-hub's):
   keras-hub's `CausalLM.generate()` with the greedy sampler, the prompt padded to
-  prompt + N positions (keras-hub's input).
+  prompt + N positions (keras-hub's input);
+- Flax, either model (fwbench's NNX decoders, from the same weights): a decoding loop
+  written as Flax's performance guide writes a step, `nnx.split` once and a `jax.jit`
+  function that `nnx.merge`s, through a static cache made per generation and donated,
+  each position passed as a Python int, each token read back as it is made.
 
 Ratios are fwbench / hand (above 1: fwbench slower), geometric means over rounds with a
 t interval; the target is 1.00 +- 0.03 for the hand loop, 1.00 +- 0.05 for the
@@ -44,11 +48,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import against_target
 
 from fwbench.measure.verdicts import ratio
 
 FWBENCH = str(Path(sys.executable).parent / "fwbench")
-FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "keras-torch")
+FRAMEWORKS = ("torch", "tensorflow", "keras-jax", "keras-torch", "flax")
 TARGET = 0.03
 LIBRARY_TARGET = 0.05
 
@@ -97,7 +102,7 @@ def _per_token(loop: Callable[[], list[float]]) -> Timed:
 
 def _threads(args: argparse.Namespace, framework: str) -> None:
     """The case's threads in this process, as fwbench's worker sets them."""
-    if framework == "keras-jax":
+    if framework in ("keras-jax", "flax"):
         cores = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, cores[: args.threads])
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -223,6 +228,53 @@ def torch_loop(args: argparse.Namespace) -> Timed:
     return _per_token(generate)
 
 
+def flax_loop(args: argparse.Namespace) -> Timed:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from fwbench.frameworks import generation
+    from fwbench.models import flax_gpt
+    from fwbench.models.sources import hf
+
+    # As fwbench's worker sets it (fp32 is fp32 on every device).
+    jax.config.update("jax_default_matmul_precision", "highest")  # type: ignore[no-untyped-call]
+    case = _case(args)
+    if _library(args.model):
+        model = hf.build_flax(args.model.removeprefix("hf:"))
+    else:  # the zoo's GPT-2, with the weights every framework loads
+        model = flax_gpt.gpt2(args.model, args.seq_len, case.dim("vocab_size"))
+        flax_gpt.load_weights(model, generation.weights(case))
+    model.eval()  # type: ignore[no-untyped-call]
+    graphdef, state = nnx.split(model)
+
+    def forward(state: Any, ids: Any, cache: Any, start: Any) -> Any:
+        ids = ids if ids.ndim == 2 else ids[:, None]
+        logits, cache = nnx.merge(graphdef, state).forward(ids, start, cache, last_only=True)
+        return jnp.argmax(logits[:, -1], axis=-1), cache
+
+    step = jax.jit(forward, donate_argnums=2)
+    prompt = jnp.asarray(generation.prompt(case))
+    batch, length = prompt.shape
+    context = length + args.new_tokens
+
+    def generate() -> list[float]:
+        cache = model.empty_cache(batch, context, jnp.float32)
+        times = []
+        start = time.perf_counter()
+        token, cache = step(state, prompt, cache, 0)
+        np.asarray(token)
+        times.append(time.perf_counter() - start)
+        for position in range(length, context - 1):
+            start = time.perf_counter()
+            token, cache = step(state, token, cache, position)
+            np.asarray(token)
+            times.append(time.perf_counter() - start)
+        return times
+
+    return _per_token(generate)
+
+
 LIBRARIES: dict[str, Callable[[argparse.Namespace], Timed]] = {
     "torch": transformers_generate, "tensorflow": keras_hub_generate,
     "keras-jax": keras_hub_generate, "keras-torch": keras_hub_generate,
@@ -233,6 +285,8 @@ def _way(args: argparse.Namespace, framework: str) -> tuple[Callable[..., Timed]
     """How `framework`'s users generate `args.model` (see the docstring), and the target."""
     if framework == "torch" and not _library(args.model):
         return torch_loop, TARGET
+    if framework == "flax":
+        return flax_loop, TARGET
     return LIBRARIES[framework], LIBRARY_TARGET
 
 
@@ -307,7 +361,12 @@ def main() -> None:
         print(json.dumps(hand(args)))
         return
     frameworks = args.framework or list(FRAMEWORKS)
-    against = "the libraries' generate()" + ("" if _library(args.model) else " and a hand loop")
+    loops = [f for f in frameworks if _way(args, f)[0] in (torch_loop, flax_loop)]
+    libraries = [f for f in frameworks if f not in loops]
+    against = " and ".join(
+        [*(["the libraries' generate()"] if libraries else []),
+         *([f"a hand loop ({', '.join(loops)})"] if loops else [])]
+    )  # fmt: skip
     print(
         f"# {date.today()}: {args.model} generate against {against}"
         f"{', fwbench with ' + args.options if args.options else ''}, "
@@ -341,11 +400,15 @@ def main() -> None:
                 )
             found = ratio(ours, theirs)
             target = _way(args, framework)[1]
-            inside = abs(found.value - 1) <= target
+            reading = {
+                "yes": f"within 1.00 +- {target:.2f}",
+                "?": f"holds 1.00, wider than 1.00 +- {target:.2f}: more rounds to decide",
+                "NO": f"OUTSIDE 1.00 +- {target:.2f}",
+            }[against_target(found.ci_low, found.ci_high, target)]
             print(
                 f"{framework}: TPOT fwbench / hand {found.value:.3f} "
                 f"(95% CI {found.ci_low:.3f}-{found.ci_high:.3f}) over {args.rounds} rounds: "
-                f"{'within' if inside else 'OUTSIDE'} 1.00 +- {target:.2f}",
+                f"{reading}",
                 flush=True,
             )
 
