@@ -3,8 +3,9 @@
 Keys are named like the `run` flags. Each axis is a value, a list, or a mapping from
 framework name to a value or list (e.g. `mode: {torch: eager, tensorflow: graph}`) whose
 keys are frameworks of the sweep. It names every framework of the sweep (one left out would
-get no case: refused), but on `options`, where one left out gets no options. A key is given
-once, and not as null: left out, it takes its default.
+get no case: refused), but on `options`, where one left out gets no options, and each case
+takes the settings that apply to its task and mode. A key is given once, and not as null:
+left out, it takes its default.
 `exclude` is a list of partial cases; a case matching every key of one rule is dropped.
 `timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
 (seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fwbench.case import Case, default_mode
+from fwbench.case import Case, canonical_options, default_mode
 from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
 from fwbench.catalog.models import all_dimensions, all_models, find_model
 from fwbench.catalog.sources import source_of
@@ -588,7 +589,9 @@ def _expand(
             for given, options in modes_and_options:
                 mode = given if given is not None else default_mode(fw, fields.get("strategy"))
                 candidate = _applicable(
-                    {**fields, "framework": fw, "mode": mode, "options": options}
+                    _settings_applying(
+                        {**fields, "framework": fw, "mode": mode, "options": options}
+                    )
                 )
                 if not _distributed_fits(candidate, strategies) or not _task_fits(candidate):
                     continue
@@ -649,6 +652,30 @@ def _applicable(fields: dict[str, Any]) -> dict[str, Any]:
     if spec is None:
         return fields  # unknown model: Case.build names the valid choices
     return {k: v for k, v in fields.items() if k not in declared or k in spec.dims}
+
+
+def _settings_applying(fields: dict[str, Any]) -> dict[str, Any]:
+    """The case's options without the settings that do not apply to its task and mode, as
+    its dimensions drop what its model does not take: `options: {flax: [state=arrays]}`
+    beside `mode: [jit, nnx-jit]` gives jit the setting and nnx-jit none (duplicates are
+    removed by key). A name the framework lacks stays, for Case.build to name."""
+    info = FRAMEWORKS.get(str(fields.get("framework")))
+    if info is None or not info.settings or not fields.get("options"):
+        return fields
+    try:
+        given = canonical_options(fields["options"])
+    except ValueError:
+        return fields  # Case.build refuses it in its words
+    if not isinstance(given, str):
+        return fields
+    known = {setting.name: setting for setting in info.settings}
+    task, mode = str(fields.get("task") or TRAIN.name), str(fields["mode"])
+    kept = [
+        pair
+        for pair in given.split(",")
+        if (found := known.get(pair.split("=", 1)[0])) is None or found.applies(task, mode)
+    ]
+    return {**fields, "options": ",".join(kept) or None}
 
 
 def _fold_task_dims(fields: dict[str, Any]) -> dict[str, Any]:

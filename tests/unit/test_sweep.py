@@ -72,6 +72,29 @@ def test_options_left_out_for_a_framework_mean_none() -> None:
     assert [c.variant for c in s.cases] == ["torch/eager", "tensorflow/graph/onednn=off"]
 
 
+def test_a_setting_of_some_modes_or_tasks_is_given_where_it_applies() -> None:
+    """Flax's state applies to mode jit, Keras' decoding to task generate: beside other
+    modes and tasks, a sweep gives them the case without it (one case, not two), as
+    a model's cases drop the dimensions it does not take."""
+    s = sweep.parse(
+        "model: gpt2_tiny\ntask: [train, generate]\nframework: [flax, keras-jax]\n"
+        "mode: {flax: [jit, nnx-jit], keras-jax: [jit]}\n"
+        "options: {flax: [default, state=arrays], keras-jax: decoding=loop}\n"
+    )
+    assert [(c.task, c.variant) for c in s.cases] == [
+        ("train", "flax/jit"),
+        ("train", "flax/jit/state=arrays"),
+        ("train", "flax/nnx-jit"),
+        ("train", "keras-jax/jit"),
+        ("generate", "flax/jit"),
+        ("generate", "flax/jit/state=arrays"),
+        ("generate", "flax/nnx-jit"),
+        ("generate", "keras-jax/jit/decoding=loop"),
+    ]
+    with pytest.raises(SpecError, match="has no setting 'spinning'; valid choices for flax: state"):
+        sweep.parse("model: resnet18\nframework: flax\noptions: spinning=off\n")
+
+
 def test_timing_and_timeout_are_read() -> None:
     s = sweep.parse("model: resnet18\ntiming: {max_time_s: 2}\ntimeout_s: 30\n")
     assert s.timing.plan.max_time_s == 2
