@@ -619,6 +619,17 @@ def _expand(
             raise SpecError(
                 f"{source}: strategy {name} applies to none of the sweep's cases{needs}"
             )
+    # A setting given applies to a case of its task and mode (_settings_applying).
+    carried = {name for c in cases for name in c.option_values}
+    for value in _flat(axes["options"]):
+        given = canonical_options(value)
+        settings = [p.split("=", 1)[0] for p in given.split(",")] if isinstance(given, str) else []
+        for name in settings:
+            if name not in carried:
+                raise SpecError(
+                    f"{source}: options: {name} applies to none of the sweep's cases"
+                    f"{_scope_of(name)}"
+                )
     # A dimension given a value applies to a case whose model (or task) declares it.
     owners: list[tuple[Iterable[str], str, Callable[[Case], Iterable[str]], Callable[[Case], str]]]
     owners = [
@@ -676,6 +687,16 @@ def _settings_applying(fields: dict[str, Any]) -> dict[str, Any]:
         if (found := known.get(pair.split("=", 1)[0])) is None or found.applies(task, mode)
     ]
     return {**fields, "options": ",".join(kept) or None}
+
+
+def _scope_of(setting: str) -> str:
+    """Where a framework's setting applies, in words for an error (" (it applies to mode
+    jit only)"), or "" where it applies everywhere."""
+    for info in FRAMEWORKS.values():
+        for found in info.settings:
+            if found.name == setting and found.scope():
+                return f" (it applies to {found.scope()} only)"
+    return ""
 
 
 def _fold_task_dims(fields: dict[str, Any]) -> dict[str, Any]:

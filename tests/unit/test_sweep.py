@@ -93,6 +93,12 @@ def test_a_setting_of_some_modes_or_tasks_is_given_where_it_applies() -> None:
     ]
     with pytest.raises(SpecError, match="has no setting 'spinning'; valid choices for flax: state"):
         sweep.parse("model: resnet18\nframework: flax\noptions: spinning=off\n")
+    # Given where it applies to no case, it is refused, not dropped without a word.
+    says = "options: state applies to none of the sweep's cases [(]it applies to mode jit only"
+    with pytest.raises(SpecError, match=says):
+        sweep.parse("model: resnet18\nframework: flax\nmode: nnx-jit\noptions: state=arrays\n")
+    with pytest.raises(SpecError, match=r"decoding applies to none .* task generate only"):
+        sweep.parse("model: gpt2_tiny\nframework: keras-jax\noptions: decoding=loop\n")
 
 
 def test_timing_and_timeout_are_read() -> None:

@@ -73,6 +73,12 @@ class Setting:
             return False
         return mode is None or not self.modes or mode in self.modes
 
+    def scope(self) -> str:
+        """Where it applies, in words ("task generate", "mode jit"; "" for everywhere)."""
+        where = [f"task {'|'.join(self.tasks)}"] if self.tasks else []
+        where += [f"mode {'|'.join(self.modes)}"] if self.modes else []
+        return ", ".join(where)
+
     def env_value(self, value: str) -> str:
         return dict(self.env_values).get(value, value)
 
@@ -95,8 +101,9 @@ DECODING = Setting(
 # What a Flax `jit` step passes to jax.jit and gets back: the State of nnx.Variable objects
 # that nnx.split gives (variables: Flax's performance guide's functional loop), which JAX
 # flattens in Python, a Variable at a time, on every call, or the same State's arrays
-# alone (arrays: nnx.as_pure), which JAX flattens in C++. The program is the same; only
-# the call's cost differs. Left out: variables.
+# alone (arrays: nnx.as_pure), whose Variables need no flattening (the State itself is
+# still flattened in Python). The program is the same; only the call's cost differs.
+# Left out: variables.
 FLAX_STATE = Setting(
     "state",
     ("variables", "arrays"),

@@ -45,9 +45,7 @@ def _settings_per_framework() -> str:
     """Each framework's own settings and their values, as the help texts list them."""
 
     def scope(setting: Setting) -> str:
-        where = [f"task {'|'.join(setting.tasks)}"] if setting.tasks else []
-        where += [f"mode {'|'.join(setting.modes)}"] if setting.modes else []
-        return f" ({', '.join(where)})" if where else ""
+        return f" ({setting.scope()})" if setting.scope() else ""
 
     return "; ".join(
         f"{name}: " + ", ".join(f"{s.name}={'|'.join(s.values)}{scope(s)}" for s in i.settings)
