@@ -92,8 +92,8 @@ def verdict_of(sides: dict[str, Any], estimator: str = "p25", looks: Any = None)
 
 def against_target(low: float, high: float, target: float) -> str:
     """A crosscheck's ratio interval read against 1.00 +- target: 'yes' where the whole
-    interval is within it, 'NO' where it leaves out 1.00, and '?' where it holds 1.00
-    but is wider than the target (more rounds would decide)."""
+    interval lies within it, 'NO' where the whole interval lies outside it, and '?'
+    where it straddles an edge (more rounds would decide)."""
     if 1 - target <= low and high <= 1 + target:
         return "yes"
-    return "?" if low <= 1 <= high else "NO"
+    return "NO" if low > 1 + target or high < 1 - target else "?"

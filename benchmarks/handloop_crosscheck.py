@@ -154,7 +154,7 @@ def main() -> int:
             )
     busiest = max(row["max_other_cores"] for row in found)
     print(f"other processes' CPU during any one process: at most {busiest:.2f} cores")
-    print("ok: yes, the interval within the target; ?, it holds 1.00 but is wider; NO, not 1.00")
+    print("ok: yes, the interval within the target; NO, outside it; ?, across its edge")
     if args.out:
         args.out.write_text(
             json.dumps(
