@@ -310,14 +310,11 @@ def hand(args: argparse.Namespace) -> dict[str, float]:
 def _has_settings(framework: str, options: str | None) -> bool:
     """Whether `framework` has every setting `options` names (decoding: the Keras
     backends; state: Flax): fwbench's --options go to those frameworks only."""
-    from fwbench.case import canonical_options
+    from fwbench.case import option_values_of
     from fwbench.catalog.frameworks import FRAMEWORKS
 
-    given = canonical_options(options) if options else None
-    if not given:
-        return False
-    names = {s.name for s in FRAMEWORKS[framework].settings}
-    return {p.split("=", 1)[0] for p in given.split(",")} <= names
+    given = option_values_of(options)
+    return bool(given) and set(given) <= {s.name for s in FRAMEWORKS[framework].settings}
 
 
 def _fwbench(args: argparse.Namespace, framework: str, db: Path) -> dict[str, float]:

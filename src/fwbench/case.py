@@ -510,9 +510,7 @@ class Case(BaseModel):
     @property
     def option_values(self) -> dict[str, str]:
         """The options the case sets: name -> value (empty when the framework decides)."""
-        if not self.options:
-            return {}
-        return dict(part.split("=", 1) for part in self.options.split(","))
+        return option_values_of(self.options)
 
     def option_env(self) -> dict[str, str]:
         """Environment variables its options set in the worker, before the framework loads."""
@@ -679,6 +677,16 @@ def canonical_options(value: Any) -> Any:
     if not isinstance(pairs, dict):
         return pairs
     return ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))
+
+
+def option_values_of(value: Any) -> dict[str, str]:
+    """`--options` in any form canonical_options takes, as name -> value: empty for none,
+    and for a value that is not options (validation refuses it). Raises ValueError for a
+    pair that is not NAME=VALUE, as canonical_options does."""
+    given = canonical_options(value)
+    if not isinstance(given, str) or not given:
+        return {}
+    return dict(part.split("=", 1) for part in given.split(","))
 
 
 def parse_dims(values: Sequence[str]) -> dict[str, int]:

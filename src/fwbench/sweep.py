@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fwbench.case import Case, canonical_options, default_mode
+from fwbench.case import Case, default_mode, option_values_of
 from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
 from fwbench.catalog.models import all_dimensions, all_models, find_model
 from fwbench.catalog.sources import source_of
@@ -622,9 +622,11 @@ def _expand(
     # A setting given applies to a case of its task and mode (_settings_applying).
     carried = {name for c in cases for name in c.option_values}
     for value in _flat(axes["options"]):
-        given = canonical_options(value)
-        settings = [p.split("=", 1)[0] for p in given.split(",")] if isinstance(given, str) else []
-        for name in settings:
+        try:
+            given = option_values_of(value)
+        except ValueError as exc:  # given only to cases `exclude` removed: never validated
+            raise SpecError(f"{source}: {exc}") from None
+        for name in given:
             if name not in carried:
                 raise SpecError(
                     f"{source}: options: {name} applies to none of the sweep's cases"
@@ -674,17 +676,17 @@ def _settings_applying(fields: dict[str, Any]) -> dict[str, Any]:
     if info is None or not info.settings or not fields.get("options"):
         return fields
     try:
-        given = canonical_options(fields["options"])
+        given = option_values_of(fields["options"])
     except ValueError:
         return fields  # Case.build refuses it in its words
-    if not isinstance(given, str):
+    if not given:
         return fields
     known = {setting.name: setting for setting in info.settings}
     task, mode = str(fields.get("task") or TRAIN.name), str(fields["mode"])
     kept = [
-        pair
-        for pair in given.split(",")
-        if (found := known.get(pair.split("=", 1)[0])) is None or found.applies(task, mode)
+        f"{name}={value}"
+        for name, value in given.items()
+        if (found := known.get(name)) is None or found.applies(task, mode)
     ]
     return {**fields, "options": ",".join(kept) or None}
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fwbench.case import Case, canonical_options
+from fwbench.case import Case, canonical_options, option_values_of
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.catalog.models import INPUT_KINDS, get_model
 from fwbench.errors import SpecError
@@ -86,14 +86,13 @@ def option_sets(
     framework has ('default': none); otherwise every combination of its settings that
     apply to `task` (and to `mode`, where given), each value explicit ("onednn=on",
     "onednn=off"). [None] where nothing applies."""
-    info = FRAMEWORKS[framework]
-    settings = tuple(s for s in info.settings if s.applies(task, mode))
+    settings = tuple(s for s in FRAMEWORKS[framework].settings if s.applies(task, mode))
     if given:
         names = {s.name for s in settings}
         found: list[str | None] = []
         for text in given:
             options = canonical_options(text)
-            if options is None or {o.split("=")[0] for o in options.split(",")} <= names:
+            if set(option_values_of(options)) <= names:
                 found.append(options)
         return list(dict.fromkeys(found)) or [None]
     if not settings:
