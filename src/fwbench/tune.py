@@ -85,7 +85,8 @@ def option_sets(
     """The option sets to try: of `given` (`--options`), those whose every setting the
     framework has ('default': none); otherwise every combination of its settings that
     apply to `task` (and to `mode`, where given), each value explicit ("onednn=on",
-    "onednn=off"). [None] where nothing applies."""
+    "onednn=off") except a setting's fixed default, which is its absence (the default
+    case itself, not a twin of it under another name). [None] where nothing applies."""
     settings = tuple(s for s in FRAMEWORKS[framework].settings if s.applies(task, mode))
     if given:
         names = {s.name for s in settings}
@@ -97,8 +98,10 @@ def option_sets(
         return list(dict.fromkeys(found)) or [None]
     if not settings:
         return [None]
-    values = itertools.product(*([f"{s.name}={v}" for v in s.values] for s in settings))
-    return [",".join(combo) for combo in values]
+    values = itertools.product(
+        *([f"{s.name}={v}" if v != s.default else "" for v in s.values] for s in settings)
+    )
+    return [",".join(part for part in combo if part) or None for combo in values]
 
 
 def default_case(framework: str, workload: dict[str, Any]) -> Case:

@@ -258,7 +258,7 @@ def test_decoding_is_a_setting_of_generation_in_the_keras_backends_that_compile(
         Case.build(framework="keras-jax", task="train", options="decoding=loop", **base)
     with pytest.raises(SpecError, match="Keras 3 on PyTorch has no setting 'decoding'"):
         Case.build(framework="keras-torch", task="generate", options="decoding=loop", **base)
-    assert option_sets("keras-jax", task="generate") == ["decoding=stream", "decoding=loop"]
+    assert option_sets("keras-jax", task="generate") == [None, "decoding=loop"]
     assert option_sets("keras-jax", task="train") == [None]
     assert option_sets("tensorflow", task="train") == ["onednn=on", "onednn=off"]
 

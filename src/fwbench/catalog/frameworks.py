@@ -66,6 +66,11 @@ class Setting:
     env_values: tuple[tuple[str, str], ...] = ()  # value -> the variable's value
     tasks: tuple[str, ...] = ()  # the tasks it applies to (none named: every task)
     modes: tuple[str, ...] = ()  # the modes it applies to (none named: every mode)
+    # The value the framework takes when the setting is left out, where that is fixed
+    # (None where the framework decides by the machine, as TensorFlow's oneDNN does):
+    # `tune` tries that value as the case without the setting, never as a second case
+    # doing the same work under another name.
+    default: str | None = None
 
     def applies(self, task: str, mode: str | None = None) -> bool:
         """Whether it applies to `task` (and to `mode`, where one is given)."""
@@ -95,6 +100,7 @@ DECODING = Setting(
     "(loop, as keras-hub's generate() runs them; time per output token is the loop's "
     "time over its steps)",
     tasks=(GENERATE.name,),
+    default="stream",
 )
 
 
@@ -111,6 +117,7 @@ FLAX_STATE = Setting(
     "nnx.split gives, as Flax's performance guide writes it (variables, the default; JAX "
     "flattens it in Python on every call), or its arrays alone (arrays: nnx.as_pure)",
     modes=("jit",),
+    default="variables",
 )
 
 
@@ -476,6 +483,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
                 ("on", "off"),
                 "whether its intra-op threads spin between operators (on, ONNX Runtime's "
                 "default) or sleep (off: frees the cores for other work on a shared host)",
+                default="on",
             ),
         ),
     ),
@@ -524,6 +532,7 @@ _BUILT_IN: tuple[FrameworkInfo, ...] = (
                 ("on", "off"),
                 "LiteRT's XNNPACK delegate (on, its default on CPUs) or its builtin "
                 "kernels alone (off)",
+                default="on",
             ),
         ),
         colour="#3C9A5F",
