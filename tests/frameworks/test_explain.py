@@ -147,7 +147,8 @@ def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profi
 ) -> None:
     """Keras on JAX is profiled as Flax is (JAX's profiler, the step's compiled program),
     Keras on PyTorch as PyTorch is (torch.profiler): their convolutions read as such; on
-    JAX its BatchNorm too, on PyTorch its optimizer's foreach update."""
+    JAX its BatchNorm and its optimizer's stateless update too, on PyTorch its
+    optimizer's foreach update."""
     proc = fwbench(
         "explain", "--framework", "keras-jax", "--framework", "keras-torch", "--model",
         "resnet18", "--task", "train", "--batch-size", "4", "--input-size", "64",
@@ -167,5 +168,6 @@ def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profi
     jax, torch = (records[fw]["breakdown"] for fw in ("keras-jax", "keras-torch"))
     assert jax["profiler"] == "jax.profiler (XPlane)" and Path(jax["trace"]).is_dir()
     assert jax["categories"].get("normalisation", 0) > 0, jax["categories"]
+    assert jax["categories"].get("optimizer update", 0) > 0, jax["categories"]
     assert torch["profiler"] == "torch.profiler"
     assert torch["categories"].get("optimizer update", 0) > 0, torch["categories"]

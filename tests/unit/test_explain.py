@@ -133,26 +133,43 @@ def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:
         load_rules(bad)
 
 
-# A compiled XLA program's text as `.compile().as_text()` prints it, cut down
-# (tests/data/README.md).
-_PROGRAM = (Path(__file__).parent.parent / "data" / "xla-program-cut.txt").read_text()
+# A compiled XLA program's whole text, as `.compile().as_text()` printed it for a Flax
+# training step (tests/data/README.md).
+_PROGRAM = (Path(__file__).parent.parent / "data" / "xla-program.txt").read_text()
 
 
 def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -> None:
     from fwbench.explain.hlo import op_texts
 
     texts = op_texts(_PROGRAM)
-    assert texts["ynn_fusion"] == "M.__call__/Linear.__call__ | ynn_fusion | fusion dot"
-    assert texts["convolution"] == "M.__call__ | convolution | convolution"
+    # The libraries' functions, outermost first, through every parent frame; of the
+    # model's and the step's own (model.py) only the op's own function.
+    grad = "UpdateContextManager.__call__.<locals>.update_context_manager_wrapper"
+    grad += "/_grad_general.<locals>.grad_wrapper/GradFn.__call__"
+    assert texts["ynn_fusion.1"] == f"{grad}/Linear.__call__ | ynn_fusion.1 | fusion dot"
+    assert texts["convolution"] == f"{grad}/Conv.__call__ | convolution | convolution"
+    assert texts["broadcast_multiply_fusion"].startswith(f"{grad}/M.__call__ | ")
+    update = "_check_grads_arg_passed.<locals>._check_grads_wrapper/Optimizer.update"
     assert texts["multiply_add_fusion"] == (
-        "apply_updates.<locals>.<lambda> | multiply_add_fusion | fusion broadcast multiply add"
+        f"{update}/apply_updates/apply_updates.<locals>.<lambda> | multiply_add_fusion"
+        " | fusion broadcast multiply add"
     )
+    assert texts["mul.2"].startswith(f"{update}/chain.<locals>.update_fn/")
+    assert not any("pure" in text.split(" | ")[0] for text in texts.values())
     categorise = Categoriser()
     # By its name alone a fusion of a dot is "other ops"; by what it holds, a matmul.
     assert categorise("jit_pure | ynn_fusion") == "other ops"
-    assert categorise(texts["ynn_fusion"]) == "matmul / GEMM"
+    assert categorise(texts["ynn_fusion.1"]) == "matmul / GEMM"
     assert categorise(texts["convolution"]) == "convolution"
     assert categorise(texts["multiply_add_fusion"]) == "optimizer update"
+    assert categorise(texts["mul.2"]) == "optimizer update"  # optax's scale
+    assert categorise(texts["broadcast_multiply_fusion"]) == "elementwise / activation"
+    # A Keras optimizer's update on JAX; XLA's cast and Keras' convert_to_tensor are
+    # no convolution.
+    keras = "BaseOptimizer.stateless_apply/BaseOptimizer.apply/SGD.update_step/multiply"
+    assert categorise(f"{keras} | mul.1 | multiply") == "optimizer update"
+    assert categorise("convert_to_tensor | convert.3 | convert") == "elementwise / activation"
+    assert categorise(" | wrapped_reverse | fusion reverse") == "layout / copies"
     # Eager JAX runs a program per primitive, named after it.
     assert categorise("jit_conv_general_dilated | convolution") == "convolution"
     assert categorise("jit_reduce_window_max | reduce-window") == "pooling"

@@ -21,12 +21,13 @@ IDLE = "idle / framework overhead"
 OTHER = "other ops"
 
 DEFAULT_RULES: list[tuple[str, str]] = [
-    # JAX: optax's update functions and its apply_updates, as a program's stack frames
-    # name them (fwbench.explain.hlo).
+    # JAX: optax's update functions and its apply_updates, and a Keras optimizer's
+    # stateless_apply and update_step, as a program's stack frames name them
+    # (fwbench.explain.hlo).
     (
         "optimizer update",
         r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum|optimizer\.update"
-        r"|update_fn|apply_updates|scale_by_",
+        r"|update_fn|apply_updates|scale_by_|stateless_apply|update_step",
     ),
     # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
     # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
@@ -35,7 +36,8 @@ DEFAULT_RULES: list[tuple[str, str]] = [
         r"allreduce|all_reduce|all-reduce|nccl|gloo|allgather|all-gather|c10d::|collective",
     ),
     ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
-    ("convolution", r"conv|depthwise"),
+    # Not XLA's `convert` (a cast) nor Keras' convert_to_tensor.
+    ("convolution", r"conv(?!ert)|depthwise"),
     ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm|\bdot\b"),
     (
         "normalisation",
@@ -47,12 +49,14 @@ DEFAULT_RULES: list[tuple[str, str]] = [
     (
         "layout / copies",
         r"transpose|permute|copy|contiguous|reorder|memcpy|to_dense|mkltotf|inputconversion"
-        r"|aten::to\b|aten::clone",
+        r"|aten::to\b|aten::clone"
+        # XLA's reverse, the kernel flipped for a convolution's input gradient.
+        r"|(^|[| ])reverse( |$)",
     ),
     (
         "elementwise / activation",
         r"relu|add|mul|sub|div|sigmoid|tanh|gelu|softmax|exp|log|neg|sqrt|maximum|minimum"
-        r"|bias|fill|zero|where|select|cast|threshold|sum|mean|square",
+        r"|bias|fill|zero|where|select|cast|convert|threshold|sum|mean|square",
     ),
 ]
 

@@ -46,9 +46,24 @@ def _table(rows: list[str]) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for row in rows if (m := _ROW.match(row))}
 
 
+# The libraries whose functions name what they compute (`Conv.__call__`, `BatchNorm`'s
+# statistics, optax's `update_fn`, Keras' `SGD.update_step`), by a folder of their file's
+# path. Functions elsewhere (the user's model, fwbench's own step, the worker) say how the
+# program is arranged, not what an op computes: of those only the op's own function is
+# kept, as PyTorch's profile gives an op's operator ancestors, never its module's callers.
+LIBRARIES = frozenset({"flax", "optax", "keras", "keras_hub"})
+
+
+def _from_library(path: str) -> bool:
+    return not LIBRARIES.isdisjoint(path.replace("\\", "/").split("/")[:-1])
+
+
 def _functions(text: str) -> dict[int, list[str]]:
-    """Each stack frame's Python functions, outermost first."""
+    """Each stack frame's functions that say what its ops compute, outermost first: those
+    of the libraries, and the frame's own. A frame's `parent_frame_id` is one more than
+    its parent's row (1: none), as XLA prints it."""
     sections = _sections(text)
+    files = {k: v.strip('"') for k, v in _table(sections.get("FileNames", [])).items()}
     names = {k: v.strip('"') for k, v in _table(sections.get("FunctionNames", [])).items()}
     locations = {
         k: dict((f, int(n)) for f, n in _FIELD.findall(v))
@@ -67,12 +82,10 @@ def _functions(text: str) -> dict[int, list[str]]:
             seen.add(at)
             location = locations.get(frames[at].get("file_location_id", 0), {})
             name = names.get(location.get("function_name_id", 0))
-            if name:
+            path = files.get(location.get("file_name_id", 0), "")
+            if name and (at == frame or _from_library(path)):
                 chain.append(name)
-            parent = frames[at].get("parent_frame_id", 0)
-            if parent == at:
-                break
-            at = parent
+            at = frames[at].get("parent_frame_id", 0) - 1
         chains[frame] = chain[::-1]
     return chains
 
