@@ -141,7 +141,7 @@ _PROGRAM = (Path(__file__).parent.parent / "data" / "xla-program.txt").read_text
 def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -> None:
     from fwbench.explain.hlo import op_texts
 
-    texts = op_texts(_PROGRAM)
+    texts = op_texts(_PROGRAM, ("flax", "optax"))
     # The libraries' functions, outermost first, through every parent frame; of the
     # model's and the step's own (model.py) only the op's own function.
     grad = "UpdateContextManager.__call__.<locals>.update_context_manager_wrapper"
@@ -156,6 +156,8 @@ def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -
     )
     assert texts["mul.2"].startswith(f"{update}/chain.<locals>.update_fn/")
     assert not any("pure" in text.split(" | ")[0] for text in texts.values())
+    # Without the framework's packages named, an op keeps its own function alone.
+    assert op_texts(_PROGRAM)["ynn_fusion.1"] == "Linear.__call__ | ynn_fusion.1 | fusion dot"
     categorise = Categoriser()
     # By its name alone a fusion of a dot is "other ops"; by what it holds, a matmul.
     assert categorise("jit_pure | ynn_fusion") == "other ops"
@@ -173,3 +175,9 @@ def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -
     # Eager JAX runs a program per primitive, named after it.
     assert categorise("jit_conv_general_dilated | convolution") == "convolution"
     assert categorise("jit_reduce_window_max | reduce-window") == "pooling"
+    assert categorise("max_pool/pool | reduce-window.2 | reduce-window") == "pooling"
+    assert categorise(" | wrapped_reduce-window.6 | fusion reduce-window") == "other ops"
+    # A Gemma model's layers hold no GEMM of their own name.
+    norm = "GemmaDecoderBlock.call/RMSNormalization.call/sqrt | add_rsqrt_fusion | fusion"
+    assert categorise(norm) == "normalisation"
+    assert categorise("sm90_xmma_gemm_f32f32_tn_n_kernel") == "matmul / GEMM"

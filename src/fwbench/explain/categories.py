@@ -38,13 +38,20 @@ DEFAULT_RULES: list[tuple[str, str]] = [
     ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
     # Not XLA's `convert` (a cast) nor Keras' convert_to_tensor.
     ("convolution", r"conv(?!ert)|depthwise"),
-    ("matmul / GEMM", r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm|\bdot\b"),
+    # `gemm`: a kernel's name (cuBLAS, CUTLASS), never a Gemma model's layers.
+    (
+        "matmul / GEMM",
+        r"matmul|addmm|aten::mm\b|aten::bmm|aten::linear|einsum|gemm(?!a)|\bdot\b",
+    ),
     (
         "normalisation",
         r"batch_norm|batchnorm|layer_norm|layernorm|(^|[/_|])bn([_/]|$)|moments"
         r"|_compute_stats|_normalize\b|rmsnorm",
     ),
-    ("pooling", r"pool|reduce-window"),
+    # Eager JAX's pooling programs (jit_reduce_window_max); in a compiled program a
+    # pooling's frames name it (max_pool), while a reduce-window with none is XLA's own
+    # rewrite of a long reduction (a decoder's argmax), no pooling.
+    ("pooling", r"pool|reduce_window"),
     ("loss", r"cross_entropy|log_softmax|nll_loss|softmaxcrossentropy|sparse_categorical"),
     (
         "layout / copies",

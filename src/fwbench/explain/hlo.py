@@ -12,8 +12,9 @@ both, as it categorises a PyTorch op by its ancestors.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
+_MODULE = re.compile(r"^HloModule ([\w.\-]+)")
 _HEADER = re.compile(r"^(?:ENTRY )?%([\w.\-]+) \(.*\) -> .*\{$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*)$")
 # The opcode follows the result's type: the first `word(` whose operands start with an
@@ -46,22 +47,15 @@ def _table(rows: list[str]) -> dict[int, str]:
     return {int(m.group(1)): m.group(2) for row in rows if (m := _ROW.match(row))}
 
 
-# The libraries whose functions name what they compute (`Conv.__call__`, `BatchNorm`'s
-# statistics, optax's `update_fn`, Keras' `SGD.update_step`), by a folder of their file's
-# path. Functions elsewhere (the user's model, fwbench's own step, the worker) say how the
-# program is arranged, not what an op computes: of those only the op's own function is
-# kept, as PyTorch's profile gives an op's operator ancestors, never its module's callers.
-LIBRARIES = frozenset({"flax", "optax", "keras", "keras_hub"})
+def _from_library(path: str, libraries: frozenset[str]) -> bool:
+    return not libraries.isdisjoint(path.replace("\\", "/").split("/")[:-1])
 
 
-def _from_library(path: str) -> bool:
-    return not LIBRARIES.isdisjoint(path.replace("\\", "/").split("/")[:-1])
-
-
-def _functions(text: str) -> dict[int, list[str]]:
+def _functions(text: str, libraries: frozenset[str]) -> dict[int, list[str]]:
     """Each stack frame's functions that say what its ops compute, outermost first: those
-    of the libraries, and the frame's own. A frame's `parent_frame_id` is one more than
-    its parent's row (1: none), as XLA prints it."""
+    of `libraries` (packages, by a folder of their file's path), and the frame's own. A
+    frame's `parent_frame_id` is one more than its parent's row (1: none), as XLA prints
+    it."""
     sections = _sections(text)
     files = {k: v.strip('"') for k, v in _table(sections.get("FileNames", [])).items()}
     names = {k: v.strip('"') for k, v in _table(sections.get("FunctionNames", [])).items()}
@@ -83,7 +77,7 @@ def _functions(text: str) -> dict[int, list[str]]:
             location = locations.get(frames[at].get("file_location_id", 0), {})
             name = names.get(location.get("function_name_id", 0))
             path = files.get(location.get("file_name_id", 0), "")
-            if name and (at == frame or _from_library(path)):
+            if name and (at == frame or _from_library(path, libraries)):
                 chain.append(name)
             at = frames[at].get("parent_frame_id", 0) - 1
         chains[frame] = chain[::-1]
@@ -103,11 +97,25 @@ def _instructions(text: str) -> Iterator[tuple[str, str, str]]:
             yield computation, found.group(1), found.group(2)
 
 
-def op_texts(text: str) -> dict[str, str]:
+def module_name(text: str) -> str:
+    """The program's name (`jit_step`, from the function jitted), as a profile's
+    `hlo_module` names the program an op ran in."""
+    found = _MODULE.match(text)
+    return found.group(1) if found else ""
+
+
+def op_texts(text: str, libraries: Iterable[str] = ()) -> dict[str, str]:
     """Each instruction of the program by name, as the categoriser reads it:
     "functions | name | opcodes" (the Python functions that made it, outermost first;
-    its opcode, and a fusion's the opcodes of the computation it calls)."""
-    chains = _functions(text)
+    its opcode, and a fusion's the opcodes of the computation it calls).
+
+    Of the functions, those of `libraries` (the framework's packages, whose functions
+    name what they compute: `Conv.__call__`, BatchNorm's statistics, an optimizer's
+    update) through the whole stack, and the instruction's own. The others between (the
+    user's model, fwbench's step, the worker) say how the program is arranged, not what
+    an op computes, and are left out: PyTorch's profile likewise gives an op its operator
+    ancestors, never the modules that called it."""
+    chains = _functions(text, frozenset(libraries))
     opcodes: dict[str, list[str]] = {}
     lines: dict[str, str] = {}
     for computation, name, rest in _instructions(text):

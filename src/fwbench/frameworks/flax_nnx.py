@@ -263,13 +263,13 @@ class FlaxWorkload(Workload):
         state = self.state if self.mode == "jit" else None
         jax.block_until_ready((self.last, state))  # type: ignore[no-untyped-call]
 
-    def program(self) -> str | None:
+    def compiled_texts(self) -> list[str]:
         """The compiled program's text (`jit`: the one program a step runs), which says
-        what each op of a profile computes; None in the other modes, whose ops are read
+        what each op of a profile computes; none in the other modes, whose ops are read
         by their programs' names (eager: one per primitive, named after it)."""
         if self.mode != "jit":
-            return None
-        return str(self.jitted.lower(self.state, *self.args).compile().as_text())
+            return []
+        return [str(self.jitted.lower(self.state, *self.args).compile().as_text())]
 
     def compile_count(self) -> int | None:
         return _compiled(self.jitted)
@@ -322,26 +322,35 @@ class FlaxGenerate(GenerateWorkload):
             logits, cache = model.forward(ids, start, cache, last_only=True)
             return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
 
-        # jit: the one jax.jit function (two programs); nnx-jit: the nnx.jit wrapper.
-        self.jitted: Any = None
+        # jit: a jax.jit function of the split state for each program, named for the
+        # profile (jit_prefill, jit_step), the cache donated; nnx-jit: the nnx.jit wrapper
+        # (two programs, the prompt's length and one token's); eager: the model's call.
+        self.jitted: tuple[Any, ...] = ()
         passed, how = carried(case)
         if self.mode == "jit":
             graphdef, state = nnx.split(model)
             state = passed(state)
 
-            def pure(state: Any, ids: Any, start: Any, cache: Any) -> Any:
+            def prefill(state: Any, ids: Any, start: Any, cache: Any) -> Any:
                 return run(nnx.merge(graphdef, state), ids, start, cache)
 
-            # Two programs (the prompt's length, and one token's), the cache donated.
-            fn = jax.jit(pure, donate_argnums=3)
-            self.jitted = fn
-            self._run: Any = lambda ids, start, cache: fn(state, ids, start, cache)
+            def step(state: Any, token: Any, start: Any, cache: Any) -> Any:
+                return run(nnx.merge(graphdef, state), token, start, cache)
+
+            first = jax.jit(prefill, donate_argnums=3)
+            following = jax.jit(step, donate_argnums=3)
+            self.jitted = (first, following)
+            self.state = state
+            self._first: Any = lambda ids, start, cache: first(state, ids, start, cache)
+            self._following: Any = lambda ids, start, cache: following(state, ids, start, cache)
         elif self.mode == "nnx-jit":
             wrapped = nnx.jit(run)
-            self.jitted = wrapped
-            self._run = lambda ids, start, cache: wrapped(model, ids, start, cache)
+            self.jitted = (wrapped,)
+            self._first = self._following = lambda ids, start, cache: wrapped(
+                model, ids, start, cache
+            )
         else:
-            self._run = lambda ids, start, cache: run(model, ids, start, cache)
+            self._first = self._following = lambda ids, start, cache: run(model, ids, start, cache)
         self.settings_ = {
             "precision": case.precision or "fp32",
             "compute_dtype": "bfloat16" if mixed else "float32",
@@ -355,17 +364,33 @@ class FlaxGenerate(GenerateWorkload):
         # per step, it would cost a step 0.05 ms of fwbench's own (on a Xeon core).
         self.at = [jnp.asarray(p, jnp.int32) for p in range(context)]
 
-    def _next(self, ids: Any, start: int) -> np.ndarray:
-        self.token, self.cache = self._run(ids, self.at[start], self.cache)
-        return np.asarray(self.token)
-
     def prefill(self) -> np.ndarray:
         # The cache's positions after the prompt are masked until written: nothing of the
         # last generation is read, so it needs no reset.
-        return self._next(self.ids, 0)
+        self.token, self.cache = self._first(self.ids, self.at[0], self.cache)
+        return np.asarray(self.token)
 
     def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
-        return self._next(self.token, position)
+        self.token, self.cache = self._following(self.token, self.at[position], self.cache)
+        return np.asarray(self.token)
+
+    def compiled_texts(self) -> list[str]:
+        """The prefill's and the decoding step's compiled programs' texts (`jit`), which
+        say what each op of a profile computes; none in the other modes."""
+        import jax
+
+        if self.mode != "jit":
+            return []
+        first, following = self.jitted
+        token, _ = jax.eval_shape(first, self.state, self.ids, self.at[0], self.cache)
+        return [
+            str(first.lower(self.state, self.ids, self.at[0], self.cache).compile().as_text()),
+            str(
+                following.lower(self.state, token, self.at[self.prompt_len], self.cache)
+                .compile()
+                .as_text()
+            ),
+        ]
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         import jax.numpy as jnp
@@ -374,7 +399,8 @@ class FlaxGenerate(GenerateWorkload):
         return found
 
     def compile_count(self) -> int | None:
-        return _compiled(self.jitted)
+        counts = [_compiled(jitted) or 0 for jitted in self.jitted]
+        return sum(counts) if counts else None
 
     def counters(self) -> dict[str, Any]:
         count = self.compile_count()
@@ -384,6 +410,7 @@ class FlaxGenerate(GenerateWorkload):
 
 class FlaxAdapter(JaxRuntime, Adapter):
     name = "flax"
+    libraries = ("flax", "optax")
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
         return self.configure_jax(device, threads)

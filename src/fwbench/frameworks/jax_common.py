@@ -12,12 +12,15 @@ import re
 from typing import Any
 
 from fwbench.case import Case
-from fwbench.explain.hlo import op_texts
+from fwbench.explain.hlo import module_name, op_texts
 from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
 
 
 class JaxRuntime:
     """Mixed into an adapter (before its Adapter base): the JAX runtime's side of it."""
+
+    # The packages whose functions name what an op computes (fwbench.explain.hlo).
+    libraries: tuple[str, ...] = ()
 
     def configure_jax(self, device: str, threads: int) -> dict[str, Any]:
         # XLA has no intra-op thread setting for its CPU pool; pinning the worker to
@@ -111,10 +114,11 @@ class JaxRuntime:
     ) -> tuple[str, list[Event], Window, str | None]:
         """`steps` of `workload`'s steps under JAX's profiler, then its sync, read back
         from the XSpace it writes: the XLA ops it ran (the GPU's, or the CPU client's on
-        its threads), each categorised by the text of the workload's compiled program
-        where it gives one (`program()`: a jitted train or infer step of Flax or Keras;
-        what a fusion holds, the Python functions that made it: fwbench.explain.hlo),
-        else by its program's and its own name (a generation's programs, eager ops); a
+        its threads), each categorised by the text of the compiled program it ran in,
+        where the workload gives them (`compiled_texts()`: a jitted train or infer step
+        of Flax or Keras, a generation's prefill and decoding step; what a fusion holds,
+        the Python functions that made it: fwbench.explain.hlo), else by its program's
+        and its own name (eager ops, `nnx.jit`'s programs); a
         generation's prefill and decoding steps in their phases' ranges
         (generation.phases_marked), as the other adapters mark them."""
         import contextlib
@@ -141,9 +145,15 @@ class JaxRuntime:
                 workload.sync()
             files = sorted(glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True))
             data = ProfileData.from_file(files[-1])
-        program_of = getattr(workload, "program", None)
-        program = program_of() if program_of is not None else None
-        texts = op_texts(program) if program else {}
+        texts_of = getattr(workload, "compiled_texts", None)
+        programs: list[str] = texts_of() if texts_of is not None else []
+        # An instruction's name is its program's own (a prefill and a decoding step each
+        # have their `ynn_fusion`): looked up under the program the profile names.
+        texts = {
+            (module_name(program), op): text
+            for program in programs
+            for op, text in op_texts(program, self.libraries).items()
+        }
         events: list[Event] = []
         span = (0.0, 0.0)
         phases: dict[str, list[tuple[float, float]]] = {}
@@ -168,7 +178,7 @@ class JaxRuntime:
                     if not op:
                         continue  # the runtime's own events: its time is overhead
                     module = str(stats.get("hlo_module", ""))
-                    text = texts.get(str(op)) or f"{module} | {op}"
+                    text = texts.get((module, str(op))) or f"{module} | {op}"
                     thread = f"{plane.name}:{line.name}:{index}"
                     # Named without its instance number (`convolution.3`): the top
                     # operations add up every convolution, as PyTorch's `aten::` ops do.

@@ -235,6 +235,25 @@ class KerasHubGenerate(GenerateWorkload):
             (following, (token, cache, self.at[self.prompt_len]), self.new_tokens - 1),
         ]
 
+    def compiled_texts(self) -> list[str]:
+        """On JAX, compiled: the texts of the prefill's, the decoding step's and (with
+        decoding=loop) the loop's programs, which say what each op of a profile
+        computes (fwbench.explain.hlo); none otherwise."""
+        if self.backend != "jax" or not self.compiled:
+            return []
+        import jax
+
+        # Shapes alone: the cache may be the loop's, kept to itself.
+        token, cache = jax.eval_shape(self._first, self.values, self.ids)
+        start = self.at[self.prompt_len]
+        lowered = [
+            self._first.lower(self.values, self.ids),
+            self._following.lower(self.values, token, cache, start),
+        ]
+        if self._rest is not None:
+            lowered.append(self._rest.lower(self.values, token, cache, start))
+        return [str(program.compile().as_text()) for program in lowered]
+
     def logits(self, ids: np.ndarray) -> np.ndarray | None:
         return np.asarray(logits_of(self.model, ids))
 

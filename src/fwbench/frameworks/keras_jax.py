@@ -99,12 +99,12 @@ class KerasJaxWorkload(Workload):
     def compile_count(self) -> int | None:
         return int(self.fn._cache_size()) if self.jit else None
 
-    def program(self) -> str | None:
+    def compiled_texts(self) -> list[str]:
         """The compiled step's text (jit), which says what each op of a profile computes
-        (fwbench.explain.hlo); None eagerly, whose ops are read by their names."""
+        (fwbench.explain.hlo); none eagerly, whose ops are read by their names."""
         if not self.jit:
-            return None
-        return str(self.fn.lower(self.state, self.x, self.y).compile().as_text())
+            return []
+        return [str(self.fn.lower(self.state, self.x, self.y).compile().as_text())]
 
     def settings(self) -> dict[str, Any]:
         return self.settings_
@@ -119,6 +119,7 @@ class KerasJaxLora(KerasLora, KerasJaxWorkload):
 
 class KerasJaxAdapter(JaxRuntime, KerasBackendAdapter):
     name = "keras-jax"
+    libraries = ("keras", "keras_hub")
 
     def configure(self, device: str, threads: int) -> dict[str, Any]:
         settings = self.configure_jax(device, threads)
