@@ -110,6 +110,29 @@ def test_token_latencies_come_from_a_generations_detail_log() -> None:
     assert plain.ttft_s == {} and plain.tpot_s == {} and plain.tokens_per_s is None
 
 
+def test_a_single_streams_tokens_per_second_leave_out_loadgens_overhead_as_its_samples_do() -> None:
+    """A generation in the single-stream scenario (gpt2_tiny, 8 new tokens, 64 queries):
+    samples per second are 1 / the mean latency, without LoadGen's time between
+    queries; its completed tokens per second count that time (a CI run, its host busy,
+    read 667.8 tokens/s against 8 x 89.4 samples/s). Read as the samples are, they are
+    the tokens of a query times the samples per second."""
+    found = read_detail_log(DATA / "loadgen-generate-single-stream-detail.txt")
+    t = figures_from_log(found, "single_stream", None, 0.3, batch=1)
+    assert t.samples_per_s == pytest.approx(161.265)
+    assert found["result_completed_tokens_per_second"] == pytest.approx(1278.7)
+    assert t.tokens_per_s == pytest.approx(8 * t.samples_per_s, rel=1e-3)
+    # A query carries a batch: both rates count its prompts.
+    batched = figures_from_log(found, "single_stream", None, 0.3, batch=4)
+    assert batched.tokens_per_s == pytest.approx(4 * t.tokens_per_s)
+    assert batched.samples_per_s == pytest.approx(4 * t.samples_per_s)
+    # Per second already (a LoadGen that writes the unit it names): read as such.
+    per_second = {**found, "result_token_throughput": 1290.12}
+    assert figures_from_log(per_second, "single_stream", None, 0.3, 1).tokens_per_s == 1290.12
+    # None written: the completed rate, as before.
+    del per_second["result_token_throughput"]
+    assert figures_from_log(per_second, "single_stream", None, 0.3, 1).tokens_per_s == 1278.7
+
+
 def probe_at(capacity: float):
     """A model that meets the bound below `capacity` qps and misses it above."""
 
