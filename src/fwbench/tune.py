@@ -37,7 +37,8 @@ def search_space(
 ) -> list[Case]:
     """Every valid candidate: modes x precisions x layouts (image models) x threads x
     autotuning (cuda) x the framework's own settings (each value given explicitly, e.g.
-    TensorFlow's oneDNN on and off), per framework. Invalid combinations are skipped,
+    TensorFlow's oneDNN on and off, but a fixed default as the setting left out:
+    option_sets), per framework. Invalid combinations are skipped,
     not errors."""
     device = str(workload.get("device", "cpu"))
     spec = get_model(str(workload["model"]))

@@ -137,9 +137,12 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
         assert b["profiler"] == "jax.profiler (XPlane)"
         assert max(ops, key=ops.__getitem__) == "convolution", (mode, b["categories"])
         assert Path(b["trace"]).is_dir()  # jax.profiler's TensorBoard log folder
-    # Read through its program (jit): the optimizer's and the normalisation's fusions.
-    jit = records["jit"]["breakdown"]["categories"]
-    assert jit.get("optimizer update", 0) > 0 and jit.get("normalisation", 0) > 0, jit
+    # Read through its program (jit's, and the one nnx.jit compiles): the optimizer's and
+    # the normalisation's fusions.
+    for mode in ("jit", "nnx-jit"):
+        found = records[mode]["breakdown"]["categories"]
+        assert found.get("optimizer update", 0) > 0, (mode, found)
+        assert found.get("normalisation", 0) > 0, (mode, found)
 
 
 def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profilers(

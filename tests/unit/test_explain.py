@@ -139,7 +139,7 @@ _PROGRAM = (Path(__file__).parent.parent / "data" / "xla-program.txt").read_text
 
 
 def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -> None:
-    from fwbench.explain.hlo import op_texts
+    from fwbench.explain.hlo import module_name, op_texts
 
     texts = op_texts(_PROGRAM, ("flax", "optax"))
     # The libraries' functions, outermost first, through every parent frame; of the
@@ -156,6 +156,7 @@ def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -
     )
     assert texts["mul.2"].startswith(f"{update}/chain.<locals>.update_fn/")
     assert not any("pure" in text.split(" | ")[0] for text in texts.values())
+    assert module_name(_PROGRAM) == "jit_pure"
     # Without the framework's packages named, an op keeps its own function alone.
     assert op_texts(_PROGRAM)["ynn_fusion.1"] == "Linear.__call__ | ynn_fusion.1 | fusion dot"
     categorise = Categoriser()
@@ -176,8 +177,35 @@ def test_an_xla_fusion_reads_as_what_it_holds_and_the_functions_that_made_it() -
     assert categorise("jit_conv_general_dilated | convolution") == "convolution"
     assert categorise("jit_reduce_window_max | reduce-window") == "pooling"
     assert categorise("max_pool/pool | reduce-window.2 | reduce-window") == "pooling"
-    assert categorise(" | wrapped_reduce-window.6 | fusion reduce-window") == "other ops"
+    # A max pool's gradient, which XLA writes with no frame, by what it computes.
+    assert categorise(" | wrapped_reduce-window.6 | fusion reduce-window") == "pooling"
+    assert categorise("jit_pure | reverse.3") == "layout / copies"
     # A Gemma model's layers hold no GEMM of their own name.
     norm = "GemmaDecoderBlock.call/RMSNormalization.call/sqrt | add_rsqrt_fusion | fusion"
     assert categorise(norm) == "normalisation"
     assert categorise("sm90_xmma_gemm_f32f32_tn_n_kernel") == "matmul / GEMM"
+
+
+def test_a_reduce_window_over_one_dimension_reads_as_the_reduction_xla_split() -> None:
+    """XLA's CPU backend splits a long reduction (a norm's mean over 64 features) into a
+    reduce-window of chunks and a reduce, with no frame: a reduction, not a pooling; a
+    window over two dimensions is a pooling's (3x3, stride 2)."""
+    from fwbench.explain.hlo import op_texts
+
+    program = """HloModule jit_step, is_scheduled=true
+
+ENTRY %main (p: f32[1,8,64], q: f32[], x: f32[1,16,16,8]) -> (f32[1,8,2], f32[1,8,8,8]) {
+  %p = f32[1,8,64]{2,1,0} parameter(0)
+  %q = f32[] parameter(1)
+  %x = f32[1,16,16,8]{3,2,1,0} parameter(2)
+  %reduce-window.9 = f32[1,8,2]{2,1,0} reduce-window(%p, %q), window={size=1x1x32 stride=1x1x32}, to_apply=%region_1.4
+  %reduce-window.2 = f32[1,8,8,8]{3,2,1,0} reduce-window(%x, %q), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x0_1x0_1x0_0}, to_apply=%region_2.5
+  ROOT %tuple = (f32[1,8,2]{2,1,0}, f32[1,8,8,8]{3,2,1,0}) tuple(%reduce-window.9, %reduce-window.2)
+}
+"""  # noqa: E501 (an XLA program's lines)
+    texts = op_texts(program)
+    assert texts["reduce-window.9"] == " | reduce-window.9 | reduce"
+    assert texts["reduce-window.2"] == " | reduce-window.2 | reduce-window"
+    categorise = Categoriser()
+    assert categorise(texts["reduce-window.9"]) == "other ops"
+    assert categorise(texts["reduce-window.2"]) == "pooling"

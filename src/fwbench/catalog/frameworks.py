@@ -72,6 +72,10 @@ class Setting:
     # doing the same work under another name.
     default: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.default is not None and self.default not in self.values:
+            raise ValueError(f"setting {self.name}: default {self.default} not in {self.values}")
+
     def applies(self, task: str, mode: str | None = None) -> bool:
         """Whether it applies to `task` (and to `mode`, where one is given)."""
         if self.tasks and task not in self.tasks:

@@ -48,17 +48,18 @@ DEFAULT_RULES: list[tuple[str, str]] = [
         r"batch_norm|batchnorm|layer_norm|layernorm|(^|[/_|])bn([_/]|$)|moments"
         r"|_compute_stats|_normalize\b|rmsnorm",
     ),
-    # Eager JAX's pooling programs (jit_reduce_window_max); in a compiled program a
-    # pooling's frames name it (max_pool), while a reduce-window with none is XLA's own
-    # rewrite of a long reduction (a decoder's argmax), no pooling.
-    ("pooling", r"pool|reduce_window"),
+    # XLA's reduce-window among what an instruction holds (the last field: a pooling's,
+    # and its gradient's, even where no frame names it; fwbench.explain.hlo calls one
+    # over a single dimension a reduce), and eager JAX's programs of it
+    # (jit_reduce_window_max).
+    ("pooling", r"pool|reduce_window|\|[^|]*\sreduce-window(\s[^|]*)?$"),
     ("loss", r"cross_entropy|log_softmax|nll_loss|softmaxcrossentropy|sparse_categorical"),
     (
         "layout / copies",
         r"transpose|permute|copy|contiguous|reorder|memcpy|to_dense|mkltotf|inputconversion"
         r"|aten::to\b|aten::clone"
         # XLA's reverse, the kernel flipped for a convolution's input gradient.
-        r"|(^|[| ])reverse( |$)",
+        r"|(^|[| _])reverse(\.\d+)?( |$)",
     ),
     (
         "elementwise / activation",

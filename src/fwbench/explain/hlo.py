@@ -22,6 +22,7 @@ _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = (.*)$")
 _OPCODE = re.compile(r"\s([a-z][\w\-]*)\((?:%|\)|[\w\-])")
 _CALLS = re.compile(r"\bcalls=%([\w.\-]+)")
 _FRAME = re.compile(r"\bstack_frame_id=(\d+)")
+_WINDOW = re.compile(r"\bwindow=\{size=([\dx]+)")
 _ROW = re.compile(r"^(\d+) (.*)$")
 _FIELD = re.compile(r"(\w+)=(\d+)")
 # Opcodes that compute nothing themselves: left out of what a fusion is said to hold.
@@ -53,9 +54,7 @@ def _from_library(path: str, libraries: frozenset[str]) -> bool:
 
 def _functions(text: str, libraries: frozenset[str]) -> dict[int, list[str]]:
     """Each stack frame's functions that say what its ops compute, outermost first: those
-    of `libraries` (packages, by a folder of their file's path), and the frame's own. A
-    frame's `parent_frame_id` is one more than its parent's row (1: none), as XLA prints
-    it."""
+    of `libraries` (packages, by a folder of their file's path), and the frame's own."""
     sections = _sections(text)
     files = {k: v.strip('"') for k, v in _table(sections.get("FileNames", [])).items()}
     names = {k: v.strip('"') for k, v in _table(sections.get("FunctionNames", [])).items()}
@@ -67,6 +66,9 @@ def _functions(text: str, libraries: frozenset[str]) -> dict[int, list[str]]:
         k: dict((f, int(n)) for f, n in _FIELD.findall(v))
         for k, v in _table(sections.get("StackFrames", [])).items()
     }
+    # XLA prints each parent one more than its row (a root's is 1, its own row when it
+    # is the first); a printer writing rows, with 0 for none, shows some parent as 0.
+    shift = 0 if any(f.get("parent_frame_id", 0) == 0 for f in frames.values()) else 1
     chains: dict[int, list[str]] = {}
     for frame in frames:
         chain: list[str] = []
@@ -79,7 +81,7 @@ def _functions(text: str, libraries: frozenset[str]) -> dict[int, list[str]]:
             path = files.get(location.get("file_name_id", 0), "")
             if name and (at == frame or _from_library(path, libraries)):
                 chain.append(name)
-            at = frames[at].get("parent_frame_id", 0) - 1
+            at = frames[at].get("parent_frame_id", 0) - shift
         chains[frame] = chain[::-1]
     return chains
 
@@ -119,14 +121,14 @@ def op_texts(text: str, libraries: Iterable[str] = ()) -> dict[str, str]:
     opcodes: dict[str, list[str]] = {}
     lines: dict[str, str] = {}
     for computation, name, rest in _instructions(text):
-        found = _OPCODE.search(rest)
-        if found is not None:
-            opcodes.setdefault(computation, []).append(found.group(1))
+        opcode = _opcode(rest)
+        if opcode is not None:
+            opcodes.setdefault(computation, []).append(opcode)
         lines[name] = rest
     out = {}
     for name, rest in lines.items():
-        found = _OPCODE.search(rest)
-        kinds = [found.group(1)] if found else []
+        opcode = _opcode(rest)
+        kinds = [opcode] if opcode else []
         called = _CALLS.search(rest)
         if called:
             kinds += opcodes.get(called.group(1), [])
@@ -136,3 +138,16 @@ def op_texts(text: str, libraries: Iterable[str] = ()) -> dict[str, str]:
         callers = "/".join(dict.fromkeys(functions))  # a function's lines are one caller
         out[name] = f"{callers} | {name} | {' '.join(kinds)}"
     return out
+
+
+def _opcode(rest: str) -> str | None:
+    """An instruction's opcode; a `reduce-window` whose window spans one dimension is
+    called what it computes, a `reduce`: XLA's own rewrite of a long reduction into
+    chunks (a norm's mean over its features), no pooling, which windows two or more."""
+    found = _OPCODE.search(rest)
+    if found is None:
+        return None
+    window = _WINDOW.search(rest) if found.group(1) == "reduce-window" else None
+    if window is not None and sum(int(n) > 1 for n in window.group(1).split("x")) <= 1:
+        return "reduce"
+    return found.group(1)

@@ -227,6 +227,7 @@ class FlaxWorkload(Workload):
         elif self.mode == "nnx-jit":
             fn = nnx.jit(work)
             self.jitted = fn
+            self.objects, self.args = objects, args
 
             def step() -> Any:
                 return fn(*objects, *args)
@@ -264,12 +265,17 @@ class FlaxWorkload(Workload):
         jax.block_until_ready((self.last, state))  # type: ignore[no-untyped-call]
 
     def compiled_texts(self) -> list[str]:
-        """The compiled program's text (`jit`: the one program a step runs), which says
-        what each op of a profile computes; none in the other modes, whose ops are read
-        by their programs' names (eager: one per primitive, named after it)."""
-        if self.mode != "jit":
+        """The compiled program's text (the one program a step runs: `jit`'s, or the one
+        `nnx.jit` compiles, lowered through its wrapper), which says what each op of a
+        profile computes; none eagerly, whose ops are read by their programs' names (one
+        per primitive, named after it)."""
+        if self.mode == "jit":
+            lowered = self.jitted.lower(self.state, *self.args)
+        elif self.mode == "nnx-jit":
+            lowered = self.jitted.lower(*self.objects, *self.args)
+        else:
             return []
-        return [str(self.jitted.lower(self.state, *self.args).compile().as_text())]
+        return [str(lowered.compile().as_text())]
 
     def compile_count(self) -> int | None:
         return _compiled(self.jitted)

@@ -154,6 +154,8 @@ class JaxRuntime:
             for program in programs
             for op, text in op_texts(program, self.libraries).items()
         }
+        # One program: its ops by name alone too, should a profile name it otherwise.
+        alone = {op: text for (_, op), text in texts.items()} if len(programs) == 1 else {}
         events: list[Event] = []
         span = (0.0, 0.0)
         phases: dict[str, list[tuple[float, float]]] = {}
@@ -178,7 +180,7 @@ class JaxRuntime:
                     if not op:
                         continue  # the runtime's own events: its time is overhead
                     module = str(stats.get("hlo_module", ""))
-                    text = texts.get((module, str(op))) or f"{module} | {op}"
+                    text = texts.get((module, str(op))) or alone.get(str(op)) or f"{module} | {op}"
                     thread = f"{plane.name}:{line.name}:{index}"
                     # Named without its instance number (`convolution.3`): the top
                     # operations add up every convolution, as PyTorch's `aten::` ops do.
