@@ -512,6 +512,15 @@ class Case(BaseModel):
         """The options the case sets: name -> value (empty when the framework decides)."""
         return option_values_of(self.options)
 
+    def setting_value(self, name: str) -> str | None:
+        """The value the case runs its framework's setting `name` at: the one it sets, else
+        the setting's fixed default (Setting.default; None where the framework decides)."""
+        given = self.option_values.get(name)
+        if given is not None:
+            return given
+        known = {s.name: s for s in FRAMEWORKS[self.framework].settings}
+        return known[name].default
+
     def option_env(self) -> dict[str, str]:
         """Environment variables its options set in the worker, before the framework loads."""
         info = FRAMEWORKS.get(self.framework)

@@ -274,6 +274,12 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
     # A setting's fixed default is tried as the default case itself, not as a twin.
     assert option_sets("flax", mode="jit") == [None, "state=arrays"]
     assert option_sets("onnxruntime") == [None, "spinning=off"]
+    # What a case runs a setting at: the value it sets, else the fixed default, else
+    # None where the framework decides.
+    ort = {**workload, "framework": "onnxruntime"}
+    assert Case.build(**ort).setting_value("spinning") == "on"
+    assert Case.build(**ort, options="spinning=off").setting_value("spinning") == "off"
+    assert Case.build(**workload, framework="tensorflow").setting_value("onednn") is None
     tried = search_space(["flax"], {**workload, "threads": 2}, precisions=["fp32"])
     assert sorted(c.variant for c in tried) == [
         "flax/eager",

@@ -119,15 +119,14 @@ def op_texts(text: str, libraries: Iterable[str] = ()) -> dict[str, str]:
     ancestors, never the modules that called it."""
     chains = _functions(text, frozenset(libraries))
     opcodes: dict[str, list[str]] = {}
-    lines: dict[str, str] = {}
+    lines: dict[str, tuple[str, str | None]] = {}
     for computation, name, rest in _instructions(text):
         opcode = _opcode(rest)
         if opcode is not None:
             opcodes.setdefault(computation, []).append(opcode)
-        lines[name] = rest
+        lines[name] = rest, opcode
     out = {}
-    for name, rest in lines.items():
-        opcode = _opcode(rest)
+    for name, (rest, opcode) in lines.items():
         kinds = [opcode] if opcode else []
         called = _CALLS.search(rest)
         if called:

@@ -282,7 +282,7 @@ class LiteRtAdapter(KerasModelsAdapter):
         cls = workload_class(self.name, case)
         spec = case.model_spec
         mode = case.mode or "fp32"
-        xnnpack = case.option_values.get("xnnpack", "on")
+        xnnpack = str(case.setting_value("xnnpack"))
         # Global Keras state, read when layers are created: the converted model is NHWC fp32.
         keras.config.set_image_data_format("channels_last")
         keras.mixed_precision.set_global_policy("float32")

@@ -57,7 +57,7 @@ SPINNING = {"on": "1", "off": "0"}
 
 
 def spinning(case: Case) -> str:
-    return SPINNING[case.option_values.get("spinning", "on")]
+    return SPINNING[str(case.setting_value("spinning"))]
 
 
 CPU, CUDA, TENSORRT = "CPUExecutionProvider", "CUDAExecutionProvider", "TensorrtExecutionProvider"
