@@ -145,6 +145,31 @@ def test_a_flax_step_is_explained_from_its_compiled_program(tmp_path: Path) -> N
         assert found.get("normalisation", 0) > 0, (mode, found)
 
 
+def test_a_flax_generation_is_read_through_its_two_programs_in_both_jitted_modes(
+    tmp_path: Path,
+) -> None:
+    """A generation's prefill and decoding step are two programs (jit_prefill, jit_step)
+    under `jit` and under `nnx.jit`: each op is read through the program the profile
+    names, so the decoding step's layer norms and matrix products are named, in both."""
+    db = tmp_path / "r.duckdb"
+    proc = fwbench(
+        "explain", "--framework", "flax", "--framework", "flax", "--mode", "jit",
+        "--mode", "nnx-jit", "--model", "gpt2_tiny", "--task", "generate",
+        "--batch-size", "1", "--seq-len", "8", "--task-dims", "new_tokens=4",
+        "--threads", "1", "--steps", "2", "--max-time", "0.3", "--db", str(db),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    with ResultStore(db, read_only=True) as store:
+        results = {r.case.mode: r for r in store.results()}
+    assert set(results) == {"jit", "nnx-jit"}
+    for mode, r in results.items():
+        assert r.breakdown is not None, (mode, r.error)
+        for phase in ("prefill", "decode"):
+            found = r.breakdown.phases[phase].categories
+            assert found.get("normalisation", 0) > 0, (mode, phase, found)
+            assert found.get("matmul / GEMM", 0) > 0, (mode, phase, found)
+
+
 def test_keras_steps_on_jax_and_on_pytorch_are_explained_by_their_backends_profilers(
     tmp_path: Path,
 ) -> None:

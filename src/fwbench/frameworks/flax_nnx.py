@@ -328,10 +328,12 @@ class FlaxGenerate(GenerateWorkload):
             logits, cache = model.forward(ids, start, cache, last_only=True)
             return jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), cache
 
-        # jit: a jax.jit function of the split state for each program, named for the
-        # profile (jit_prefill, jit_step), the cache donated; nnx-jit: the nnx.jit wrapper
-        # (two programs, the prompt's length and one token's); eager: the model's call.
+        # jit: a jax.jit function of the split state for each program, the cache donated;
+        # nnx-jit: an nnx.jit wrapper for each, the model passed as an object; eager: the
+        # model's call. Two functions, so that a profile names each program apart
+        # (jit_prefill, jit_step).
         self.jitted: tuple[Any, ...] = ()
+        self.lead: Any = model  # what each program takes before the ids
         passed, how = carried(case)
         if self.mode == "jit":
             graphdef, state = nnx.split(model)
@@ -343,18 +345,22 @@ class FlaxGenerate(GenerateWorkload):
             def step(state: Any, token: Any, start: Any, cache: Any) -> Any:
                 return run(nnx.merge(graphdef, state), token, start, cache)
 
-            first = jax.jit(prefill, donate_argnums=3)
-            following = jax.jit(step, donate_argnums=3)
-            self.jitted = (first, following)
-            self.state = state
-            self._first: Any = lambda ids, start, cache: first(state, ids, start, cache)
-            self._following: Any = lambda ids, start, cache: following(state, ids, start, cache)
+            self.jitted = (jax.jit(prefill, donate_argnums=3), jax.jit(step, donate_argnums=3))
+            self.lead = state
         elif self.mode == "nnx-jit":
-            wrapped = nnx.jit(run)
-            self.jitted = (wrapped,)
-            self._first = self._following = lambda ids, start, cache: wrapped(
-                model, ids, start, cache
-            )
+
+            def prefill(model: Any, ids: Any, start: Any, cache: Any) -> Any:  # type: ignore[misc]
+                return run(model, ids, start, cache)
+
+            def step(model: Any, token: Any, start: Any, cache: Any) -> Any:  # type: ignore[misc]
+                return run(model, token, start, cache)
+
+            self.jitted = (nnx.jit(prefill), nnx.jit(step))
+        if self.jitted:
+            first, following = self.jitted
+            lead = self.lead
+            self._first: Any = lambda ids, start, cache: first(lead, ids, start, cache)
+            self._following: Any = lambda ids, start, cache: following(lead, ids, start, cache)
         else:
             self._first = self._following = lambda ids, start, cache: run(model, ids, start, cache)
         self.settings_ = {
@@ -381,21 +387,18 @@ class FlaxGenerate(GenerateWorkload):
         return np.asarray(self.token)
 
     def compiled_texts(self) -> list[str]:
-        """The prefill's and the decoding step's compiled programs' texts (`jit`), which
-        say what each op of a profile computes; none in the other modes."""
-        import jax
+        """The prefill's and the decoding step's compiled programs' texts (`jit`, and
+        `nnx-jit` lowered through its wrappers), which say what each op of a profile
+        computes; none in eager."""
+        import jax.numpy as jnp
 
-        if self.mode != "jit":
+        if not self.jitted:
             return []
         first, following = self.jitted
-        token, _ = jax.eval_shape(first, self.state, self.ids, self.at[0], self.cache)
+        token = jnp.zeros((len(self.prompt_ids),), jnp.int32)
         return [
-            str(first.lower(self.state, self.ids, self.at[0], self.cache).compile().as_text()),
-            str(
-                following.lower(self.state, token, self.at[self.prompt_len], self.cache)
-                .compile()
-                .as_text()
-            ),
+            str(jitted.lower(self.lead, ids, self.at[at], self.cache).compile().as_text())
+            for jitted, ids, at in ((first, self.ids, 0), (following, token, self.prompt_len))
         ]
 
     def logits(self, ids: np.ndarray) -> np.ndarray | None:

@@ -118,7 +118,7 @@ class JaxRuntime:
         where the workload gives them (`compiled_texts()`: a jitted train or infer step
         of Flax or Keras, a generation's prefill and decoding step; what a fusion holds,
         the Python functions that made it: fwbench.explain.hlo), else by its program's
-        and its own name (eager ops, `nnx.jit`'s programs); a
+        and its own name (eager ops); a
         generation's prefill and decoding steps in their phases' ranges
         (generation.phases_marked), as the other adapters mark them."""
         import contextlib
