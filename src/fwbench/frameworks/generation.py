@@ -86,6 +86,20 @@ def cache_bytes(case: Case) -> int | None:
     return 2 * size["layers"] * case.batch_size * positions * size["width"] * per_value
 
 
+def token_margins(steps: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """At each step (a row of logits, from the position before the token), the made
+    token's logit less the highest of the others, as a share of the row's root mean
+    square: the top two's gap where the token was the row's argmax, negative where it
+    was not."""
+    rows = np.asarray(steps, dtype=np.float64)
+    made = rows[np.arange(len(tokens)), tokens]
+    others = rows.copy()
+    others[np.arange(len(tokens)), tokens] = -np.inf
+    scale = np.sqrt(np.mean(rows**2, axis=-1))
+    found: np.ndarray = (made - others.max(axis=-1)) / np.maximum(scale, 1e-30)
+    return found
+
+
 # A compiled call (a tf.function), arguments of the shapes it is called with, and how many
 # times one generation calls it.
 Program = tuple[Any, tuple[Any, ...], int]
@@ -240,11 +254,13 @@ class GenerateWorkload(Workload):
     def generated(self) -> dict[str, Any]:
         """What the last generation made, recorded with the result: the first sequence's
         tokens, which every framework given the same weights and prompt must repeat, and
-        how close each was to a tie (`token_margins`): the gap between the top two logits
-        where it was chosen, as a share of those logits' root mean square. Two frameworks
-        that part where the gap is within their numerics' error made the same model's
-        choice (models.parity.token_check); the gaps come from one forward pass over the
-        prompt and the tokens made, after the measurement."""
+        how close each was to a tie (`token_margins`): the made token's logit less the
+        highest other one, as a share of the logits' root mean square, from one forward
+        pass over the prompt and the tokens made, after the measurement. Where the
+        decoding chose its forward pass's argmax, that is the gap between the top two;
+        it is negative where the decoding chose another token, which a cache that holds
+        something else would. Two frameworks that part where every gap is within their
+        numerics' error made the same model's choice (models.parity.token_check)."""
         if self.last_tokens is None:
             return {}
         tokens = self.last_tokens[0]
@@ -252,9 +268,6 @@ class GenerateWorkload(Workload):
         ids = np.concatenate([self.prompt_ids[0], tokens[:-1]])[None, :].astype(np.int32)
         scores = self.logits(ids)
         if scores is not None:
-            steps = np.asarray(scores[0, self.prompt_len - 1 :], dtype=np.float64)
-            top = np.sort(steps, axis=-1)[:, -2:]
-            scale = np.sqrt(np.mean(steps**2, axis=-1))
-            margins = (top[:, 1] - top[:, 0]) / np.maximum(scale, 1e-30)
-            found["token_margins"] = [round(float(m), 6) for m in margins]
+            made = token_margins(scores[0, self.prompt_len - 1 :], tokens)
+            found["token_margins"] = [round(float(m), 6) for m in made]
         return found

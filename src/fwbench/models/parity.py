@@ -54,13 +54,16 @@ def token_check(
     change a token) or "near-tie: ...", as a result's `settings.token_check`; None with
     one variant.
 
-    `margins` holds, by variant, the gap between the top two logits at each token, as a
-    share of their root mean square (GenerateWorkload.generated). Where two sequences
-    part at a token whose gap, in the variants that made them, is within `tolerance`
-    (the numerics' own error, OUTPUT_TOLERANCE by default), the frameworks made the
-    same model's choice between two near-equal tokens: a near-tie, said with its token
-    and gap, not different work. The tokens after it follow from another context and
-    are not compared."""
+    `margins` holds, by variant, each made token's logit less the highest other one, as
+    a share of the logits' root mean square (GenerateWorkload.generated: the top two's
+    gap, negative where the decoding did not choose its own forward pass's argmax).
+    Where two sequences part at a token whose gap is within `tolerance` (the numerics'
+    own error, OUTPUT_TOLERANCE by default) in every variant that made either, the
+    frameworks made the same model's choice between two near-equal tokens: a near-tie,
+    said with its token and widest gap, not different work. Every variant must be near
+    the tie: one that computes another model is as likely as not to have a small gap of
+    its own there. The tokens after the parting follow from another context and are
+    not compared."""
     if len(tokens) < 2:
         return None
     distinct = {tuple(t) for t in tokens.values()}
@@ -77,28 +80,43 @@ def token_check(
                 (i for i, (a, b) in enumerate(zip(x, y, strict=False)) if a != b),
                 min(len(x), len(y)),
             )
+            sides = [v for v, t in tokens.items() if tuple(t) in (x, y)]
             gaps = [
-                gap[at]
-                for variant, gap in (margins or {}).items()
-                if tuple(tokens.get(variant, ())) in (x, y) and at < len(gap)
+                (margins or {}).get(v, [])[at]
+                for v in sides
+                if at < len((margins or {}).get(v, []))
             ]
-            partings.append((at, min(gaps) if gaps else None))
+            # A variant without its gap there leaves the parting unjudged.
+            widest = max(abs(g) for g in gaps) if len(gaps) == len(sides) else None
+            partings.append((at, widest))
     at, gap = min(partings, key=lambda p: p[0])
-    if all(g is not None and g <= limit for _, g in partings):
+    # A decoding that chose, before or at the parting, a token its own forward pass ranks
+    # clearly below another computes something else than its model (a cache holding
+    # other values): never a near-tie.
+    own = [
+        f"{v} made token {i + 1} where its own forward pass ranks another "
+        f"{-g:.2g} of their RMS higher"
+        for v, gaps_of in sorted((margins or {}).items())
+        if v in tokens
+        for i, g in enumerate(gaps_of[: at + 1])
+        if g < -limit
+    ][:1]
+    if not own and all(g is not None and g <= limit for _, g in partings):
         return (
             f"near-tie: {names} generated the same first {at} tokens, then parted at token "
-            f"{at + 1}, where the top two logits were {gap:.2g} of their RMS apart, within the "
-            f"numerics' tolerance ({limit:g}): the same model's choice between two "
-            "near-equal tokens, not different work"
+            f"{at + 1}, where the top two logits were at most {gap:.2g} of their RMS apart, "
+            f"within the numerics' tolerance ({limit:g}): the same model's choice between "
+            "two near-equal tokens, not different work"
         )
     said = (
-        f"; the top two logits there were {gap:.2g} of their RMS apart, beyond the "
+        f"; the top two logits there were up to {gap:.2g} of their RMS apart, beyond the "
         f"numerics' tolerance ({limit:g})"
-        if gap is not None
+        if gap is not None and gap > limit
         else ""
     )
     return (
         f"failed: {names} generated different tokens (the first difference at token {at + 1}{said})"
+        + "".join(f"; {o}" for o in own)
     )
 
 
