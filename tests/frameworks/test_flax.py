@@ -414,7 +414,8 @@ def test_flax_reads_a_llama_decoder_from_transformers_weights(tmp_path: Path) ->
 # transformers' logits and greedy tokens for each folder (a PyTorch process: the JAX one
 # below never imports PyTorch); the variants are configurations the built-in sizes do
 # not reach (sliding windows, biases, unrotated layers, Llama 3's rotary base and Llama
-# 3.1's scaling of it, a linear scaling, Gemma 3's two rotary bases).
+# 3.1's scaling of it, a linear scaling, Gemma 3's two rotary bases, Gemma's layers
+# without layer_types).
 DECODER_VARIANTS = {
     "mistral-window": ("mistral", {"sliding_window": 4}),
     "qwen2-window": (
@@ -435,6 +436,12 @@ DECODER_VARIANTS = {
         "rope_parameters": {
             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}),
+    # As published before transformers 5: no layer_types, so the sliding layers (and Gemma
+    # 3's local rotary base) follow from each family's rule.
+    "gemma2-published": ("gemma2", {"sliding_window": 4, "unwritten": ["layer_types"]}),
+    "gemma3-published": ("gemma3", {
+        "sliding_window": 4, "sliding_window_pattern": 2, "num_hidden_layers": 3,
+        "unwritten": ["layer_types"]}),
 }  # fmt: skip
 # Every family the models' table says Flax runs, by fwbench's name for its sizes.
 DECODER_FAMILIES = [name for name, a in hf.ARCHS.items() if (a.model_type or name) in hf.FLAX]
@@ -449,11 +456,17 @@ from fwbench.models.sources import hf
 root, variants = Path(sys.argv[1]), json.loads(sys.argv[2])
 folders = {f: hf.weights_folder(f + "@tiny") for f in json.loads(sys.argv[3])}
 for name, (arch, extra) in variants.items():
+    unwritten = extra.pop("unwritten", [])
     kind = hf.ARCHS[arch].model_type or arch
     config = transformers.AutoConfig.for_model(kind, **{**hf.ARCHS[arch].config("tiny"), **extra})
     model = transformers.AutoModelForCausalLM.from_config(config)
     config.architectures = [type(model).__name__]
-    config.save_pretrained(root / name)
+    # A folder with its weights is read as it is: its config.json as published.
+    (model if unwritten else config).save_pretrained(root / name)
+    written = json.loads((root / name / "config.json").read_text())
+    for key in unwritten:
+        del written[key]
+    (root / name / "config.json").write_text(json.dumps(written))
     folders[name] = hf.weights_folder(str(root / name))
 ids = torch.tensor([json.loads(sys.argv[4])])
 found = {}

@@ -378,3 +378,33 @@ def test_a_cache_folder_the_user_named_and_cannot_be_used_is_one_line(
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith(f"error: FWBENCH_CACHE_DIR: {given} cannot hold")
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model_type": "gemma3_text", "num_hidden_layers": 8, "sliding_window": 512},
+        {"model_type": "gemma3_text", "num_hidden_layers": 4, "sliding_window_pattern": 2},
+        {"model_type": "gemma2", "num_hidden_layers": 4},
+        {"model_type": "gemma2", "num_hidden_layers": 3, "sliding_window": 8},
+    ],
+)
+def test_flax_slides_the_layers_transformers_derives_for_a_gemma_without_layer_types(
+    config: dict[str, object],
+) -> None:
+    """Gemma 2's and 3's published configs name no `layer_types`: transformers derives
+    them (every second, or every `sliding_window_pattern`-th, layer full; the others
+    sliding, with the family's window of 4,096 unless given), and Flax's decoder slides
+    the same layers, so Gemma 3's sliding layers also take its local rotary base."""
+    from transformers import AutoConfig
+
+    from fwbench.models.llama_family import sliding_windows
+
+    given = {k: v for k, v in config.items() if k != "model_type"}
+    theirs = AutoConfig.for_model(str(config["model_type"]), **given)
+    expected = tuple(
+        theirs.sliding_window if kind == "sliding_attention" else None
+        for kind in theirs.layer_types
+    )
+    assert sliding_windows(config) == expected
+    assert None in expected and any(expected)

@@ -200,12 +200,38 @@ def gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
     return rope_of(config), Rope(local_base)
 
 
+# Families whose layers alternate sliding and full attention by a period, as
+# transformers derives them from a config that names no `layer_types` (the published
+# checkpoints written before transformers 5): every period-th layer full, the others
+# sliding, with the family's window (the second number) unless the config gives one.
+# Gemma 3 reads the period from `sliding_window_pattern`.
+ALTERNATING: dict[str, tuple[int, int]] = {"gemma2": (2, 4096), "gemma3_text": (6, 4096)}
+
+
+def layer_kinds(config: dict[str, Any]) -> list[str] | None:
+    """Each layer's attention (`sliding_attention`, `full_attention`) as the config names
+    it, or as transformers derives it for a family that alternates (ALTERNATING); None
+    where neither says."""
+    kinds = config.get("layer_types")
+    kind = config.get("model_type")
+    if kinds is None and kind in ALTERNATING:
+        period = int(config.get("sliding_window_pattern", ALTERNATING[kind][0]))
+        layers = int(config["num_hidden_layers"])
+        return [
+            "sliding_attention" if (i + 1) % period else "full_attention" for i in range(layers)
+        ]
+    return None if kinds is None else list(kinds)
+
+
 def sliding_windows(config: dict[str, Any]) -> tuple[int | None, ...]:
     """transformers' sliding window of each layer (None: every earlier position)."""
     layers = int(config["num_hidden_layers"])
-    everywhere = config.get("model_type") in WINDOW_EVERYWHERE
+    kind = config.get("model_type")
+    everywhere = kind in WINDOW_EVERYWHERE
     window = config.get("sliding_window")
-    kinds = config.get("layer_types")
+    if kind in ALTERNATING and "sliding_window" not in config:
+        window = ALTERNATING[kind][1]
+    kinds = layer_kinds(config)
     if kinds is None:
         if config.get("use_sliding_window") and window:
             # transformers derives the sliding layers from the family's own rule.

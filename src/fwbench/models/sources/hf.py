@@ -374,12 +374,12 @@ def _gemma3_keras_refusal(config: dict[str, Any]) -> str | None:
     """keras-hub's Gemma 3 slides five layers in six (_KERAS_SLIDES) and rotates them by
     a base of 10,000, the others by 1,000,000, scaled linearly by the config's factor,
     whatever the config says: the released checkpoints' layout."""
-    kinds = config.get("layer_types")
+    kinds = llama_family.layer_kinds(config)
     slides = _KERAS_SLIDES["gemma3_text"]
     if kinds and [k == "sliding_attention" for k in kinds] != [
         slides(i) for i in range(len(kinds))
     ]:
-        return "places a global layer after every five sliding ones, not as layer_types says"
+        return "places a global layer after every five sliding ones, not as the config's layers"
     try:
         full, local = llama_family.gemma3_ropes(config)
     except ValueError as exc:
