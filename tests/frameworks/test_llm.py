@@ -263,22 +263,39 @@ def test_decoding_is_a_setting_of_generation_in_the_keras_backends_that_compile(
     assert option_sets("tensorflow", task="train") == ["onednn=on", "onednn=off"]
 
 
-LLAMA_31_SIDE = """
+# Folders whose settings keras-hub's converters read elsewhere or not at all, by name:
+# (architecture, config settings beyond the tiny size's).
+KERAS_READS = {
+    # transformers 5 writes Llama 3.1's rotary scaling into `rope_parameters`; keras-hub
+    # reads it from `rope_scaling` only (unscaled, the logits were 3e-3 off).
+    "llama-3.1-rope": ("llama", {"rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}}),
+    # keras-hub's Llama and Gemma converters drop `rms_norm_eps` (Llama 2 and 3's is 1e-5)
+    # and its Qwen3 builds the query and key norms with its own: a wide epsilon shows it.
+    "llama-eps": ("llama", {"rms_norm_eps": 0.05}),
+    "gemma-eps": ("gemma", {"rms_norm_eps": 0.05}),
+    "qwen3-eps": ("qwen3", {"rms_norm_eps": 0.05}),
+}  # fmt: skip
+
+REFERENCE_SIDE = """
 import json, sys
 from pathlib import Path
 import torch, transformers
 from fwbench.models.sources import hf
-folder = Path(sys.argv[1])
-rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0, "original_max_position_embeddings": 32}
-config = transformers.LlamaConfig(**{**hf.ARCHS["llama"].config("tiny"), "rope_parameters": rope})
-config.architectures = ["LlamaForCausalLM"]
-config.save_pretrained(folder)
-weights = hf.weights_folder(str(folder))
-model = transformers.AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).eval()
-with torch.no_grad():
-    logits = model(torch.tensor([list(range(3, 43))])).logits[0]
-print(json.dumps({"weights": str(weights), "logits": logits.tolist()}))
+found = {}
+for name, (arch, extra) in json.loads(sys.argv[2]).items():
+    folder = Path(sys.argv[1]) / name
+    kind = hf.ARCHS[arch].model_type or arch
+    config = transformers.AutoConfig.for_model(kind, **{**hf.ARCHS[arch].config("tiny"), **extra})
+    config.architectures = [type(transformers.AutoModelForCausalLM.from_config(config)).__name__]
+    config.save_pretrained(folder)
+    weights = hf.weights_folder(str(folder))
+    model = transformers.AutoModelForCausalLM.from_pretrained(weights, dtype=torch.float32).eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([list(range(3, 43))])).logits[0]
+    found[name] = {"weights": str(weights), "logits": logits.tolist()}
+print(json.dumps(found))
 """
 
 KERAS_SIDE = """
@@ -286,20 +303,22 @@ import json, sys
 from pathlib import Path
 import numpy as np
 from fwbench.models import keras_hub_lm
-given = json.loads(sys.stdin.read())
-model = keras_hub_lm.load(Path(given["weights"]))
-logits = np.asarray(model(np.array([list(range(3, 43))])))[0]
-print(json.dumps({"worst": float(np.max(np.abs(logits - np.array(given["logits"]))))}))
+found = {}
+for name, given in json.loads(sys.stdin.read()).items():
+    model = keras_hub_lm.load(Path(given["weights"]))
+    logits = np.asarray(model(np.array([list(range(3, 43))])))[0]
+    found[name] = float(np.max(np.abs(logits - np.array(given["logits"]))))
+print(json.dumps(found))
 """
 
 
-def test_keras_reads_llama_31s_scaled_rotary_positions_where_transformers_5_writes_them(
+def test_keras_reads_what_its_converters_read_elsewhere_or_drop_as_transformers_does(
     tmp_path: Path,
 ) -> None:
-    """transformers 5 writes Llama 3.1's rotary scaling into `rope_parameters`; keras-hub
-    reads it from `rope_scaling` only and ran such a folder unscaled. Read through the
-    cache's copy of its config: over 40 positions, past the 32 it scales beyond, the
-    logits on JAX are transformers' (measured: 2e-7; unscaled they were 3e-3 off)."""
+    """Settings keras-hub 0.32's converters miss (KERAS_READS), read through the cache's
+    copy of the config or set after loading: over 40 positions (past the 32 Llama 3.1
+    scales beyond) the logits on JAX are transformers' (measured: 2e-7 at most; without
+    the scaling 3e-3 off, with keras-hub's own epsilon 0.5-0.7)."""
     import os
     import subprocess
     import sys
@@ -313,6 +332,7 @@ def test_keras_reads_llama_31s_scaled_rotary_positions_where_transformers_5_writ
         found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
         return found
 
-    reference = python(LLAMA_31_SIDE, str(tmp_path / "llama-3.1"))
+    reference = python(REFERENCE_SIDE, str(tmp_path), json.dumps(KERAS_READS))
     keras = python(KERAS_SIDE, given=json.dumps(reference), KERAS_BACKEND="jax")
-    assert keras["worst"] < 1e-4, keras
+    assert set(keras) == set(KERAS_READS)
+    assert all(worst < 1e-4 for worst in keras.values()), keras

@@ -5,10 +5,11 @@ frameworks compute the same logits and generate the same tokens.
 keras-hub 0.32's converters are used as they are, but for what they get wrong against
 transformers 5 (each checked against transformers' logits on tiny random models):
 Mistral's weights are rounded to float16 on the way in (fwbench reads them at the
-case's precision), Qwen3's query and key norms take keras-hub's epsilon instead of the
-checkpoint's, Qwen3-MoE's number of experts and Llama 3's scaled rotary positions go
-by other names, and Phi-3's checkpoints have no converter at all (fwbench's reads them
-into keras-hub's Phi3CausalLM).
+case's precision), Llama's and Gemma's norms, and Qwen3's query and key norms, take
+keras-hub's epsilon instead of the checkpoint's `rms_norm_eps`, Qwen3-MoE's number of
+experts and Llama 3's scaled rotary positions go by other names, and Phi-3's
+checkpoints have no converter at all (fwbench's reads them into keras-hub's
+Phi3CausalLM).
 
 The zoo's GPT-2 (`gpt2`, `gpt2_tiny`) is keras-hub's GPT2CausalLM too, built to the zoo's
 dimensions (fwbench.models.shapes.GPT2); a generation gives it the weights every
@@ -135,8 +136,8 @@ def load(folder: Path) -> TokenIds:
         lm = keras_hub.models.CausalLM.from_preset(
             str(_readable(folder, config)), preprocessor=None, dtype=policy
         )
-    if kind in ("qwen3", "qwen3_moe"):
-        _qk_norm_epsilon(lm, float(config.get("rms_norm_eps", 1e-6)))
+    if "rms_norm_eps" in config:
+        _norm_epsilon(lm, float(config["rms_norm_eps"]))
     return TokenIds(lm)
 
 
@@ -190,15 +191,14 @@ def _readable(folder: Path, config: dict[str, Any]) -> Path:
     return shadow
 
 
-def _qk_norm_epsilon(lm: Any, epsilon: float) -> None:
-    """Qwen3's query and key norms with the checkpoint's epsilon (keras-hub builds them
-    with its own 1e-5; transformers uses rms_norm_eps)."""
-    for layer in lm.backbone.transformer_layers:
-        attention = getattr(layer, "_self_attention_layer", None)
-        for name in ("_query_dense_layer_norm", "_key_dense_layer_norm"):
-            norm = getattr(attention, name, None)
-            if norm is not None:
-                norm.epsilon = epsilon
+def _norm_epsilon(lm: Any, epsilon: float) -> None:
+    """Every norm of the model with the checkpoint's epsilon, as transformers computes
+    them: keras-hub's Llama and Gemma converters leave their backbones' default (1e-6,
+    where Llama 2 and 3's checkpoints say 1e-5) and its Qwen3 builds the query and key
+    norms with its own 1e-5. Read at each call, so set before any is traced."""
+    for layer in lm.backbone._flatten_layers(include_self=False, recursive=True):
+        if "Norm" in type(layer).__name__ and isinstance(getattr(layer, "epsilon", None), float):
+            layer.epsilon = epsilon
 
 
 def _tensors(folder: Path) -> dict[str, np.ndarray]:
