@@ -676,3 +676,45 @@ def test_compare_of_unchanged_serving_points_raises_no_false_alarm() -> None:
         assert len(found) == 12
         alarms += any(c.kind == "regression" for c in found)
     assert alarms / 100 <= 0.05
+
+
+@pytest.mark.parametrize("decoding", ["stream", "loop"])
+def test_loadgens_answer_to_the_first_token_is_in_no_decoding_steps_time(decoding: str) -> None:
+    """Served, a generation answers LoadGen when its first token is made (first_output):
+    that call is neither the prefill's time nor a decoding step's, whether the steps are
+    timed one by one or as one compiled loop (fake clock: prefill 3 s, each step 1 s,
+    LoadGen's answer 100 s)."""
+    import numpy as np
+
+    from fwbench.frameworks.generation import GenerateWorkload
+
+    now = [0.0]
+
+    class Made(GenerateWorkload):
+        LOOPS = True
+
+        def prefill(self) -> np.ndarray:
+            now[0] += 3.0
+            return np.zeros(1, np.int64)
+
+        def decode(self, tokens: np.ndarray, position: int) -> np.ndarray:
+            now[0] += 1.0
+            return tokens
+
+        def decode_rest(self, tokens: np.ndarray, count: int) -> np.ndarray:
+            now[0] += 1.0 * count
+            return np.zeros((1, count), np.int64)
+
+    case = Case.build(
+        framework="keras-jax", mode="jit", model="gpt2_tiny", task="generate", batch_size=1,
+        seq_len=8, task_dims="new_tokens=5", options=f"decoding={decoding}",
+    )  # fmt: skip
+    workload = Made(case, clock=lambda: now[0])
+
+    def answer() -> None:
+        now[0] += 100.0
+
+    workload.first_output = answer
+    workload.step()
+    found = workload.figures()
+    assert (found["ttft_s"], found["tpot_s"]) == (3.0, 1.0), found

@@ -175,15 +175,17 @@ class GenerateWorkload(Workload):
         start = clock()
         token = prefill()
         first = clock()
+        begun = first
         if self.first_output is not None:
             self.first_output()
+            begun = clock()  # LoadGen's answer to the first token is no decoding step's
         made = [token]
         if self.loop:
             # One call for every decoding step: no step of its own is timed, so time per
             # output token is the loop's time over its steps, and p50 and p90 are unknown.
             rest = self.decode_rest(token, self.new_tokens - 1)
             self._ttft.append(first - start)
-            self._tpot.append((clock() - first) / (self.new_tokens - 1))
+            self._tpot.append((clock() - begun) / (self.new_tokens - 1))
             self.last_tokens = np.concatenate([token[:, None], rest], axis=1)
             return
         times = []
