@@ -277,3 +277,37 @@ def test_untimed_steps_after_a_switch_follow_the_measured_step() -> None:
     assert worker.sent[1]["steps"] * 0.005 >= 0.05
     # A tracker's wall time holds the untimed steps, so they are counted with it.
     assert tracker.steps == [5 + 3, worker.sent[1]["steps"] + 6]
+
+
+class IdleSyncDevice(FakeDevice):
+    """A sync that costs `sync_cost` after steps and `idle_sync_cost` with nothing to wait
+    for, as the overhead probe finds it."""
+
+    def __init__(self, step_costs: Iterator[float], sync_cost: float, idle_sync_cost: float):
+        super().__init__(step_costs, sync_cost)
+        self.idle_sync_cost = idle_sync_cost
+        self.stepped = False
+
+    def step(self) -> None:
+        super().step()
+        self.stepped = True
+
+    def sync(self) -> None:
+        self.syncs += 1
+        self.now += self.sync_cost if self.stepped else self.idle_sync_cost
+        self.stepped = False
+
+
+@pytest.mark.parametrize("idle_sync", [53e-6, 49e-6])
+def test_a_step_far_shorter_than_its_sync_is_timed_in_blocks_that_hide_the_sync(
+    idle_sync: float,
+) -> None:
+    """A 2 us step under a 50 us sync: the warmup's step less the probed sync is mostly
+    the probe's noise (negative here at 53 us, a fraction of the step at 49 us), so the
+    block size is found by timing blocks instead; each step reads 2 us, not the sync's
+    50 (one step a block), nor a block of millions of steps."""
+    dev = IdleSyncDevice(costs(0.001, [], 2e-6), sync_cost=50e-6, idle_sync_cost=idle_sync)
+    t = timed(dev, TimingConfig())
+    assert t.median_s == pytest.approx(2e-6, rel=0.01)
+    assert t.steps_per_block * 2e-6 >= idle_sync / 1e-3
+    assert t.steps_per_block * 2e-6 <= 4 * idle_sync / 1e-3

@@ -224,9 +224,17 @@ def calibrate(
             break
     overhead = sync_overhead()
     # Warmup steps were timed with a sync each: take the sync out of the step estimate.
-    estimate = (stats.median(warm[-config.warmup_window :]) if warm else first) - overhead
+    timed = stats.median(warm[-config.warmup_window :]) if warm else first
+    estimate = timed - overhead
     min_block = max(config.min_block_s, overhead / config.max_overhead_share)
-    per_block = steps_per_block or (max(1, math.ceil(min_block / estimate)) if estimate > 0 else 1)
+    if steps_per_block:
+        per_block = steps_per_block
+    elif estimate > 0.5 * timed:
+        per_block = max(1, math.ceil(min_block / estimate))
+    else:
+        # The sync is most of a timed step, so the difference is mostly the probe's
+        # noise (it can even be negative): block sizes are tried instead.
+        per_block = _grown(blocks, min_block)
     return Prepared(
         first_step_s=first,
         warmup_steps=len(warm),
@@ -235,6 +243,18 @@ def calibrate(
         sync_overhead_s=overhead,
         steps_per_block=per_block,
     )
+
+
+# The most steps a block tried by `_grown` holds: a step too short to time at all.
+MAX_STEPS_PER_BLOCK = 1 << 24
+
+
+def _grown(blocks: Callable[[int], float], min_block: float) -> int:
+    """The first block size, doubling from 2, whose timed block lasts `min_block`."""
+    per_block = 2
+    while blocks(per_block) < min_block and per_block < MAX_STEPS_PER_BLOCK:
+        per_block *= 2
+    return per_block
 
 
 @dataclass
