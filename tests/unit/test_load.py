@@ -77,3 +77,14 @@ def test_busy_warning_names_the_worst_run_and_ignores_unmeasured_ones() -> None:
     text = load.busy_warning([0.1, 1.2, 0.9], 0.25)
     assert text is not None
     assert text.startswith("busy machine: other processes used 1.20 cores during run 2 (2 of 3")
+
+
+def test_a_virtual_machines_cpu_time_is_counted_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Linux counts the time its guests ran in `user` and `nice` and again in `guest`
+    and `guest_nice` (psutil reports both): a host running VMs is not twice as busy."""
+    from collections import namedtuple
+
+    fields = "user nice system idle iowait irq softirq steal guest guest_nice"
+    times = namedtuple("times", fields)(10.0, 2.0, 3.0, 100.0, 5.0, 0.5, 0.5, 0.0, 4.0, 1.0)
+    monkeypatch.setattr(load.psutil, "cpu_times", lambda: times)
+    assert load.busy_cpu_seconds() == pytest.approx(10.0 + 2.0 + 3.0 + 0.5 + 0.5)

@@ -25,9 +25,12 @@ class MachineBusy(Exception):
 
 
 def busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has spent not idle, since boot."""
+    """CPU seconds the whole machine has spent not idle, since boot. Linux counts the
+    time its virtual machines ran (guest, guest_nice) in user and nice as well: once."""
     times = psutil.cpu_times()
-    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+    waiting = times.idle + getattr(times, "iowait", 0.0)
+    counted_twice = getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+    return float(sum(times) - waiting - counted_twice)
 
 
 def own_cpu_seconds() -> float:
