@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from fwbench.report.regression import changes
@@ -78,3 +80,92 @@ def test_an_unchanged_sweep_of_many_cases_raises_no_false_alarm() -> None:
         new = [with_runs(r, run_medians(rng, 0.1, 3), f"n{i}") for i, r in enumerate(base)]
         alarms += any(c.kind == "regression" for c in changes(base, new, threshold=0.05))
     assert alarms / 100 <= 0.05
+
+
+def _generation(step: float, tpot: float, rid: str) -> Result:
+    """A generation's result: five runs of `step` s per generation, `tpot` s per token."""
+    import datetime
+
+    from fwbench.case import Case
+    from fwbench.result import Measurement, Run, RunFigure, StepTime
+
+    case = Case.build(framework="torch", model="gpt2_tiny", task="generate", batch_size=1)
+    runs = tuple(
+        Run(
+            index=i,
+            median_s=step * (1 + 0.001 * i),
+            ci_low_s=step * 0.99,
+            ci_high_s=step * 1.01,
+            launcher="spawn",
+            samples=(step * (1 + 0.001 * i),) * 5,
+            steps_per_block=1,
+            build_s=1,
+            first_step_s=0.1,
+            warmup_steps=1,
+            warmup_s=0.1,
+            warmup_stop="stable",
+            stop_reason="max_samples",
+            sync_overhead_s=0,
+            figures={
+                "tpot_s": RunFigure(
+                    samples=(tpot * (1 + 0.001 * i),) * 5, median_s=tpot * (1 + 0.001 * i)
+                )
+            },
+        )
+        for i in range(5)
+    )
+    m = Measurement(
+        step_time_s=StepTime(median=step, ci_low=step * 0.99, ci_high=step * 1.01),
+        runs=runs,
+        samples=tuple(s for r in runs for s in r.samples),
+        steps_per_block=1,
+        build_s=1,
+        first_step_s=0.1,
+        warmup_steps=1,
+        warmup_s=0.1,
+        warmup_stop="stable",
+        stop_reason="max_runs",
+        sync_overhead_s=0,
+        figures={"tpot_s": StepTime(median=tpot, ci_low=tpot * 0.99, ci_high=tpot * 1.01)},
+    )
+    return Result(
+        result_id=rid,
+        invocation_id="i",
+        recorded_at=datetime.datetime(2026, 11, 29),
+        case=case,
+        status="ok",
+        measurement=m,
+    )
+
+
+def test_a_generations_change_is_named_and_shown_by_the_figure_it_was_read_on() -> None:
+    """A generation's change is read on its time per output token: so says its line, and
+    its cells are that figure's medians, not the generation's step time (the same here)."""
+    from fwbench.report.terminal import changes_table
+
+    (change,) = changes([_generation(0.1, 0.01, "a")], [_generation(0.1, 0.02, "b")])
+    assert change.kind == "regression"
+    assert change.describe().startswith("regression: time per output token +100.0%")
+    assert change.shown == ("10.00", "20.00")
+    assert changes_table([change], "t").row_count == 1
+
+
+def test_what_a_framework_wrote_is_shown_as_text_not_read_as_markup() -> None:
+    """An error, a warning or a case's label holding brackets (TensorFlow's device names,
+    a shape "[b, t]") is printed as it is: rich would have raised on a closing tag, or
+    dropped a bracketed word without a trace."""
+    from rich.console import Console
+
+    from fwbench.report.terminal import describe_result, results_table
+
+    said = ("op failed on [/job:localhost/replica:0/task:0/device:CPU:0]; "
+            "expected input of shape [b, t]")  # fmt: skip
+    failed = _generation(0.1, 0.01, "a").model_copy(
+        update={"status": "error", "error": said, "measurement": None, "warnings": [said]}
+    )
+    console = Console(width=400, record=True)
+    console.print(describe_result(failed))
+    console.print(results_table([failed], Path("r.duckdb")))
+    shown = console.export_text()
+    assert shown.count("[/job:localhost/replica:0/task:0/device:CPU:0]") == 3, shown
+    assert shown.count("shape [b, t]") == 3, shown

@@ -10,6 +10,7 @@ from fwbench.measure.verdicts import DEFAULT_BAND, Comparison, comparison_of, ou
 from fwbench.report.serving import lower_is_better, verdict_figures
 from fwbench.result import Result
 from fwbench.scenario.spec import point_label
+from fwbench.tasks import STEP_TIME, find_task
 
 # The chance that a whole comparison calls any unchanged case changed (family-wise).
 ALPHA = 0.05
@@ -159,10 +160,24 @@ def changes(
         runs = (r.runs_b, r.runs_a)
         same = outcome_of(r.ci_low, r.ci_high, compared.band) == "equivalent"
         kind = _kind(r.value, r.ci_low, r.ci_high, threshold)
-        out.append(
-            Change(label, kind, old, cur, r.value, r.ci_low, r.ci_high, runs, compared.band, same)
-        )
+        figure, shown = _read(compared.figure, old, cur)
+        measured = (r.value, r.ci_low, r.ci_high, runs, compared.band, same)
+        out.append(Change(label, kind, old, cur, *measured, figure=figure, shown=shown))
     return sorted(out, key=lambda c: (_ORDER[c.kind], -(c.ratio or 0)))
+
+
+def _read(name: str, old: Result, cur: Result) -> tuple[str, tuple[str, str] | None]:
+    """The figure a case's change was read on, in words, and its cells where it is not the
+    step time (a generation's time per output token): each side's median, in ms."""
+    task = find_task(cur.case.task)
+    if name == STEP_TIME.name or task is None:
+        return "step time", None
+
+    def median(r: Result) -> str:
+        found = r.measurement.figures.get(name) if r.measurement is not None else None
+        return f"{found.median * 1e3:.2f}" if found is not None else "-"
+
+    return task.figure(name).label, (median(old), median(cur))
 
 
 def _kind(ratio: float, ci_low: float, ci_high: float, threshold: float) -> str:

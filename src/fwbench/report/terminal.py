@@ -124,9 +124,11 @@ def scaling_table(results: Sequence[Result]) -> Table:
 def describe_result(r: Result) -> str:
     """A result's own lines (rich markup): its status, times, runs, figures, memory,
     energy, work, data parallelism, parity and warnings."""
-    lines = [f"[bold]{r.case.label()}[/bold]  status: [bold]{r.status}[/bold]"]
+    # What a framework, a user's model or the machine wrote ("[/job:localhost/...]",
+    # "shape [b, t]") is text, not markup.
+    lines = [f"[bold]{escape(r.case.label())}[/bold]  status: [bold]{r.status}[/bold]"]
     if r.error:
-        lines.append(f"  error: {r.error}")
+        lines.append(f"  error: {escape(r.error)}")
     m = r.measurement
     if m is not None:
         st = m.step_time_s
@@ -160,7 +162,7 @@ def describe_result(r: Result) -> str:
                 f"average ({e.source})"
             )
         else:
-            lines.append(f"  energy: unavailable ({e.reason})")
+            lines.append(f"  energy: unavailable ({escape(str(e.reason))})")
     flops = r.work.flops_per_step if r.work is not None else None
     if r.work is not None and flops:
         w = r.work
@@ -184,10 +186,10 @@ def describe_result(r: Result) -> str:
                 f"({comm.share_of_step:.0%} of a profiled step; {', '.join(comm.ops)})"
             )
         elif comm is not None:
-            lines.append(f"  communication: not measured ({comm.error})")
+            lines.append(f"  communication: not measured ({escape(str(comm.error))})")
     if r.parity is not None:
-        lines.append(f"  {r.parity.describe()}")
-    lines += [f"  [yellow]warning:[/yellow] {w}" for w in r.warnings]
+        lines.append(f"  {escape(r.parity.describe())}")
+    lines += [f"  [yellow]warning:[/yellow] {escape(w)}" for w in r.warnings]
     return "\n".join(lines)
 
 
@@ -226,7 +228,7 @@ def figure_lines(r: Result) -> list[str]:
             )
     # Which of a generation's times per token is the time per token, where they differ.
     if (why := generation.skew(r)) is not None:
-        lines.append(f"  {why}")
+        lines.append(f"  {escape(why)}")
     return lines
 
 
@@ -241,13 +243,13 @@ def results_table(results: Sequence[Result], db: Path) -> Table:
         m = r.measurement
         table.add_row(
             r.invocation_id,
-            r.case.label(),
+            escape(r.case.label()),
             r.status,
             f"{m.step_time_s.median * 1e3:.2f}" if m else "-",
             f"{m.step_time_s.ci_low * 1e3:.2f}-{m.step_time_s.ci_high * 1e3:.2f}" if m else "-",
             f"{r.throughput:.1f} {unit_of(r)}/s" if r.throughput else "-",
             f"{r.param_count:,}" if r.param_count else "-",
-            (r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
+            escape(r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
             style="yellow" if r.different_work else None,
         )
     return table
@@ -259,7 +261,7 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
     for c in found:
         style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
         cells = c.shown or (_ms(c.base), _ms(c.new))  # a serving point's: with their units
-        table.add_row(c.label, c.describe(), *cells, style=style)
+        table.add_row(escape(c.label), escape(c.describe()), *cells, style=style)
     return table
 
 
