@@ -250,6 +250,7 @@ def test_timing_flags_are_laid_over_a_sweep_files_timing(
     """run and sweep share one declaration of the timing flags; on a sweep, a flag given
     overrides the file's `timing`, and one left out leaves it as the file says."""
     from fwbench.cli.common import timing_flags
+    from fwbench.cli.workload import Timing
 
     from .test_robustness import cli
 
@@ -269,11 +270,15 @@ def test_timing_flags_are_laid_over_a_sweep_files_timing(
     found = (laid.reading.estimator, laid.plan.require_idle, laid.run.run_time_s)
     assert found == ("median", True, 0.5)
     assert timing_flags(file_timing) == file_timing
-    # The compile cache is on unless --no-compile-cache says otherwise (or the file does).
+    # The compile cache is on unless --no-compile-cache says otherwise (or the file does);
+    # either flag, given, wins over the file's timing both ways, and left out changes
+    # nothing (the command's flags as typer leaves them: Timing()).
     assert file_timing.run.compile_cache
     assert not timing_flags(file_timing, compile_cache=False).run.compile_cache
-    no_cache = file_timing.replace(compile_cache=False)
-    assert not timing_flags(no_cache, compile_cache=True).run.compile_cache
+    strict = file_timing.replace(compile_cache=False, require_idle=True)
+    assert Timing().over(strict) == strict
+    loose = timing_flags(strict, compile_cache=True, require_idle=False)
+    assert loose.run.compile_cache and not loose.plan.require_idle
     with pytest.raises(SpecError, match=r"^--max-runs \(1\) is below --min-runs \(2\)"):
         timing_flags(file_timing, max_runs=1)
 

@@ -138,8 +138,8 @@ def timing_flags(
     max_runs: int | None = None,
     estimator: str | None = None,
     band: str | None = None,
-    require_idle: bool = False,
-    compile_cache: bool = True,
+    require_idle: bool | None = None,
+    compile_cache: bool | None = None,
 ) -> TimingConfig:
     """`base` with the timing flags that were given; a one-line error naming a flag out
     of range. --max-runs left out rises to --min-runs; given below it, it is refused."""
@@ -150,8 +150,8 @@ def timing_flags(
         "max_runs": max_runs,
         "estimator": estimator,
         "band": band,
-        "require_idle": require_idle or None,
-        "compile_cache": None if compile_cache else False,
+        "require_idle": require_idle,
+        "compile_cache": compile_cache,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if min_runs is not None and max_runs is None:

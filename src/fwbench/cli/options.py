@@ -216,16 +216,20 @@ InterleaveOption = Annotated[
     ),
 ]
 RequireIdleOption = Annotated[
-    bool,
-    typer.Option(help="Wait (30 s) for other processes to go quiet before each run, or refuse."),
+    bool | None,
+    typer.Option(
+        help="Wait (30 s) for other processes to go quiet before each run, or refuse "
+        "[default: no, or the sweep file's timing]."
+    ),
 ]
 CompileCacheOption = Annotated[
-    bool,
+    bool | None,
     typer.Option(
         help="Keep what JAX, torch.compile and TensorFlow's XLA mode compile in the user's "
         "cache, by host and framework version, so a program is compiled once, not in every "
         "run of every command (each result says whether its compiles hit the cache); "
-        "--no-compile-cache compiles in every run (a cold start each time)."
+        "--no-compile-cache compiles in every run (a cold start each time) [default: keep, "
+        "or the sweep file's timing]."
     ),
 ]
 BudgetOption = Annotated[

@@ -203,7 +203,7 @@ def command(
     mode: ModesOption = None,
     framework_options: OptionsOption = None,
     db: DbOption = DEFAULT_DB,
-    require_idle: RequireIdleOption = False,
+    require_idle: RequireIdleOption = None,
     timeout: TimeoutOption = None,
     report: ReportOption = None,
     json: JsonOption = False,
@@ -259,7 +259,9 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         check_report_path(path, fmt)
     points = [Point(c, s) for s in specs for c in cases]
-    options = RunOptions(timing=TimingConfig.of(require_idle=require_idle), timeout_s=timeout_s)
+    options = RunOptions(
+        timing=TimingConfig.of(require_idle=bool(require_idle)), timeout_s=timeout_s
+    )
     results = execute_serving(points, db, runs, options)
     if json:
         print_json([r.to_record() for r in results])

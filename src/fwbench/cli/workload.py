@@ -141,8 +141,8 @@ class Timing:
     max_runs: MaxRunsOption = None
     estimator: EstimatorOption = None
     band: BandOption = None
-    require_idle: RequireIdleOption = False
-    compile_cache: CompileCacheOption = True
+    require_idle: RequireIdleOption = None
+    compile_cache: CompileCacheOption = None
 
     def over(self, base: TimingConfig) -> TimingConfig:
         return timing_flags(base, **asdict(self))
