@@ -161,3 +161,53 @@ def test_an_edited_serving_record_is_refused(tmp_path: Path) -> None:
     edited.write_text(json.dumps([record]))
     with pytest.raises(StoreError, match="point_key"):
         read_records(edited)
+
+
+def test_an_import_puts_a_record_further_along_in_place_of_its_earlier_version(
+    tmp_path: Path,
+) -> None:
+    """A case's record is rewritten as its runs come; when the disk fills after one
+    version was stored, the newer one goes to the rescue file. Importing that file puts
+    the newer version in the earlier one's place (the import used to skip it as "already
+    there", and the measured runs were lost); an older version never replaces a newer."""
+    from fwbench.store.db import Row
+
+    from .test_regression import _generation
+
+    done = _generation(0.1, 0.01, "case-x")
+    assert done.measurement is not None
+    cut = done.measurement.model_copy(
+        update={"runs": done.measurement.runs[:2], "stop_reason": "unfinished"}
+    )
+    partial = done.model_copy(update={"measurement": cut})
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(partial)
+        assert store.add_rows([Row.of(done)], "import") == 1
+        (stored,) = store.results()
+        assert stored.measurement is not None and stored.measurement.stop_reason == "max_runs"
+        assert len(stored.measurement.runs) == 5
+        assert store.add_rows([Row.of(partial)], "import") == 0  # older: skipped
+        assert store.add_rows([Row.of(done)], "import") == 0  # the same: already there
+        (stored,) = store.results()
+        assert len(stored.measurement.runs) == 5  # type: ignore[union-attr]
+
+
+def test_an_import_puts_a_serving_point_further_along_in_place_of_its_earlier_version(
+    tmp_path: Path,
+) -> None:
+    old = tmp_path / "v14.duckdb"
+    with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
+        old.write_bytes(src.read())
+    with ResultStore(old) as store:
+        (point,) = store.serving()
+    served = point.served
+    assert served.runs
+    cut = point.model_copy(
+        update={"serving": served.model_copy(update={"runs": served.runs[:-1], "unfinished": True})}
+    )
+    with ResultStore(tmp_path / "new.duckdb") as store:
+        assert store.add_rows([], "import", serving=[cut]) == 1
+        assert store.add_rows([], "import", serving=[point]) == 1  # further along
+        assert store.add_rows([], "import", serving=[cut]) == 0  # older: skipped
+        assert store.serving() == [point]

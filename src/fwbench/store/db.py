@@ -338,8 +338,10 @@ class ResultStore:
         progress: Callable[[int], None] | None = None,
     ) -> int:
         """Store results made elsewhere (an import) in one transaction; those already here
-        (same result_id) are skipped. Returns how many were added; `progress` hears how
-        many more rows were written after each batch of them."""
+        (same result_id) are skipped, unless the one given is further along (more runs, or
+        ended where the stored one is unfinished), which then takes its place. Returns how
+        many were added or replaced; `progress` hears how many more rows were written
+        after each batch of them."""
         return self.add_rows([Row.of(r) for r in results], command, progress)
 
     def add_rows(
@@ -354,12 +356,34 @@ class ResultStore:
 
         Rows go in by column, BULK_ROWS at a time (INSERT ... SELECT unnest of one list
         per column): a statement per row made 100k records take minutes. Serving points
-        (`serving`) go in the same transaction, those already here skipped likewise."""
-        here = {r[0] for r in self.con.execute("SELECT result_id FROM results").fetchall()}
+        (`serving`) go in the same transaction, those already here skipped or replaced
+        likewise."""
+        stored = self.con.execute("SELECT result_id, stop_reason, n_runs FROM results").fetchall()
+        here = {rid: _progress(reason, runs) for rid, reason, runs in stored}
         known = {r[0] for r in self.con.execute("SELECT invocation_id FROM invocations").fetchall()}
-        new = list({r.result_id: r for r in rows if r.result_id not in here}.values())
+        # A record of the same result further along (more runs, or the case's end where
+        # the stored one is unfinished: a rescue file's, kept when the disk filled after
+        # an earlier version of it was stored) takes the stored one's place.
+        at = {name: i for i, name in enumerate(columns.names())}
+        incoming = {r.result_id: r for r in rows}
+        further = {
+            rid
+            for rid, r in incoming.items()
+            if rid in here
+            and _progress(r.values[at["stop_reason"]], r.values[at["n_runs"]]) > here[rid]
+        }
+        new = [r for rid, r in incoming.items() if rid not in here or rid in further]
         served = {r[0] for r in self.con.execute("SELECT result_id FROM serving").fetchall()}
-        points = list({p.result_id: p for p in serving if p.result_id not in served}.values())
+        points_in = {p.result_id: p for p in serving}
+        points_further = {
+            rid
+            for rid, record in self.con.execute(
+                "SELECT result_id, record FROM serving WHERE list_contains(?, result_id)",
+                [[rid for rid in points_in if rid in served]],
+            ).fetchall()
+            if _served_progress(points_in[rid]) > _stored_progress(record)
+        }
+        points = [p for rid, p in points_in.items() if rid not in served or rid in points_further]
         invocations: list[list[Any]] = []
         firsts = [(r.invocation_id, r.recorded_at, r.host) for r in new]
         firsts += [
@@ -372,6 +396,10 @@ class ResultStore:
                 invocations.append([invocation_id, recorded_at, command, host])
         self.con.begin()
         try:
+            for rid in further:
+                self.con.execute("DELETE FROM results WHERE result_id = ?", [rid])
+            for rid in points_further:
+                self.con.execute("DELETE FROM serving WHERE result_id = ?", [rid])
             for point in points:
                 row = _serving_row(point)
                 cols, marks = ", ".join(row), ", ".join("?" for _ in row)
@@ -519,6 +547,26 @@ class ResultStore:
         return [
             {"invocation_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()
         ]
+
+
+def _progress(stop_reason: str | None, runs: int | None) -> tuple[bool, int]:
+    """How far a case's record is: ended (anything but a run cut short), and its runs."""
+    return (stop_reason != "unfinished", runs or 0)
+
+
+def _served_progress(r: Result) -> tuple[bool, int]:
+    """How far a serving point's record is: ended, and its runs."""
+    served = r.serving
+    return (not (served and served.unfinished), len(served.runs) if served else 0)
+
+
+def _stored_progress(record: str) -> tuple[bool, int]:
+    """A stored serving point's progress; one that does not read as a record of this
+    version is kept as it is (never replaced)."""
+    try:
+        return _served_progress(Result.model_validate_json(record))
+    except ValidationError:
+        return (True, 1 << 62)
 
 
 def _serving_row(r: Result) -> dict[str, Any]:
