@@ -167,8 +167,8 @@ def database(flag: str, path: Path) -> FileArg:
 
 
 def report_output(flag: str, path: Path, fmt: str) -> FileArg:
-    """A report; a Markdown one also replaces its chart folder beside it, named as
-    fwbench.report.write.write_report names it (a test keeps the two in step)."""
+    """A report; a Markdown one also replaces its chart folder beside it (where
+    fwbench.report.write.write_report puts its charts)."""
     folder = None
     if fmt == "md" and not is_special(path):
         target = Path(os.path.realpath(path))

@@ -383,3 +383,28 @@ def test_the_log_given_as_the_database_is_refused(
     wal = killed_writer.with_name("ks.duckdb.wal")
     refused(["results", "--db", str(wal)], [killed_writer, wal], "pass the database itself", capsys)
     assert _stored_ids(killed_writer) == 2
+
+
+@pytest.mark.parametrize("blocker", ["file", "link"])
+def test_a_markdown_report_whose_chart_folder_is_not_a_folder_is_refused_writing_nothing(
+    blocker: str,
+    make_db: Callable[[str], Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """r-charts a file or a link: refused in one line before anything is written (the
+    report used to be written first, naming charts that were never there, or a link
+    ended in a traceback)."""
+    db = make_db("c.duckdb")
+    charts = tmp_path / "r-charts"
+    if blocker == "file":
+        charts.write_text("mine")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        charts.symlink_to(tmp_path / "elsewhere")
+    out = tmp_path / "r.md"
+    code, _, err = cli(["report", str(db), "-o", str(out)], capsys)
+    assert code == 2, err
+    assert err.strip().startswith(f"error: report {out}: its charts go in {charts}, which is")
+    assert not out.exists()
+    assert charts.is_symlink() or charts.read_text() == "mine"

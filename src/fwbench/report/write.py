@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fwbench.errors import SpecError
-from fwbench.outputs import check_output, is_special, write_atomically
+from fwbench.outputs import check_output, is_special, report_output, write_atomically
 
 if TYPE_CHECKING:
     from fwbench.result import Result
@@ -42,13 +40,30 @@ def report_format(
 
 
 def check_report_path(output: Path, fmt: str) -> None:
-    """Before a sweep runs: the report can be written where asked."""
+    """Before a sweep runs: the report can be written where asked (a Markdown report's
+    charts too, in the folder beside it that it replaces)."""
     check_output(output, "report")
-    if fmt == "md" and is_special(output):
+    if fmt != "md":
+        return
+    if is_special(output):
         raise SpecError(
             f"report {output}: a Markdown report writes PNG charts beside its file; give a "
             "file path (or use --format html, one self-contained file)"
         )
+    charts = _charts_folder(output)
+    if charts.is_symlink() or (charts.exists() and not charts.is_dir()):
+        what = "a link" if charts.is_symlink() else "not a folder"
+        raise SpecError(
+            f"report {output}: its charts go in {charts}, which is {what}; remove it or give "
+            "the report another name"
+        )
+
+
+def _charts_folder(output: Path) -> Path:
+    """Where a Markdown report's charts go: `<name>-charts` beside it."""
+    folder = report_output("--report", output, "md").folder
+    assert folder is not None, output  # a special file is refused before
+    return folder
 
 
 def write_report(
@@ -75,21 +90,22 @@ def write_report(
         page = html.render(results, title=title, study=study, band=band)
         write_atomically(output, lambda tmp: _write(tmp, page), "report")
         return
-    target = Path(os.path.realpath(output))
-    chart_dir = f"{target.stem}-charts"
+    final_charts = _charts_folder(output)
+    chart_dir = final_charts.name
     # The charts are built in a scratch folder beside the report: its folder must exist
     # first (write_atomically makes it for the HTML report the same way).
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    final_charts.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final_charts.parent) as tmp:
         charts = png.write_charts(cases_and_points(results)[0], Path(tmp) / chart_dir)
         rel = [(caption, f"{chart_dir}/{path.name}") for caption, path in charts]
         text = markdown.render(results, title=title, charts=rel, study=study, band=band)
-        write_atomically(output, lambda scratch: _write(scratch, text), "report")
-        final_charts = target.parent / chart_dir
+        # The charts first, the text last: a report is never published beside charts
+        # it names and that are not there. The old charts leave with the scratch folder.
         if final_charts.exists():
-            shutil.rmtree(final_charts)
+            final_charts.replace(Path(tmp) / "replaced")
         if charts:
             (Path(tmp) / chart_dir).replace(final_charts)
+        write_atomically(output, lambda scratch: _write(scratch, text), "report")
 
 
 def _write(path: Path, text: str) -> None:
