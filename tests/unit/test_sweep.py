@@ -290,3 +290,28 @@ def test_a_per_framework_mapping_missing_a_framework_is_refused_with_a_whole_exa
         sweep.parse("model: {}\n")
     with pytest.raises(SpecError, match="add `tensorflow: resnet18` to `model`"):
         sweep.parse("framework: [torch, tensorflow]\nmodel: {torch: resnet18}\n")
+
+
+def test_a_resumed_dry_run_lists_and_estimates_what_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--dry-run --resume shows the cases the resumed sweep would measure (those not yet
+    recorded), not the whole sweep."""
+    from fwbench.store.db import ResultStore
+
+    from .test_regression import _generation
+    from .test_robustness import cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("framework: torch\nmodel: resnet18\nbatch_size: [1, 2, 4]\n")
+    cases = sweep.load_file(spec).cases
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(_generation(0.1, 0.01, "x").model_copy(update={"case": cases[0]}))
+    code, _, err = cli(["sweep", str(spec), "--dry-run", "--resume", "--db", str(db)], capsys)
+    assert code == 0, err
+    lines = err.strip().splitlines()
+    assert lines[:2] == [cases[1].label(), cases[2].label()]
+    assert lines[2].startswith(f"2 of 3 cases left (1 recorded in {db}); estimated")
+    code, _, err = cli(["sweep", str(spec), "--dry-run", "--db", str(db)], capsys)
+    assert err.strip().splitlines()[3].startswith("3 cases; estimated")

@@ -39,6 +39,17 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
         raise
 
 
+def cases_left(cases: list[Case], db: Path, resume: bool, retry_failed: bool) -> list[Case]:
+    """The cases a resumed command would measure: all of them unless it resumes from a
+    database that exists (read through a snapshot where a sweep is writing it)."""
+    if not (resume or retry_failed) or not db.exists():
+        return cases
+    options = RunOptions(resume=True, retry_failed=retry_failed)
+    with ResultStore(db, read_only=True, on_snapshot=lambda _: None) as store:
+        done = done_keys(store, options)
+    return [c for c in cases if c.key() not in done]
+
+
 def _holds_results(db: Path) -> bool:
     if not db.exists():
         return False

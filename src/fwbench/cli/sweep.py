@@ -89,7 +89,7 @@ def command(
     """Run every case of a sweep, each in its own worker; a failed case never stops it."""
     # The work's modules load when it runs: --help reads only the signature.
     from fwbench.api import RunOptions, executor_named
-    from fwbench.cli.execute import execute
+    from fwbench.cli.execute import cases_left, execute
     from fwbench.report.terminal import answer_text, report_tables, summary_table
 
     if (file is None) == (preset is None):
@@ -127,16 +127,22 @@ def command(
     runner = executor_named(
         executor, address, DEFAULT_SPREAD if spread is None else spread, budget_s
     )
+    # With --resume, what is left of the sweep is listed, estimated and confirmed.
+    left = sweep.cases if sweep.serve else cases_left(sweep.cases, db, resume, retry_failed)
     if dry_run:
         for spec in sweep.serve or [None]:
-            for case in sweep.cases:
+            for case in left:
                 console.print(point_label(case, spec) if spec else case.label())
         points = len(sweep.cases) * len(sweep.serve)
         if sweep.serve:
             console.print(f"{points} serving points")
         else:
-            found = sweeps.estimate(len(sweep.cases), timing, budget_s)
-            console.print(f"{len(sweep.cases)} cases; {found.describe()}", markup=False)
+            found = sweeps.estimate(len(left), timing, budget_s)
+            done = len(sweep.cases) - len(left)
+            counted = f"{len(left)} cases"
+            if done:
+                counted = f"{len(left)} of {len(sweep.cases)} cases left ({done} recorded in {db})"
+            console.print(f"{counted}; {found.describe()}", markup=False)
         return
     # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
     timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
@@ -152,7 +158,7 @@ def command(
         _check_serving(executor, budget_s)
         _serve(sweep, db, options, reports, formats, json)
         return
-    _confirm(sweep, sweeps.estimate(len(sweep.cases), timing, budget_s), yes)
+    _confirm(sweep, len(left), sweeps.estimate(len(left), timing, budget_s), yes)
     on = "" if executor == "local" else f" on Ray ({address or 'a local instance'})"
     console.print(f"sweep [bold]{sweep.name}[/bold]: {len(sweep.cases)} cases into {db}{on}")
     results = execute(sweep.cases, db, options)
@@ -169,12 +175,12 @@ def command(
         console.print(f"report written to {path}")
 
 
-def _confirm(sweep: sweeps.Sweep, found: sweeps.Estimate, yes: bool) -> None:
+def _confirm(sweep: sweeps.Sweep, count: int, found: sweeps.Estimate, yes: bool) -> None:
     """A sweep of days is a mistake more often than a plan: it starts on a yes, typed or
     given as --yes, never by default."""
     if yes or not found.needs_confirmation:
         return
-    what = f"sweep {sweep.name}: {len(sweep.cases)} cases, {found.describe()}"
+    what = f"sweep {sweep.name}: {count} cases, {found.describe()}"
     if sys.stdin is None or not sys.stdin.isatty():
         raise SpecError(f"{what}; pass --yes to run it")
     if not typer.confirm(f"{what}. Run it?", err=True):
