@@ -408,3 +408,28 @@ def test_a_markdown_report_whose_chart_folder_is_not_a_folder_is_refused_writing
     assert err.strip().startswith(f"error: report {out}: its charts go in {charts}, which is")
     assert not out.exists()
     assert charts.is_symlink() or charts.read_text() == "mine"
+
+
+def test_a_database_a_failed_command_made_and_stored_nothing_in_is_removed(
+    tmp_path: Path,
+) -> None:
+    """`run`, `sweep` and `serve` alike: a database the command created is removed with
+    its log when the command fails before storing anything; one holding a result, or
+    one that was there before, is kept."""
+    from fwbench.cli.execute import removed_if_empty
+    from fwbench.store.db import ResultStore
+
+    from .test_regression import _generation
+
+    db = tmp_path / "r.duckdb"
+    for stores in (False, True):
+        with pytest.raises(RuntimeError), removed_if_empty(db), ResultStore(db) as store:
+            store.start_invocation("fwbench serve", {})
+            if stores:
+                store.add(_generation(0.1, 0.01, "x"))
+            raise RuntimeError("found late")
+        assert db.exists() is stores
+        assert not db.with_name("r.duckdb.wal").exists()
+    with pytest.raises(RuntimeError), removed_if_empty(db):
+        raise RuntimeError("found late")
+    assert db.exists()

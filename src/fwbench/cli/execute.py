@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
@@ -28,9 +29,17 @@ def execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     A database this command made and stored no result in is removed when the command
     fails (an executor it could not reach, bad input found late): nothing half-made."""
     cache_dir()  # a cache folder the user named and cannot be used: said before any work
+    with removed_if_empty(db):
+        return _execute(cases, db, options)
+
+
+@contextlib.contextmanager
+def removed_if_empty(db: Path) -> Iterator[None]:
+    """Around a command that makes `db`: if it fails, a database it created and stored no
+    result or serving point in is removed, with its log."""
     created = not db.exists()
     try:
-        return _execute(cases, db, options)
+        yield
     except BaseException:
         if created and db.is_file() and not _holds_results(db):
             for made in (db, db.with_name(db.name + ".wal")):

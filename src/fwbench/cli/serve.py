@@ -58,7 +58,7 @@ def execute_serving(
     (api.serve_points: the executor, rounds and resume rule of step-time cases).
     Returns the newest stored result of every point (measured now or resumed)."""
     from fwbench.api import done_points, serve_points
-    from fwbench.cli.execute import warn_rescued
+    from fwbench.cli.execute import removed_if_empty, warn_rescued
     from fwbench.cli.progress import case_progress, serving_outcome_of
     from fwbench.environment import host_environment
     from fwbench.store.db import ResultStore
@@ -81,7 +81,7 @@ def execute_serving(
     keys = [point_key(p.case, p.spec) for p in points]
     check_free_space(db)
     storing()
-    with ResultStore(db) as store:
+    with removed_if_empty(db), ResultStore(db) as store:
         done = done_points(store, options)
         todo = [p for p in points if point_key(p.case, p.spec) not in done]
         if len(todo) < len(points):
