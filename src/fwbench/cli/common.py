@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -65,18 +66,20 @@ def defer(error: FwbenchError) -> None:
     _deferred.append(error)
 
 
-# Whether the command has started storing results (what an interruption keeps is said
+# The databases the command stores results in (what an interruption keeps is said
 # only by a command that stores: `models` or `--help` keep nothing).
-_storing: list[bool] = []
+_storing: list[Path] = []
 
 
-def storing() -> None:
-    """The command stores results from now on (execute, serve)."""
-    _storing.append(True)
+def storing(db: Path) -> None:
+    """The command stores results into `db` from now on (execute, serve)."""
+    _storing.append(db)
 
 
 def stores() -> bool:
-    return bool(_storing)
+    """Whether results the command stored are kept: a database it made and stored
+    nothing in is removed when it stops (execute.removed_if_empty)."""
+    return any(db.exists() for db in _storing)
 
 
 def raise_deferred() -> None:

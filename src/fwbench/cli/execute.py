@@ -71,7 +71,7 @@ def _holds_results(db: Path) -> bool:
 
 def _execute(cases: list[Case], db: Path, options: RunOptions) -> list[Result]:
     check_free_space(db)
-    storing()
+    storing(db)
     with ResultStore(db) as store:
         host = host_environment()
         invocation_id = store.start_invocation(shlex.join(["fwbench", *sys.argv[1:]]), host)

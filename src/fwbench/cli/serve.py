@@ -80,7 +80,7 @@ def execute_serving(
         )
     keys = [point_key(p.case, p.spec) for p in points]
     check_free_space(db)
-    storing()
+    storing(db)
     with removed_if_empty(db), ResultStore(db) as store:
         done = done_points(store, options)
         todo = [p for p in points if point_key(p.case, p.spec) not in done]
