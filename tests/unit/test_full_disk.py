@@ -131,14 +131,20 @@ def test_free_space_is_checked_where_the_database_will_be(tmp_path: Path) -> Non
         check_free_space(tmp_path / "r.duckdb", needed=1 << 62)
 
 
-def test_a_serving_point_round_trips_through_import(tmp_path: Path) -> None:
-    """A serving point kept for import (or printed by `serve --json`) is read back as the
-    same point, into the serving table."""
+def schema14_point(tmp_path: Path) -> Any:
+    """The serving point of a schema-14 database, as this version reads it."""
     old = tmp_path / "v14.duckdb"
     with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
         old.write_bytes(src.read())
     with ResultStore(old) as store:
         (point,) = store.serving()
+    return point
+
+
+def test_a_serving_point_round_trips_through_import(tmp_path: Path) -> None:
+    """A serving point kept for import (or printed by `serve --json`) is read back as the
+    same point, into the serving table."""
+    point = schema14_point(tmp_path)
     exported = tmp_path / "kept.json"
     exported.write_text(json.dumps([point.to_record()]))
     (back,) = read_records(exported)
@@ -151,11 +157,7 @@ def test_a_serving_point_round_trips_through_import(tmp_path: Path) -> None:
 
 
 def test_an_edited_serving_record_is_refused(tmp_path: Path) -> None:
-    old = tmp_path / "v14.duckdb"
-    with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
-        old.write_bytes(src.read())
-    with ResultStore(old) as store:
-        (point,) = store.serving()
+    point = schema14_point(tmp_path)
     record = {**point.to_record(), "batch_size": point.case.batch_size + 1}
     edited = tmp_path / "edited.json"
     edited.write_text(json.dumps([record]))
@@ -185,7 +187,7 @@ def test_an_import_puts_a_record_further_along_in_place_of_its_earlier_version(
         store.add(partial)
         assert store.add_rows([Row.of(done)], "import") == 1
         (stored,) = store.results()
-        assert stored.measurement is not None and stored.measurement.stop_reason == "max_runs"
+        assert stored.measurement is not None and stored.measurement.stop_reason == "precision"
         assert len(stored.measurement.runs) == 5
         assert store.add_rows([Row.of(partial)], "import") == 0  # older: skipped
         assert store.add_rows([Row.of(done)], "import") == 0  # the same: already there
@@ -196,11 +198,7 @@ def test_an_import_puts_a_record_further_along_in_place_of_its_earlier_version(
 def test_an_import_puts_a_serving_point_further_along_in_place_of_its_earlier_version(
     tmp_path: Path,
 ) -> None:
-    old = tmp_path / "v14.duckdb"
-    with gzip.open(DATA / "results-schema14.duckdb.gz") as src:
-        old.write_bytes(src.read())
-    with ResultStore(old) as store:
-        (point,) = store.serving()
+    point = schema14_point(tmp_path)
     served = point.served
     assert served.runs
     cut = point.model_copy(

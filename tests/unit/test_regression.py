@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -83,59 +84,30 @@ def test_an_unchanged_sweep_of_many_cases_raises_no_false_alarm() -> None:
 
 
 def _generation(step: float, tpot: float, rid: str) -> Result:
-    """A generation's result: five runs of `step` s per generation, `tpot` s per token."""
-    import datetime
-
+    """A generation's result: five runs of about `step` s per generation, `tpot` s per
+    token."""
     from fwbench.case import Case
-    from fwbench.result import Measurement, Run, RunFigure, StepTime
+    from fwbench.result import Measurement, RunFigure, StepTime
+
+    from .test_parity_and_summary import START
 
     case = Case.build(framework="torch", model="gpt2_tiny", task="generate", batch_size=1)
+    spread = [1 + 0.001 * i for i in range(5)]
     runs = tuple(
-        Run(
-            index=i,
-            median_s=step * (1 + 0.001 * i),
-            ci_low_s=step * 0.99,
-            ci_high_s=step * 1.01,
-            launcher="spawn",
-            samples=(step * (1 + 0.001 * i),) * 5,
-            steps_per_block=1,
-            build_s=1,
-            first_step_s=0.1,
-            warmup_steps=1,
-            warmup_s=0.1,
-            warmup_stop="stable",
-            stop_reason="max_samples",
-            sync_overhead_s=0,
-            figures={
-                "tpot_s": RunFigure(
-                    samples=(tpot * (1 + 0.001 * i),) * 5, median_s=tpot * (1 + 0.001 * i)
-                )
-            },
+        run.model_copy(
+            update={"figures": {"tpot_s": RunFigure(samples=(tpot * k,) * 3, median_s=tpot * k)}}
         )
-        for i in range(5)
+        for run, k in zip(runs_of([step * k for k in spread]), spread, strict=True)
     )
     m = Measurement(
         step_time_s=StepTime(median=step, ci_low=step * 0.99, ci_high=step * 1.01),
         runs=runs,
         samples=tuple(s for r in runs for s in r.samples),
-        steps_per_block=1,
-        build_s=1,
-        first_step_s=0.1,
-        warmup_steps=1,
-        warmup_s=0.1,
-        warmup_stop="stable",
-        stop_reason="max_runs",
-        sync_overhead_s=0,
+        **START,
         figures={"tpot_s": StepTime(median=tpot, ci_low=tpot * 0.99, ci_high=tpot * 1.01)},
     )
-    return Result(
-        result_id=rid,
-        invocation_id="i",
-        recorded_at=datetime.datetime(2026, 11, 29),
-        case=case,
-        status="ok",
-        measurement=m,
-    )
+    return Result(result_id=rid, invocation_id="i", recorded_at=datetime(2026, 11, 29),
+                  case=case, status="ok", measurement=m)  # fmt: skip
 
 
 def test_a_generations_change_is_named_and_shown_by_the_figure_it_was_read_on() -> None:
