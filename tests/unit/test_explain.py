@@ -131,6 +131,20 @@ def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:
     bad.write_text("broken: ['(']\n")
     with pytest.raises(SpecError, match="bad regular expression"):
         load_rules(bad)
+    # Kept as written, matched without regard to case: `\S` is not `\s`, `\Z` no error.
+    escapes = tmp_path / "escapes.yaml"
+    escapes.write_text("glued: ['^aten::\\S+_\\Z']\nMine: ['MyKernel']\n")
+    mine = Categoriser(load_rules(escapes))
+    assert mine("aten::relu_") == "glued"
+    assert mine("aten::relu _") != "glued"
+    assert mine("void MyKernel<float>") == "Mine"
+
+
+@pytest.mark.parametrize(
+    "text", ["mirrored/sgd/CollectiveReduceV2:CollectiveReduceV2", "sgd/allreduce/NcclAllReduce"]
+)
+def test_keras_summing_gradients_in_its_optimizers_scope_is_communication(text: str) -> None:
+    assert CATEGORISE(text) == "communication"
 
 
 # A compiled XLA program's whole text, as `.compile().as_text()` printed it for a Flax

@@ -189,3 +189,42 @@ def test_gpu_kernels_are_read_with_the_op_that_launched_them() -> None:
     assert categorise(gemm) == "matmul / GEMM"
     assert categorise(f"{conv.name}|{gemm}") == "convolution"
     assert categorise(f"{bn.name}|bn_fw_tr_1C11_kernel") == "normalisation"
+
+
+def _range(kind: str, name: str, start: float, end: float, **fields: Any) -> SimpleNamespace:
+    """A torch.profiler event of `name` from `start` to `end` (us)."""
+    when = SimpleNamespace(start=start, end=end, elapsed_us=lambda: end - start)
+    return _event(kind, name, time_range=when, **fields)
+
+
+def test_a_gpu_profiles_ranges_are_read_from_the_cpu_not_their_gpu_annotations() -> None:
+    """On a GPU, torch.profiler shows every range twice: on the CPU, and as a GPU "user
+    annotation" from its first kernel to its last. The window is the CPU's (to the sync
+    after the last kernel), and Optimizer.step's annotation is no kernel: the gap between
+    the kernels it spans is idle, not optimizer time."""
+    from fwbench.explain.categories import IDLE, Categoriser
+    from fwbench.explain.kernels import read_events
+    from fwbench.explain.timeline import WINDOW, attribute
+
+    window = _range("CPU", WINDOW, 0, 1000, id=1, kernels=[], cpu_parent=None, thread=1)
+    step = _range("CPU", "Optimizer.step#SGD.step", 100, 200, id=2, kernels=[],
+                  cpu_parent=window, thread=1)  # fmt: skip
+    add = _range("CPU", "aten::_foreach_add_", 110, 190, id=3, kernels=[], cpu_parent=step,
+                 thread=1)  # fmt: skip
+    gpu = {"device_index": 0, "is_user_annotation": True}
+    kernels = [
+        _range("CUDA", "multi_tensor_apply_kernel", 300, 310, linked_correlation_id=3,
+               device_index=0, is_user_annotation=False),
+        _range("CUDA", "multi_tensor_apply_kernel", 500, 510, linked_correlation_id=3,
+               device_index=0, is_user_annotation=False),
+    ]  # fmt: skip
+    copies = [
+        _range("CUDA", WINDOW, 300, 510, **gpu),
+        _range("CUDA", "Optimizer.step#SGD.step", 300, 510, **gpu),
+    ]
+    events, span = read_events([window, step, add, *kernels, *copies], on_gpu=True)
+    assert (span.start, span.end) == (0.0, 1000e-6)
+    assert [e.name for e in events] == ["multi_tensor_apply_kernel"] * 2
+    found = attribute(events, span.span, Categoriser()).by_category
+    assert found["optimizer update"] == pytest.approx(20e-6)
+    assert found[IDLE] == pytest.approx(980e-6)

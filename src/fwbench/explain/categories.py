@@ -21,6 +21,14 @@ IDLE = "idle / framework overhead"
 OTHER = "other ops"
 
 DEFAULT_RULES: list[tuple[str, str]] = [
+    # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
+    # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
+    # Before the optimizer: Keras sums a distributed step's gradients inside the
+    # optimizer's name scope (sgd/...CollectiveReduceV2), and that is communication.
+    (
+        "communication",
+        r"allreduce|all_reduce|all-reduce|nccl|gloo|allgather|all-gather|c10d::|collective",
+    ),
     # JAX: optax's update functions and its apply_updates, and a Keras optimizer's
     # stateless_apply and update_step, as a program's stack frames name them
     # (fwbench.explain.hlo).
@@ -28,12 +36,6 @@ DEFAULT_RULES: list[tuple[str, str]] = [
         "optimizer update",
         r"optimizer\.step|_foreach_|(^|[|/])sgd/|resourceapply|applymomentum|optimizer\.update"
         r"|update_fn|apply_updates|scale_by_|stateless_apply|update_step",
-    ),
-    # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
-    # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
-    (
-        "communication",
-        r"allreduce|all_reduce|all-reduce|nccl|gloo|allgather|all-gather|c10d::|collective",
     ),
     ("recurrent", r"lstm|gru|rnn_|cudnnrnn|blocklstm"),
     # Not XLA's `convert` (a cast) nor Keras' convert_to_tensor.
@@ -72,7 +74,9 @@ DEFAULT_RULES: list[tuple[str, str]] = [
 class Categoriser:
     def __init__(self, extra: list[tuple[str, str]] | None = None) -> None:
         rules = [*(extra or []), *DEFAULT_RULES]
-        self.rules = [(name, re.compile(pattern)) for name, pattern in rules]
+        # Names are matched lowercased, rules without regard to case: a user's rule is
+        # kept as written (lowercased, its `\S` would read as `\s`).
+        self.rules = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in rules]
         self._cache: dict[str, str] = {}
 
     def __call__(self, text: str) -> str:
@@ -96,10 +100,10 @@ def load_rules(path: Path) -> list[tuple[str, str]]:
     for category, patterns in data.items():
         for pattern in patterns if isinstance(patterns, list) else [patterns]:
             try:
-                re.compile(str(pattern))
+                re.compile(str(pattern), re.IGNORECASE)
             except re.error as exc:
                 raise SpecError(
                     f"{path}: {category}: bad regular expression {pattern!r}: {exc}"
                 ) from None
-            rules.append((str(category), str(pattern).lower()))
+            rules.append((str(category), str(pattern)))
     return rules

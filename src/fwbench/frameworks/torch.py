@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from fwbench.case import Case
 from fwbench.catalog.models import ModelSpec, Optimizer, ctc_label_length, get_model
-from fwbench.explain.kernels import kernel_launchers
-from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
+from fwbench.explain.kernels import read_events
+from fwbench.explain.timeline import WINDOW, Event, Window
 from fwbench.frameworks import generation
 from fwbench.frameworks.base import (
     NO_FLOATS,
@@ -597,35 +597,5 @@ def profile_torch(
         workload.sync()
     if trace_path:
         prof.export_chrome_trace(trace_path)
-    events: list[Event] = []
-    span = (0.0, 0.0)
-    phases: dict[str, list[tuple[float, float]]] = {}
-    all_events = list(prof.events())
-    launched_by = kernel_launchers(all_events) if on_gpu else {}
-    for ev in all_events:
-        start, end = ev.time_range.start * 1e-6, ev.time_range.end * 1e-6
-        is_gpu = ev.device_type.name == "CUDA"
-        if ev.name == WINDOW:
-            span = (start, end)
-            continue
-        if ev.name in PHASES:
-            # On GPUs a range shows twice, on the CPU and as a GPU annotation: the
-            # CPU's covers the phase, whose last kernel ends before its token is read.
-            if not is_gpu:
-                phases.setdefault(PHASES[ev.name], []).append((start, end))
-            continue
-        if is_gpu != on_gpu:  # GPU cases: the kernels' timeline; CPU cases: the ops'
-            continue
-        # A kernel's name says how it computes (cuDNN runs convolutions as implicit
-        # GEMMs), the op that launched it says what: categories read both.
-        parent = launched_by.get(id(ev)) if is_gpu else ev.cpu_parent
-        ancestors = []
-        while parent is not None and parent.name != WINDOW:
-            # A phase says when an op ran, not what it does ("prefill" reads "fill").
-            if parent.name not in PHASES:
-                ancestors.append(parent.name)
-            parent = parent.cpu_parent
-        text = "|".join([*reversed(ancestors), ev.name])
-        thread = f"gpu:{ev.device_index}" if is_gpu else f"cpu:{ev.thread}"
-        events.append(Event(thread, start, end, ev.name, text))
-    return "torch.profiler", events, Window(*span, phases), trace_path
+    events, window = read_events(list(prof.events()), on_gpu)
+    return "torch.profiler", events, window, trace_path
