@@ -42,6 +42,9 @@ def test_ddp_and_multiworker_on_two_cpu_workers(tmp_path: Path) -> None:
     # DDP's gloo all-reduce shows in torch.profiler; TensorFlow's collective op too.
     assert records["ddp"]["distributed"]["communication"]["in_flight_s"] > 0
     assert "gloo:all_reduce" in records["ddp"]["distributed"]["communication"]["ops"]
+    # TensorFlow's all-reduce of the gradients (CollectiveReduceV2) is found too.
+    multiworker = records["multiworker"]["distributed"]["communication"]
+    assert multiworker["in_flight_s"] > 0, multiworker
     assert records["ddp"]["distributed"]["launcher"].startswith("torchrun")
     report = tmp_path / "report.md"
     assert fwbench("report", str(db), "-o", str(report)).returncode == 0

@@ -143,7 +143,7 @@ def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text", ["mirrored/sgd/CollectiveReduceV2:CollectiveReduceV2", "sgd/allreduce/NcclAllReduce"]
 )
-def test_keras_summing_gradients_in_its_optimizers_scope_is_communication(text: str) -> None:
+def test_a_collective_in_an_optimizers_scope_is_communication(text: str) -> None:
     assert CATEGORISE(text) == "communication"
 
 

@@ -23,8 +23,8 @@ OTHER = "other ops"
 DEFAULT_RULES: list[tuple[str, str]] = [
     # Collectives by their libraries' names: a bare "broadcast" would take PyTorch's
     # broadcast_tensors and TensorFlow's BroadcastTo, which move nothing between devices.
-    # Before the optimizer: Keras sums a distributed step's gradients inside the
-    # optimizer's name scope (sgd/...CollectiveReduceV2), and that is communication.
+    # Before the optimizer: a collective is communication whatever scope it runs in (one
+    # under an optimizer's name scope, `sgd/...CollectiveReduceV2`, read as the update).
     (
         "communication",
         r"allreduce|all_reduce|all-reduce|nccl|gloo|allgather|all-gather|c10d::|collective",
