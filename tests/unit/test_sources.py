@@ -56,7 +56,14 @@ def test_what_resolving_finds_wrong_is_one_line(tmp_path: Path) -> None:
         (str(tmp_path / "folder"), "not a TensorFlow SavedModel (the folder has no saved_"),
         (str(tmp_path / "gone") + "/", "no such file or folder"),
         ("keras:nets.py", "write keras:module:function or keras:path/file.py:function"),
+        ("hf:" + str(tmp_path / "preset"), "names a Keras object (registered_name): a keras-hub"),
     ]
+    # A keras-hub preset's config, which keras-hub would read as Keras objects and
+    # weights of its own, whatever transformers' fields it also holds.
+    (tmp_path / "preset").mkdir()
+    (tmp_path / "preset" / "config.json").write_text(
+        '{"model_type": "llama", "registered_name": "keras_hub>LlamaBackbone"}'
+    )
     for text, says in cases:
         source = source_of(text)
         assert source is not None, text

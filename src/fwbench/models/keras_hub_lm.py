@@ -183,9 +183,10 @@ def _readable(folder: Path, config: dict[str, Any]) -> Path:
     where = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
     shadow = cache_dir() / "hf-readable" / f"{folder.name}-{where}"
     shadow.mkdir(parents=True, exist_ok=True)
-    for path in folder.iterdir():
+    # The weights alone beside the config: what keras-hub's transformers loader reads.
+    for path in [*folder.glob("*.safetensors"), *folder.glob("*.safetensors.index.json")]:
         link = shadow / path.name
-        if path.name != "config.json" and not link.exists():
+        if not link.exists():
             os.symlink(path.resolve(), link)
     (shadow / "config.json").write_text(json.dumps({**config, **renamed}))
     return shadow

@@ -264,6 +264,15 @@ def _read_config(folder: Path, text: str) -> dict[str, Any]:
         raise SpecError(f"model: {text}: {path} is not a transformers config ({exc})") from None
     if not isinstance(config, dict) or "model_type" not in config:
         raise SpecError(f"model: {text}: {path} has no model_type; not a transformers config")
+    if "registered_name" in config:
+        # keras-hub would read such a folder as a Keras preset (its objects deserialised
+        # from config.json and task.json, its weights from model.weights.h5): other
+        # weights than the safetensors every other framework reads and fwbench names.
+        raise SpecError(
+            f"model: {text}: {path} names a Keras object (registered_name): a keras-hub "
+            "preset, not a transformers checkpoint; give a folder of transformers' "
+            "config.json and safetensors"
+        )
     return config
 
 
