@@ -415,3 +415,36 @@ def test_flax_slides_the_layers_transformers_derives_for_a_gemma_without_layer_t
     )
     assert sliding_windows(config) == expected
     assert None in expected and any(expected)
+
+
+def test_an_onnx_models_identity_holds_every_file_its_weights_are_kept_in(
+    tmp_path: Path,
+) -> None:
+    """External data may be named anything (each tensor's `location`), not only torch.onnx's
+    FILE.onnx.data: a change to any such file is another model."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from fwbench.models.sources import onnx_file
+
+    weights = [numpy_helper.from_array(np.full((4, 4), 0.5, np.float32), name=n) for n in "ab"]
+    steps = (("x", "a", "h"), ("h", "b", "y"))
+    nodes = [helper.make_node("MatMul", [i, w], [o]) for i, w, o in steps]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", 4])], weights,
+    )  # fmt: skip
+    model = helper.make_model(graph)
+    for tensor, location in zip(model.graph.initializer, ("first.bin", "second.bin"), strict=True):
+        onnx.external_data_helper.set_external_data(tensor, location)
+        (tmp_path / location).write_bytes(tensor.raw_data)
+        tensor.ClearField("raw_data")
+        tensor.data_location = onnx.TensorProto.EXTERNAL
+    path = tmp_path / "net.onnx"
+    onnx.save(model, str(path))
+    assert onnx_file.external_files(path) == ["first.bin", "second.bin"]
+    before = onnx_file.resolve(str(path)).digest
+    second = tmp_path / "second.bin"
+    second.write_bytes(np.full((4, 4), 0.25, np.float32).tobytes())
+    assert onnx_file.resolve(str(path)).digest != before

@@ -6,12 +6,21 @@ the batch size. Its parameters are its initializers' elements: what the file hol
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from fwbench.catalog.inputs import BATCH, TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
-from fwbench.models.sources.common import digest, digest_text, existing, file_model, read_model
+from fwbench.models.sources.common import (
+    digest,
+    digest_text,
+    existing,
+    file_model,
+    read_model,
+    within,
+)
 
 # ONNX's TensorProto element types, by number, as fwbench names them.
 _DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 9: "bool",
@@ -31,15 +40,48 @@ def load(path: str) -> Any:
 
 def resolve(text: str) -> ModelSpec:
     path = existing(text, "an ONNX model")
-    # Weights kept beside the graph (torch.onnx's FILE.onnx.data) are the model too.
-    data = path.with_name(path.name + ".data")
-    content = digest(path) if not data.is_file() else digest_text(digest(path) + digest(data))
+    # Weights kept beside the graph are the model too: every file its tensors name
+    # (torch.onnx's FILE.onnx.data, or any others), each checked before it is read.
+    parts = [digest(path)]
+    for name in external_files(path):
+        parts += [name, digest(within(path.parent / name, path.parent))]
+    content = parts[0] if len(parts) == 1 else digest_text("\0".join(parts))
     return file_model(
         str(path), content, path.name,
         family="onnx",
         builders={"onnx": lambda **_: load(str(path))},
         description=f"ONNX file {path}",
     )  # fmt: skip
+
+
+def external_files(path: Path) -> list[str]:
+    """The files beside the graph its tensors keep their data in (their `location`s),
+    read from the graph alone; in sorted order. Without the onnx package (a command
+    that runs no ONNX framework here), torch.onnx's convention: FILE.onnx.data."""
+    try:
+        import onnx
+    except ImportError:
+        beside = path.name + ".data"
+        return [beside] if (path.parent / beside).is_file() else []
+
+    proto = read_model(str(path), "an ONNX model", lambda p: onnx.load(p, load_external_data=False))
+    found: set[str] = set()
+
+    def tensors(graph: Any) -> Iterator[Any]:
+        yield from graph.initializer
+        yield from (sparse.values for sparse in graph.sparse_initializer)
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.HasField("t"):
+                    yield attribute.t
+                yield from attribute.tensors
+                for sub in [*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs]:
+                    yield from tensors(sub)
+
+    for tensor in tensors(proto.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            found |= {entry.value for entry in tensor.external_data if entry.key == "location"}
+    return sorted(found)
 
 
 def signature(proto: Any) -> tuple[TensorSpec, ...]:
