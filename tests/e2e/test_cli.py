@@ -120,6 +120,25 @@ def test_crash_and_hang_are_recorded_and_the_sweep_goes_on(
         assert [r.status for r in store.results()] == ["error", "timeout", "ok"]
 
 
+def test_a_variant_that_hangs_leaves_the_others_of_its_round_their_own_time(
+    tmp_path: Path, plugin_env: dict[str, str]
+) -> None:
+    """Variants of one workload are built one after another in a round: a variant that
+    hangs is stopped at its own time-out, and the next has all of its own (the round's
+    shared deadline was spent by the hang, and the healthy variant was recorded as a
+    time-out too)."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "framework: [torch, tensorflow]\nmodel: hangs_in_torch\ntask: infer\nbatch_size: 2\n"
+        "input_size: 16\nnum_classes: 10\nthreads: 1\ntimeout_s: 20\n" + FAST_TIMING_YAML
+    )
+    proc = fwbench("sweep", str(spec), "--db", str(tmp_path / "r.duckdb"), "--json", env=plugin_env)
+    assert proc.returncode == 0, proc.stderr
+    records = {r["framework"]: r for r in json.loads(proc.stdout)}
+    assert records["torch"]["status"] == "timeout", records["torch"]["error"]
+    assert records["tensorflow"]["status"] == "ok", records["tensorflow"]["error"]
+
+
 def test_killed_sweep_resumes_without_losing_or_duplicating(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text(

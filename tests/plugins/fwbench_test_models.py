@@ -1,7 +1,8 @@
 """Models that misbehave on purpose, loaded through FWBENCH_PLUGINS by the tests.
 
 `crash` kills its worker with a segmentation fault, as a broken native extension would;
-`hang` never finishes building, as a deadlocked one would.
+`hang` never finishes building, as a deadlocked one would (`hangs_in_torch` in PyTorch
+alone).
 """
 
 from __future__ import annotations
@@ -78,6 +79,20 @@ register(
         min_input_size=4,
         builders={"torch": _torch_tiny, "tensorflow": _keras_tiny},
         description="one convolution (tests only)",
+    )
+)
+
+
+# Hangs building in PyTorch alone: a variant that hangs beside one that works.
+register(
+    ModelSpec(
+        name="hangs_in_torch",
+        family="test",
+        input_kind="image",
+        default_input_size=16,
+        min_input_size=4,
+        builders={"torch": _hang, "tensorflow": _keras_tiny},
+        description="hangs in PyTorch, one convolution in TensorFlow (tests only)",
     )
 )
 

@@ -134,6 +134,7 @@ class Worker(Protocol):
     ranks of a data-parallel case answering as one (fwbench.launch.rank_group)."""
 
     launcher: str  # how it was started, recorded with the run
+    deadline: float  # time.monotonic() by which its next answer must come
 
     def send(self, message: BaseModel | dict[str, Any]) -> None: ...
 

@@ -214,7 +214,6 @@ def run_round(
     on_phase: Callable[[str], None] | None,
     servers: ForkServers,
 ) -> None:
-    deadline = time.monotonic() + timeout_s * len(order)
     runners: list[_Runner] = []
     workers: list[Worker] = []
     try:
@@ -232,18 +231,14 @@ def run_round(
                 request = request.model_copy(update={"outputs_path": str(outputs.path_for(case))})
             if request.timing.compile_cache and request.compile_cache is None:
                 request = request.model_copy(update={"compile_cache": str(compile_dir(case))})
-            prepared = _start_run(
-                state, request, round_index, deadline, timeout_s, servers, workers
-            )
+            prepared = _start_run(state, request, round_index, timeout_s, servers, workers)
             if not isinstance(prepared, _Runner) and _cache_suspect(state, request, prepared):
                 # A damaged compile cache fails every compiled case that reads it: the run
                 # is tried once more compiling afresh, and the cache is discarded if that
                 # run works (the failure was the cache's, not the model's).
                 alone = request.timing.model_copy(update={"compile_cache": False})
                 afresh = request.model_copy(update={"compile_cache": None, "timing": alone})
-                retried = _start_run(
-                    state, afresh, round_index, deadline, timeout_s, servers, workers
-                )
+                retried = _start_run(state, afresh, round_index, timeout_s, servers, workers)
                 if isinstance(retried, _Runner):
                     assert request.compile_cache is not None
                     state.warnings.append(_discard_cache(Path(request.compile_cache), prepared))
@@ -258,6 +253,10 @@ def run_round(
                     f"run {round_index + 1}: measuring "
                     + " | ".join(r.state.request.case.label() for r in runners)
                 )
+            # Measured in alternation, the runs take as long together as each alone
+            # would one after another: each worker's time-out is counted from now.
+            for runner in runners:
+                runner.worker.deadline = time.monotonic() + timeout_s * len(runners)
             _measure(runners)
     finally:
         for worker in workers:
@@ -271,16 +270,17 @@ def _start_run(
     state: CaseRuns,
     request: CaseRequest,
     round_index: int,
-    deadline: float,
     timeout_s: float,
     servers: ForkServers,
     workers: list[Worker],
 ) -> _Runner | _Failed:
-    """Start one run's worker, build and warm it up: ready to be timed, or what failed."""
+    """Start one run's worker, build and warm it up: ready to be timed, or what failed.
+    Its time-out is its own, counted from its start: a variant that hung before it
+    leaves it all of its time."""
     started = time.perf_counter()
     try:
         runs = state.request.plan.max_runs
-        worker = start_worker(request, round_index, runs, deadline, timeout_s, servers)
+        worker = start_worker(request, round_index, runs, timeout_s, servers)
     except Exception as exc:
         return WorkerFailure("error", f"cannot start a worker: {one_line(exc)}", ""), None
     workers.append(worker)
@@ -357,18 +357,19 @@ def start_worker(
     request: CaseRequest,
     round_index: int,
     runs: int,
-    deadline: float,
     timeout_s: float,
     servers: ForkServers,
 ) -> Worker:
     """A fresh worker for one run: the ranks of a data-parallel case, else one process
     forked from the framework's fork server where it can fork (ForkServers.for_case),
-    else spawned."""
+    else spawned. Its time-out counts from now: a fork server started for it had its
+    own (READY_TIMEOUT_S) for importing the framework."""
     case = request.case
     if case.strategy:
-        return RankGroup(request, deadline, timeout_s)
+        return RankGroup(request, time.monotonic() + timeout_s, timeout_s)
     env = case_env(case)
     server = servers.for_case(case, env, round_index, runs)
+    deadline = time.monotonic() + timeout_s
     return WorkerProcess(f"case: {case.label()}", env, deadline, timeout_s, server)
 
 
