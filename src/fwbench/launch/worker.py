@@ -208,14 +208,7 @@ def serve_case(
             settings["compiles_after_timing"] = workload.compile_count()
         tracked = {name: tracker("stop", workload) for name, tracker in tracking.items()}
         settings |= workload.counters()
-        sample = workload.output_sample()
-        if sample is not None:
-            settings["output_sample"] = sample
-            whole = workload.output_arrays()
-            if request.outputs_path and whole is not None:
-                outputs.write(request.outputs_path, whole)
-        settings |= adapter.compile_cache_state()
-        found = role.after(workload)
+        found = _after_blocks(workload, role, adapter, request, settings)
     except Exception as exc:
         report(**failure(adapter, exc, case.device, settings), param_count=param_count)
         return
@@ -223,6 +216,29 @@ def serve_case(
         if workload is not None:
             role.close(workload)
     report(status="ok", build_s=build_s, param_count=param_count, tracked=tracked, **found)
+
+
+def _after_blocks(
+    workload: Workload, role: Role, adapter: Adapter, request: CaseRequest, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """What is read after the timed blocks (the outputs, the compile cache's state, a
+    profile): its report fields. A failure there never costs the run its blocks: it is
+    a warning, and what failed is missing from the result."""
+    try:
+        sample = workload.output_sample()
+        if sample is not None:
+            settings["output_sample"] = sample
+            whole = workload.output_arrays()
+            if request.outputs_path and whole is not None:
+                outputs.write(request.outputs_path, whole)
+        settings |= adapter.compile_cache_state()
+        return role.after(workload)
+    except Exception as exc:
+        settings["warnings"].append(
+            f"after the timed blocks: {one_line(exc)} (the run's "
+            "times are kept; what failed is missing from the result)"
+        )
+        return {}
 
 
 def _profile(adapter: Adapter, workload: Workload, request: CaseRequest) -> dict[str, Any]:
