@@ -292,3 +292,26 @@ def test_13_ray_workers_that_never_start_fail_fast_with_the_reason() -> None:
     with pytest.raises(ExecutorError, match="none of its workers ran a task within 60 s"):
         ray_executor._check_workers_start(fake)  # type: ignore[arg-type]
     assert waited == [ray_executor.WORKER_START_TIMEOUT_S]
+
+
+@pytest.mark.parametrize("after, status", [(4, "oom"), (3, "error"), (None, "error")])
+def test_a_rank_the_kernel_killed_for_memory_is_an_oom_result(
+    after: int | None, status: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torchrun exits with 1 when the kernel kills a rank for memory: where the cgroup's
+    OOM-kill count rose during the run the case is `oom`, as a single worker's is; where
+    it did not, or cannot be read, an error. (The group's fields are set by hand: a real
+    rank cannot be OOM-killed here on purpose.)"""
+    from types import SimpleNamespace
+
+    from fwbench.launch import rank_group
+
+    log = tmp_path / "torchrun.log"
+    log.write_text("torch.distributed.elastic: Signal 9 (SIGKILL) received by PID 4242\n")
+    proc = SimpleNamespace(popen=SimpleNamespace(returncode=1), log=log)
+    group = object.__new__(rank_group.RankGroup)
+    group.oom_kills_at_start, group.processes = 3, [proc]
+    monkeypatch.setattr(rank_group, "oom_kills", lambda: after)
+    found = group._crashed(proc)  # type: ignore[arg-type]
+    assert found.status == status, found.error
+    assert "torchrun" in found.error

@@ -43,6 +43,7 @@ from fwbench.launch.process import (
     WorkerReported,
     case_env,
     classify_exit,
+    oom_kills,
     read_log,
 )
 from fwbench.launch.protocol import CaseReport, CaseRequest
@@ -125,6 +126,7 @@ class RankGroup:
         self.nproc = self.strategy.process_count(self.case.replicas)
         self.deadline = deadline
         self.timeout_s = timeout_s
+        self.oom_kills_at_start = oom_kills()  # what the kernel killed before: not ours
         self.dir = Path(tempfile.mkdtemp(prefix="fwbench-dist-"))
         self.server = socket.create_server(("127.0.0.1", 0))
         self.processes: list[_Process] = []
@@ -359,7 +361,21 @@ class RankGroup:
 
     def _crashed(self, proc: _Process) -> WorkerFailure:
         code = proc.popen.returncode
-        failure = classify_exit(code if code is not None else -1, read_log(proc.log))
+        now = oom_kills()
+        killed = (
+            None
+            if now is None or self.oom_kills_at_start is None
+            else now > self.oom_kills_at_start
+        )
+        failure = classify_exit(code if code is not None else -1, read_log(proc.log), killed)
+        if killed and failure.status != "oom":
+            # torchrun exits with 1 when the kernel kills one of its ranks for memory.
+            return WorkerFailure(
+                "oom",
+                f"a rank was killed by the kernel's out-of-memory killer ({proc.log.stem} "
+                f"exited with code {code})",
+                self.log_tail(),
+            )
         # torchrun exits with 1 when a rank dies; say which launcher saw it.
         error = failure.error.replace("worker", f"{proc.log.stem}", 1)
         return WorkerFailure(failure.status, error, self.log_tail())
