@@ -218,6 +218,8 @@ def test_9_a_sigkill_is_oom_only_when_the_cgroup_says_so() -> None:
     assert unknown.status == "error" and "cause unknown" in unknown.error
     found = oom_kills()
     assert found is None or found >= 0
+    # A real-time signal has no name: said by its number, not a ValueError.
+    assert classify_exit(-40, "").error == "worker crashed: killed by signal 40"
 
 
 def test_a_native_abort_is_named_by_the_line_that_says_why() -> None:

@@ -718,3 +718,24 @@ def test_loadgens_answer_to_the_first_token_is_in_no_decoding_steps_time(decodin
     workload.step()
     found = workload.figures()
     assert (found["ttft_s"], found["tpot_s"]) == (3.0, 1.0), found
+
+
+def test_a_serving_run_that_cannot_start_its_worker_is_that_runs_failure(tmp_path: Path) -> None:
+    """A worker that cannot be started (no process left, a fork server gone bad) fails
+    that run, recorded as a case's run would be; it used to end the whole command."""
+    from fwbench.launch.protocol import ServeRequest
+    from fwbench.launch.serving import _one_run
+    from fwbench.measure.timing import RunTiming
+
+    class Exhausted:
+        def for_case(self, *args: object) -> None:
+            raise OSError(24, "Too many open files")
+
+    case = Case.build(framework="torch", model="resnet18", task="infer", batch_size=1)
+    request = ServeRequest(
+        case=case, spec=ServeSpec(scenario="offline"), timing=RunTiming(), log_dir=str(tmp_path)
+    )
+    run, report = _one_run(request, 0, 3, 10.0, Exhausted())  # type: ignore[arg-type]
+    assert report is None
+    assert (run.status, run.index) == ("error", 0)
+    assert run.error == "cannot start a worker: OSError: [Errno 24] Too many open files"

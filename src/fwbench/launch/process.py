@@ -392,7 +392,10 @@ def classify_exit(returncode: int, log: str, oom_killed: bool | None = None) -> 
     log_tail = tail(log)
     looks_oom = any(p in log_tail.lower() for p in _OOM_PHRASES)
     if returncode < 0:
-        name = signal.Signals(-returncode).name
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:  # a real-time signal (SIGRTMIN+n) has no name of its own
+            name = f"signal {-returncode}"
         if name == "SIGKILL" and oom_killed:
             return WorkerFailure(
                 "oom", "worker killed by the kernel's out-of-memory killer", log_tail

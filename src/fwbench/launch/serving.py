@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.case import Case
+from fwbench.errors import one_line
 from fwbench.launch.forkserver import ForkServers
 from fwbench.launch.outcome import PointOutcome, WorkerFailure
 from fwbench.launch.process import WorkerGone, WorkerProcess, case_env
@@ -237,15 +238,22 @@ def _one_run(
 ) -> tuple[ServingRun, ServeReport | None]:
     case = request.case
     env = case_env(case)
-    server = servers.for_case(case, env, index, runs)
     label = f"serve: {point_label(case, request.spec)}"
-    worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s, server)
+    try:
+        server = servers.for_case(case, env, index, runs)
+        worker = WorkerProcess(label, env, time.monotonic() + timeout_s, timeout_s, server)
+    except Exception as exc:
+        return _failed(index, "none", "error", f"cannot start a worker: {one_line(exc)}"), None
     try:
         worker.send(request)
         report = ServeReport.model_validate(worker.receive()["report"])
     except WorkerGone as gone:
         failure = gone.failure
         return _failed(index, worker.launcher, failure.status, failure.error), None
+    except Exception as exc:
+        # What the worker said could not be read (a stray line, a report of another
+        # version): this run's failure, as a case's run's is; the sweep goes on.
+        return _failed(index, worker.launcher, "error", f"worker: {one_line(exc)}"), None
     finally:
         worker.close()
     run = ServingRun(
