@@ -105,6 +105,8 @@ def test_token_latencies_come_from_a_generations_detail_log() -> None:
     assert t.tokens_per_s == pytest.approx(8 * t.samples_per_s, rel=1e-2)
     # a query's latency is its first token plus 7 more
     assert t.latency_s["50.00"] > t.ttft_s["50.00"] + 6 * t.tpot_s["50.00"] * 0.9
+    # early stopping's verdict, of each token latency apart
+    assert t.early_stopping == "TTFT: * Run successful.; TPOT: * Run successful."
     # a model that does not stream has no token figures
     plain = figures_from_log(read_detail_log(DATA / "loadgen-server-detail.txt"), "server", 1, 1, 8)
     assert plain.ttft_s == {} and plain.tpot_s == {} and plain.tokens_per_s is None

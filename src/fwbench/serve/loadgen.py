@@ -138,7 +138,12 @@ def figures_from_log(
         rate *= batch  # a query carries a batch: samples are its inputs
     given = found.get("result_invalid_reason") or []
     reasons = [str(r) for r in (given if isinstance(given, list) else [given]) if r]
-    early = first("early_stopping_result")
+    # A generation's test (token latencies) says it of its first token's latency and of
+    # its time per output token apart.
+    per_token = (("early_stopping_ttft_result", "TTFT"), ("early_stopping_tpot_result", "TPOT"))
+    early = first("early_stopping_result") or "; ".join(
+        f"{what}: {' '.join(str(said).split())}" for key, what in per_token if (said := first(key))
+    )
     # LoadGen writes no reason when only early stopping failed: say which check failed.
     checks = (
         ("result_perf_constraints_met", "the latency bound was not met"),
