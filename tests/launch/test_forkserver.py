@@ -60,12 +60,19 @@ def test_a_forked_worker_measures_a_case_and_a_crash_is_classified(
         assert worker.receive()["report"]["status"] == "ok"
         worker.close()
 
+        # A sibling from the same server still runs while the crashed one is closed:
+        # closing it asks nothing more of the server (its child was reaped once), so it
+        # is immediate, not the server's whole 10 s wait for a pid it no longer has.
+        sibling = WorkerProcess("case: sibling", env, time.monotonic() + 60, 60, server)
         doomed = WorkerProcess("case: doomed", env, time.monotonic() + 60, 60, server)
         os.kill(doomed.pid, signal.SIGSEGV)
         code = doomed.returncode(10.0)
         assert code == -signal.SIGSEGV
         assert classify_exit(code, "").error == "worker crashed: killed by SIGSEGV"
+        closing = time.monotonic()
         doomed.close()
+        assert time.monotonic() - closing < 2.0
+        sibling.close()
     finally:
         servers.close()
 

@@ -229,6 +229,7 @@ class WorkerProcess:
             raise WorkersStopped(label)
         self.deadline = deadline
         self.timeout_s = timeout_s  # as the user set it, for the message
+        self._ended: int | None = None  # its exit status, once read
         self.oom_kills_at_start = oom_kills()
         self._dir = Path(tempfile.mkdtemp(prefix="fwbench-"))
         self.log_path = self._dir / "worker.log"
@@ -304,17 +305,29 @@ class WorkerProcess:
         return load.tree_cpu_seconds(self.pid)
 
     def returncode(self, wait_s: float) -> int | None:
+        # Kept once read: a fork server reaps its child once, and asked again it would
+        # wait the whole wait_s for a pid it no longer has while a sibling still runs.
+        if self._ended is not None:
+            return self._ended
         if self.proc is not None:
             try:
-                return self.proc.wait(timeout=wait_s)
+                self._ended = self.proc.wait(timeout=wait_s)
             except subprocess.TimeoutExpired:
                 return None
-        assert self.server is not None
-        return self.server.wait(self.pid, wait_s)
+        else:
+            assert self.server is not None
+            self._ended = self.server.wait(self.pid, wait_s)
+        return self._ended
 
     def kill(self) -> None:
+        if self._ended is not None:
+            return  # reaped: its pid may be another process's by now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
+        # A child forked a moment ago may not have its own group yet (setsid): the
+        # process itself too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self.pid, signal.SIGKILL)
         self.returncode(10.0)
 
     def close(self) -> None:
