@@ -165,7 +165,14 @@ def _unexpected(exc: BaseException) -> NoReturn:
 
 
 def _stopped(how: str, code: int) -> None:
-    kept = " results stored so far are kept (--resume goes on from them)" if stores() else ""
+    stored = stores()
+    kept = (
+        ""
+        if stored is None
+        else " results stored so far are kept (--resume goes on from them)"
+        if stored
+        else " nothing was stored yet, so no results file is left"
+    )
     _say(f"{how}:{kept}" if kept else how)
     sys.exit(code)
 

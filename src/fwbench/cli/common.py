@@ -76,10 +76,11 @@ def storing(db: Path) -> None:
     _storing.append(db)
 
 
-def stores() -> bool:
-    """Whether results the command stored are kept: a database it made and stored
-    nothing in is removed when it stops (execute.removed_if_empty)."""
-    return any(db.exists() for db in _storing)
+def stores() -> bool | None:
+    """Whether results the command stored are kept: None for a command that stores
+    none; False where it started storing but left no database (one it made and stored
+    nothing in is removed when it stops: execute.removed_if_empty)."""
+    return any(db.exists() for db in _storing) if _storing else None
 
 
 def raise_deferred() -> None:
