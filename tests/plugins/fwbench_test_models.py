@@ -14,6 +14,23 @@ from typing import Any
 from fwbench.catalog.models import ModelSpec, register
 
 
+def _image_model(
+    name: str, builders: dict[str, Any], description: str, size: int = 32, smallest: int = 1
+) -> None:
+    """Register a test-only image model under `name`."""
+    register(
+        ModelSpec(
+            name=name,
+            family="test",
+            input_kind="image",
+            default_input_size=size,
+            min_input_size=smallest,
+            builders=builders,
+            description=description,
+        )
+    )
+
+
 def _segfault(num_classes: int, input_size: int) -> Any:
     ctypes.string_at(0)  # reads address 0: SIGSEGV
     raise AssertionError("unreachable")
@@ -25,16 +42,8 @@ def _hang(num_classes: int, input_size: int) -> Any:
 
 
 for _name, _builder in (("crash", _segfault), ("hang", _hang)):
-    register(
-        ModelSpec(
-            name=_name,
-            family="test",
-            input_kind="image",
-            default_input_size=32,
-            min_input_size=1,
-            builders={"torch": _builder, "tensorflow": _builder},
-            description="misbehaves on purpose (tests only)",
-        )
+    _image_model(
+        _name, {"torch": _builder, "tensorflow": _builder}, "misbehaves on purpose (tests only)"
     )
 
 
@@ -70,30 +79,22 @@ def _keras_tiny(num_classes: int, input_size: int) -> Any:
 
 
 # A model small enough that compiling it (torch.compile, XLA) takes seconds, not minutes.
-register(
-    ModelSpec(
-        name="tiny_cnn",
-        family="test",
-        input_kind="image",
-        default_input_size=16,
-        min_input_size=4,
-        builders={"torch": _torch_tiny, "tensorflow": _keras_tiny},
-        description="one convolution (tests only)",
-    )
+_image_model(
+    "tiny_cnn",
+    {"torch": _torch_tiny, "tensorflow": _keras_tiny},
+    "one convolution (tests only)",
+    size=16,
+    smallest=4,
 )
 
 
 # Hangs building in PyTorch alone: a variant that hangs beside one that works.
-register(
-    ModelSpec(
-        name="hangs_in_torch",
-        family="test",
-        input_kind="image",
-        default_input_size=16,
-        min_input_size=4,
-        builders={"torch": _hang, "tensorflow": _keras_tiny},
-        description="hangs in PyTorch, one convolution in TensorFlow (tests only)",
-    )
+_image_model(
+    "hangs_in_torch",
+    {"torch": _hang, "tensorflow": _keras_tiny},
+    "hangs in PyTorch, one convolution in TensorFlow (tests only)",
+    size=16,
+    smallest=4,
 )
 
 
@@ -119,16 +120,12 @@ def _keras_wrong_shape(num_classes: int, input_size: int) -> Any:
 
 # Logits of one class too many: only a check of the output's shape notices (inference has
 # no loss, and cross-entropy takes the extra class).
-register(
-    ModelSpec(
-        name="wrong_shape",
-        family="test",
-        input_kind="image",
-        default_input_size=4,
-        min_input_size=1,
-        builders={"torch": _torch_wrong_shape, "tensorflow": _keras_wrong_shape},
-        description="returns one class too many (tests only)",
-    )
+_image_model(
+    "wrong_shape",
+    {"torch": _torch_wrong_shape, "tensorflow": _keras_wrong_shape},
+    "returns one class too many (tests only)",
+    size=4,
+    smallest=1,
 )
 
 
@@ -156,14 +153,10 @@ def _keras_unconvertible(num_classes: int, input_size: int) -> Any:
 
 
 # TensorFlow runs it; TensorFlow's converter cannot make a LiteRT model of it.
-register(
-    ModelSpec(
-        name="bessel_cnn",
-        family="test",
-        input_kind="image",
-        default_input_size=8,
-        min_input_size=1,
-        builders={"tensorflow": _keras_unconvertible},
-        description="a convolution, then an op LiteRT lacks (tests only)",
-    )
+_image_model(
+    "bessel_cnn",
+    {"tensorflow": _keras_unconvertible},
+    "a convolution, then an op LiteRT lacks (tests only)",
+    size=8,
+    smallest=1,
 )
