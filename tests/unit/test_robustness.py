@@ -306,14 +306,14 @@ def test_a_rank_the_kernel_killed_for_memory_is_an_oom_result(
     rank cannot be OOM-killed here on purpose.)"""
     from types import SimpleNamespace
 
-    from fwbench.launch import rank_group
+    from fwbench.launch import process, rank_group
 
     log = tmp_path / "torchrun.log"
     log.write_text("torch.distributed.elastic: Signal 9 (SIGKILL) received by PID 4242\n")
     proc = SimpleNamespace(popen=SimpleNamespace(returncode=1), log=log)
     group = object.__new__(rank_group.RankGroup)
     group.oom_kills_at_start, group.processes = 3, [proc]
-    monkeypatch.setattr(rank_group, "oom_kills", lambda: after)
+    monkeypatch.setattr(process, "oom_kills", lambda: after)
     found = group._crashed(proc)  # type: ignore[arg-type]
     assert found.status == status, found.error
     assert "torchrun" in found.error

@@ -349,13 +349,8 @@ class WorkerProcess:
         if code is None:
             self.kill()
             code = self.returncode(10.0)
-        now = oom_kills()
-        killed = (
-            None
-            if now is None or self.oom_kills_at_start is None
-            else now > self.oom_kills_at_start
-        )
         code = code if code is not None else -signal.SIGKILL
+        killed = oom_killed_since(self.oom_kills_at_start)
         return classify_exit(code, read_log(self.log_path), killed)
 
 
@@ -395,6 +390,13 @@ def worker_label(pid: int) -> str | None:
         return (log.parent / "label").read_text() if log.name == "worker.log" else None
     except OSError:
         return None
+
+
+def oom_killed_since(start: int | None) -> bool | None:
+    """Whether the cgroup's OOM-kill count rose since it read `start` (oom_kills); None
+    where either count is unreadable."""
+    now = oom_kills()
+    return None if now is None or start is None else now > start
 
 
 def classify_exit(returncode: int, log: str, oom_killed: bool | None = None) -> WorkerFailure:

@@ -43,6 +43,7 @@ from fwbench.launch.process import (
     WorkerReported,
     case_env,
     classify_exit,
+    oom_killed_since,
     oom_kills,
     read_log,
 )
@@ -361,12 +362,7 @@ class RankGroup:
 
     def _crashed(self, proc: _Process) -> WorkerFailure:
         code = proc.popen.returncode
-        now = oom_kills()
-        killed = (
-            None
-            if now is None or self.oom_kills_at_start is None
-            else now > self.oom_kills_at_start
-        )
+        killed = oom_killed_since(self.oom_kills_at_start)
         failure = classify_exit(code if code is not None else -1, read_log(proc.log), killed)
         if killed and failure.status != "oom":
             # torchrun exits with 1 when the kernel kills one of its ranks for memory.
