@@ -373,14 +373,16 @@ class ResultStore:
             and _progress(r.values[at["stop_reason"]], r.values[at["n_runs"]]) > here[rid]
         }
         new = [r for rid, r in incoming.items() if rid not in here or rid in further]
-        served = {r[0] for r in self.con.execute("SELECT result_id FROM serving").fetchall()}
         points_in = {p.result_id: p for p in serving}
+        served = dict(
+            self.con.execute(
+                "SELECT result_id, record FROM serving WHERE list_contains(?, result_id)",
+                [list(points_in)],
+            ).fetchall()
+        )
         points_further = {
             rid
-            for rid, record in self.con.execute(
-                "SELECT result_id, record FROM serving WHERE list_contains(?, result_id)",
-                [[rid for rid in points_in if rid in served]],
-            ).fetchall()
+            for rid, record in served.items()
             if _served_progress(points_in[rid]) > _stored_progress(record)
         }
         points = [p for rid, p in points_in.items() if rid not in served or rid in points_further]
