@@ -66,6 +66,7 @@ def token_check(
     not compared."""
     if len(tokens) < 2:
         return None
+    given = margins or {}
     distinct = {tuple(t) for t in tokens.values()}
     names = ", ".join(sorted(tokens))
     if len(distinct) == 1:
@@ -81,11 +82,7 @@ def token_check(
                 min(len(x), len(y)),
             )
             sides = [v for v, t in tokens.items() if tuple(t) in (x, y)]
-            gaps = [
-                (margins or {}).get(v, [])[at]
-                for v in sides
-                if at < len((margins or {}).get(v, []))
-            ]
+            gaps = [given[v][at] for v in sides if at < len(given.get(v, []))]
             # A variant without its gap there leaves the parting unjudged.
             widest = max(abs(g) for g in gaps) if len(gaps) == len(sides) else None
             partings.append((at, widest))
@@ -96,7 +93,7 @@ def token_check(
     own = [
         f"{v} made token {i + 1} where its own forward pass ranks another "
         f"{-g:.2g} of their RMS higher"
-        for v, gaps_of in sorted((margins or {}).items())
+        for v, gaps_of in sorted(given.items())
         if v in tokens
         for i, g in enumerate(gaps_of[: at + 1])
         if g < -limit
