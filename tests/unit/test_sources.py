@@ -417,6 +417,35 @@ def test_flax_slides_the_layers_transformers_derives_for_a_gemma_without_layer_t
     assert None in expected and any(expected)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"model_type": "llama", "head_dim": 16},
+        {"model_type": "gemma2", "head_dim": 16, "query_pre_attn_scalar": 64},
+        {"model_type": "gemma3_text", "head_dim": 16, "query_pre_attn_scalar": 48},
+    ],
+)
+def test_flax_scales_attention_scores_as_transformers_does(config: dict[str, object]) -> None:
+    """Gemma 2 and 3 divide the scores by the root of their own scalar, the others by the
+    head's width's; a Config made without a scalar scales by the head's width too."""
+    import dataclasses
+
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import AutoModelForCausalLM
+
+    from fwbench.models.llama_family import Config
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+    sizes |= {"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64}
+    given = {k: v for k, v in config.items() if k != "model_type"} | sizes
+    theirs = AutoConfig.for_model(str(config["model_type"]), **given)
+    model = AutoModelForCausalLM.from_config(theirs)
+    expected = model.model.layers[0].self_attn.scaling
+    ours = Config.of(theirs.to_dict())
+    assert ours.query_scale == pytest.approx(expected, rel=1e-12)
+    assert dataclasses.replace(ours, query_scalar=None).query_scale == 16**-0.5
+
+
 def test_an_onnx_models_identity_holds_every_file_its_weights_are_kept_in(
     tmp_path: Path,
 ) -> None:

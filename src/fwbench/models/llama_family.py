@@ -11,6 +11,7 @@ reason (ValueError), not run differently.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +76,9 @@ class Config:
     qk_norm: bool = False
     gemma: bool = False
     sandwich: bool = False
-    query_scale: float = 0.0  # what the scores are multiplied by: 1/sqrt(head) unless set
+    # What the scores are divided by the square root of (Gemma 2/3 set their own); None:
+    # the head's width, as every other family.
+    query_scalar: float | None = None
     attention_cap: float | None = None
     output_cap: float | None = None
     local_rope: Rope | None = None  # Gemma 3's sliding layers rotate by their own base
@@ -83,6 +86,11 @@ class Config:
     # the layer rotates its queries and keys (SmolLM3 leaves some unrotated).
     windows: tuple[int | None, ...] = ()
     rotary: tuple[bool, ...] = ()
+
+    @property
+    def query_scale(self) -> float:
+        """What the attention scores are multiplied by."""
+        return 1.0 / math.sqrt(self.query_scalar or self.head_dim)
 
     @classmethod
     def of(cls, config: dict[str, Any]) -> Config:
@@ -108,7 +116,7 @@ class Config:
         biased = bool(config.get("attention_bias", False))
         head_dim = int(config.get("head_dim") or hidden // heads)
         sandwich = family.get("sandwich", False)
-        scalar = float(config.get("query_pre_attn_scalar") or head_dim) if sandwich else head_dim
+        scalar = config.get("query_pre_attn_scalar") if sandwich else None
         rope, local = gemma3_ropes(config) if kind == "gemma3_text" else (rope_of(config), None)
         return cls(
             hidden=hidden,
@@ -128,7 +136,7 @@ class Config:
             qk_norm=family.get("qk_norm", False),
             gemma=family.get("gemma", False),
             sandwich=sandwich,
-            query_scale=scalar**-0.5,
+            query_scalar=float(scalar) if scalar else None,
             attention_cap=_cap(config.get("attn_logit_softcapping")) if sandwich else None,
             output_cap=_cap(config.get("final_logit_softcapping")) if sandwich else None,
             local_rope=local,
