@@ -13,7 +13,12 @@ and what it says:
                     the scaling efficiency of N replicas against 1 of the same strategy
                     and workload (fwbench.studies.trends) is at least `threshold`.
 Pairs are judged with the verdicts every report uses (an interval over runs, three
-outcomes), so a claim "agrees" only where a rerun would agree too.
+outcomes, the band the results were recorded under unless the claim sets its own), so a
+claim "agrees" only where a rerun would agree too. `where_a` and `where_b` hold what one
+side alone must be (e.g. Keras on JAX jit-compiled against PyTorch eager); each side's
+other fields must be equal, and a side measured more than one way (two modes, say)
+pairs each way with each way of the other. `most: true` reads a claim made "for most
+networks": more than half of its pairs must agree, not all.
 
 A claim's outcome here: agrees, disagrees, inconclusive, or not measured here (no result
 matches: e.g. a GPU claim on a CPU-only machine, or power without an energy counter).
@@ -28,8 +33,9 @@ from importlib import resources
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fwbench.case import Case
 from fwbench.catalog.strategies import get_strategy
 from fwbench.errors import SpecError
 from fwbench.measure.verdicts import DEFAULT_BAND, Verdict, comparison_of
@@ -40,7 +46,7 @@ from fwbench.studies.trends import downward_trend, efficiency
 Outcome = Literal["agrees", "disagrees", "inconclusive", "not measured here"]
 OUTCOMES: tuple[str, ...] = ("agrees", "disagrees", "inconclusive", "not measured here")
 # Case fields that say how, not what: a framework comparison pairs each framework in its
-# own mode (as the studies ran them), and the runs' threads are the host's.
+# own mode (as the studies ran them; where_a and where_b name which).
 _FRAMEWORK_OWN = frozenset({"mode", "layout"})
 
 
@@ -54,20 +60,51 @@ class Claim(BaseModel):
     axis: str | None = None
     a: Any = None
     b: Any = None
-    band: float = Field(DEFAULT_BAND, gt=0, lt=1)
+    where_a: dict[str, Any] = Field(default_factory=dict)  # what side a alone must be
+    where_b: dict[str, Any] = Field(default_factory=dict)
+    most: bool = False  # more than half of the pairs must agree, not every one
+    # None: the band the results were recorded under (as every other view reads them).
+    band: float | None = Field(None, gt=0, lt=1)
     threshold: float = Field(0.90, gt=0, le=1)  # scales_near_linearly: least efficiency
     # faster: how many times faster `a` was in the published figures (b's time over a's),
     # set beside each pair's interval here: a claim can agree in direction while its
     # size has moved.
     published_ratio: float | None = Field(None, gt=0)
 
+    @model_validator(mode="after")
+    def _known_fields(self) -> Claim:
+        # A misspelt field would make the claim "not measured here" for ever.
+        fields = set(Case.model_fields)
+        for where in (self.where, self.where_a, self.where_b):
+            unknown = sorted(set(where) - fields)
+            if unknown:
+                raise ValueError(
+                    f"claim {self.id}: no case field {', '.join(unknown)}; "
+                    f"valid choices: {', '.join(sorted(fields))}"
+                )
+        if self.axis is not None and self.axis not in fields:
+            raise ValueError(f"claim {self.id}: no case field {self.axis} to compare along")
+        return self
+
     def matches(self, r: Result) -> bool:
-        case = r.case.model_dump()
-        for field, wanted in self.where.items():
-            allowed = wanted if isinstance(wanted, list) else [wanted]
-            if case.get(field) not in allowed:
-                return False
-        return True
+        return _within(self.where, r.case.model_dump())
+
+    def side(self, case: dict[str, Any]) -> str | None:
+        """Which side of the claim a case is on ("a", "b"), or None."""
+        value = case.get(str(self.axis))
+        if value == self.a and _within(self.where_a, case):
+            return "a"
+        if value == self.b and _within(self.where_b, case):
+            return "b"
+        return None
+
+
+def _within(where: dict[str, Any], case: dict[str, Any]) -> bool:
+    for field, wanted in where.items():
+        allowed = wanted if isinstance(wanted, list) else [wanted]
+        if case.get(field) not in allowed:
+            return False
+    return True
 
 
 class Study(BaseModel):
@@ -131,31 +168,44 @@ def _where(claim: Claim) -> str:
         f"{k} {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in claim.where.items()
     ]
     if claim.axis:
-        parts.append(f"{claim.axis} {claim.a} and {claim.b}")
+        parts.append(
+            f"{claim.axis} {_side(claim.a, claim.where_a)} and {_side(claim.b, claim.where_b)}"
+        )
     return ", ".join(parts) or "anything"
 
 
-def _label(r: Result, axis: str) -> str:
-    c = r.case
-    dims = c.shape
-    return f"{c.model} {c.task} b{c.batch_size} {dims}" + (
-        f" ({c.framework})" if axis != "framework" else ""
+def _side(value: Any, where: dict[str, Any]) -> str:
+    alone = " ".join(
+        f"{k} {'/'.join(map(str, v)) if isinstance(v, list) else v}" for k, v in where.items()
     )
+    return f"{value} ({alone})" if alone else str(value)
+
+
+def _label(a: Result, b: Result, axis: str) -> str:
+    c = a.case
+    text = f"{c.model} {c.task} b{c.batch_size} {c.shape}"
+    if c.precision:
+        text += f" {c.precision}"
+    if axis == "framework":
+        return text + f" ({a.case.mode} vs {b.case.mode})"
+    return text + f" ({c.framework} {c.mode})" if axis != "mode" else text + f" ({c.framework})"
 
 
 def _pairs(claim: Claim, results: list[Result]) -> Finding:
     axis = str(claim.axis)
-    ignore = {axis, "threads"} | (_FRAMEWORK_OWN if axis == "framework" else set())
-    sides: dict[tuple[Any, ...], dict[str, Result]] = {}
+    ignore = {axis} | (_FRAMEWORK_OWN if axis == "framework" else set())
+    sides: dict[tuple[Any, ...], dict[str, list[Result]]] = {}
     for r in results:
         case = r.case.model_dump()
-        value = case.get(axis)
-        side = "a" if value == claim.a else "b" if value == claim.b else None
+        side = claim.side(case)
         if side is None:
             continue
-        key = tuple(sorted((k, str(v)) for k, v in case.items() if k not in ignore))
-        sides.setdefault(key, {})[side] = r
-    pairs = [(s["a"], s["b"]) for s in sides.values() if "a" in s and "b" in s]
+        # Off the CPU a run's threads are the host's, not the work's: pairs may differ
+        # in them. On the CPU they are the work's, so only equal threads pair.
+        skip = ignore | ({"threads"} if r.case.device != "cpu" else set())
+        key = tuple(sorted((k, str(v)) for k, v in case.items() if k not in skip))
+        sides.setdefault(key, {}).setdefault(side, []).append(r)
+    pairs = [(a, b) for s in sides.values() for a in s.get("a", []) for b in s.get("b", [])]
     if not pairs:
         return Finding(claim, "not measured here", "-", f"no pair of {_where(claim)}")
     agree: list[str] = []
@@ -172,7 +222,7 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
         pair = [(str(claim.a), str(claim.b))]
         v = comparison_of({str(claim.a): a, str(claim.b): b}, "given", pair, claim.band).verdict()
         assert v is not None
-        text = f"{_label(a, axis)}: {v.text()}" + _beside_published(claim, v)
+        text = f"{_label(a, b, axis)}: {v.text()}" + _beside_published(claim, v)
         if claim.kind == "faster":
             ok = v.outcome == "faster" and v.faster == str(claim.a)
             bad = v.outcome == "equivalent" or (v.outcome == "faster" and v.faster != str(claim.a))
@@ -185,16 +235,25 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
     n = len(agree) + len(disagree) + len(unsure)
     if n == 0:
         return Finding(claim, "inconclusive", "no pair does the same work", reason)
-    if disagree:
-        outcome: Outcome = "disagrees"
-        shown = disagree
-    elif unsure:
-        outcome, shown = "inconclusive", unsure
-    else:
-        outcome, shown = "agrees", agree
+    outcome = _counted(claim, len(agree), len(unsure), n)
+    shown = {"disagrees": disagree, "inconclusive": unsure}.get(outcome, agree)
+    if not shown:  # "most" can be decided while some disagree or are unsure
+        shown = agree or disagree or unsure
     summary = f"{len(agree)} of {n} agree, {len(disagree)} disagree, {len(unsure)} inconclusive"
+    if claim.most:
+        summary += f" (more than half must agree: {n // 2 + 1})"
     here = summary + "; " + "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else "")
     return Finding(claim, outcome, here, reason)
+
+
+def _counted(claim: Claim, agree: int, unsure: int, n: int) -> Outcome:
+    """A claim about every pair (or, with `most`, more than half of them): it agrees
+    once enough pairs agree, disagrees once they could not even if every inconclusive
+    pair agreed, and is inconclusive between."""
+    needed = n // 2 + 1 if claim.most else n
+    if agree >= needed:
+        return "agrees"
+    return "disagrees" if agree + unsure < needed else "inconclusive"
 
 
 def _beside_published(claim: Claim, v: Verdict) -> str:
@@ -219,12 +278,11 @@ def _beside_published(claim: Claim, v: Verdict) -> str:
 def _trend(claim: Claim, results: list[Result]) -> Finding:
     curves: dict[tuple[Any, ...], dict[int, Result]] = {}
     for r in results:
-        c = r.case
-        curves.setdefault((c.variant, c.model, c.shape, c.device), {})[c.batch_size] = r
+        curves.setdefault(_curve(r), {})[r.case.batch_size] = r
     agree: list[str] = []
     disagree: list[str] = []
     unsure: list[str] = []
-    for (variant, model, shape, _), by_batch in curves.items():
+    for by_batch in curves.values():
         if len(by_batch) < 2:
             continue
         batches = sorted(by_batch)
@@ -235,7 +293,7 @@ def _trend(claim: Claim, results: list[Result]) -> Finding:
         trend = downward_trend(batches, per_sample)
         if trend is None:
             continue
-        text = f"{variant} {model} {shape}: rho {trend.rho:.2f}, p {trend.p_value:.2g}"
+        text = f"{_curve_label(by_batch)}: rho {trend.rho:.2f}, p {trend.p_value:.2g}"
         if trend.p_value < 0.05 and trend.rho < 0:
             agree.append(text)
         elif trend.rho > 0:
@@ -262,20 +320,19 @@ def _power(claim: Claim, results: list[Result]) -> Finding:
         reasons = sorted({r.energy.reason for r in results if r.energy and r.energy.reason})
         why = reasons[0] if reasons else "no energy counter"
         return Finding(claim, "not measured here", "-", f"power not measured: {why}")
-    curves: dict[tuple[Any, ...], dict[int, float]] = {}
+    curves: dict[tuple[Any, ...], dict[int, Result]] = {}
     for r in measured:
-        c = r.case
-        power = r.energy.average_power_w if r.energy else None
-        if power:
-            curves.setdefault((c.variant, c.model, c.shape), {})[c.batch_size] = float(power)
+        curves.setdefault(_curve(r), {})[r.case.batch_size] = r
+    band = claim.band or DEFAULT_BAND
     flat: list[str] = []
     varies: list[str] = []
-    for (variant, model, shape), by_batch in curves.items():
+    for by_batch in curves.values():
         if len(by_batch) < 2:
             continue
-        low, high = min(by_batch.values()), max(by_batch.values())
-        text = f"{variant} {model} {shape}: {low:.0f}-{high:.0f} W"
-        (flat if high / low <= 1 + claim.band else varies).append(text)
+        watts = [float(r.energy.average_power_w) for r in by_batch.values()]  # type: ignore[union-attr,arg-type]
+        low, high = min(watts), max(watts)
+        text = f"{_curve_label(by_batch)}: {low:.0f}-{high:.0f} W"
+        (flat if high / low <= 1 + band else varies).append(text)
     if not flat and not varies:
         return Finding(claim, "not measured here", "-", "no curve with two or more batch sizes")
     # One power reading per case, without an interval: within the band is "agrees",
@@ -283,6 +340,21 @@ def _power(claim: Claim, results: list[Result]) -> Finding:
     outcome: Outcome = "disagrees" if varies else "agrees"
     shown = varies or flat
     return Finding(claim, outcome, "; ".join(shown[:3]) + ("; ..." if len(shown) > 3 else ""))
+
+
+def _curve(r: Result) -> tuple[Any, ...]:
+    """The curve a result is a point of: every case field but the batch size, so two
+    precisions or thread counts are two curves, never one."""
+    case = r.case.model_dump(exclude={"batch_size"})
+    return tuple(sorted((k, str(v)) for k, v in case.items()))
+
+
+def _curve_label(by_batch: dict[int, Result]) -> str:
+    c = next(iter(by_batch.values())).case
+    text = f"{c.variant} {c.model} {c.shape}"
+    if c.precision:
+        text += f" {c.precision}"
+    return text + (f", {c.threads} threads" if c.device == "cpu" else f" {c.device}")
 
 
 def _scaling(claim: Claim, results: list[Result]) -> Finding:
