@@ -195,6 +195,10 @@ class FlaxWorkload(Workload):
             def pure(state: Any, *args: Any) -> Any:
                 merged = nnx.merge(graphdef, state)
                 out = work(*merged, *args)
+                if not self.trains:
+                    # The output alone: the state is as it was (eval mode), and
+                    # returning it would write a copy of every weight each step.
+                    return out
                 return out, passed(nnx.state(merged))
 
             # The state is donated when training: its buffers are updated in place, as in
@@ -221,6 +225,8 @@ class FlaxWorkload(Workload):
             self.args = args
 
             def step() -> Any:
+                if not self.trains:
+                    return fn(self.state, *args)
                 out, self.state = fn(self.state, *args)
                 return out
 
@@ -246,8 +252,13 @@ class FlaxWorkload(Workload):
             "param_dtype": "float32",
             "layout": "channels_last",
             "flax_step": {
-                "jit": f"nnx.split once, jax.jit over nnx.merge (state donated), {how}",
-                "nnx-jit": "nnx.jit on the module and optimizer objects",
+                "jit": (
+                    f"nnx.split once, jax.jit over nnx.merge (state donated), {how}"
+                    if self.trains
+                    else f"nnx.split once, jax.jit over nnx.merge returning the output, {how}"
+                ),
+                "nnx-jit": "nnx.jit on the module and optimizer objects (nnx.jit returns "
+                "their state from every call, as Flax's own wrapper does)",
                 "eager": "op by op, unjitted",
             }[self.mode],
         }

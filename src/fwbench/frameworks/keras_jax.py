@@ -74,7 +74,9 @@ class KerasJaxWorkload(Workload):
             def infer(state: Any, x: Any, y: Any) -> Any:
                 tv, ntv = state
                 logits, _ = model.stateless_call(tv, ntv, x, training=False)
-                return logits, state
+                # The logits alone, as Keras' predict returns them: a jitted function
+                # that returns its unchanged state writes a copy of every weight.
+                return logits
 
             self.fn = jax.jit(infer) if jit else infer
             self.state = (trainable, frozen)
@@ -85,10 +87,14 @@ class KerasJaxWorkload(Workload):
         self.infers = not trains
 
     def step(self) -> None:
-        self.last, self.state = self.fn(self.state, self.x, self.y)
-        # Inference returns the logits (training, the loss).
-        if self.check.pending and self.infers:
-            self.check(self.last)
+        # Inference returns the logits and leaves the state as it was (training, the
+        # loss and the updated state).
+        if self.infers:
+            self.last = self.fn(self.state, self.x, self.y)
+            if self.check.pending:
+                self.check(self.last)
+        else:
+            self.last, self.state = self.fn(self.state, self.x, self.y)
 
     def sync(self) -> None:
         import jax
