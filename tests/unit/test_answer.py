@@ -85,3 +85,19 @@ def test_the_note_names_the_comparisons_the_budget_reopened() -> None:
     _, (row,) = summarise([reopened(fast), reopened(slow)])
     (note,) = [n for n in verdict_notes([row]) if n.startswith("Re-opened")]
     assert "resnet18 train b32 224px c1000 (torch/eager 1.30x faster)" in note
+
+
+def test_the_sentence_names_the_level_its_interval_was_read_at() -> None:
+    """Runs paired by round are read at a wider level than 95% (docs/methodology.md,
+    "Pairing runs by round"): the sentence names it, as the note below the table does."""
+    pair = [result("torch", "eager", 0.10, 0.001), result("tensorflow", "graph", 0.146, 0.001)]
+    paired = []
+    for r in pair:
+        assert r.measurement is not None
+        m = r.measurement.model_copy(update={"group_id": "g"})
+        paired.append(r.model_copy(update={"measurement": m}))
+    _, (row,) = summarise(paired)
+    assert row.compared.paired and row.compared.level == 0.965
+    (said,) = answers([row])
+    assert ", 96.5% interval " in said
+    assert "at 96.5%" in " ".join(filter(None, verdict_notes([row])))
