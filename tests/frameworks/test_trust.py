@@ -81,6 +81,12 @@ copy("weight.pt2", pickled_weight(hostile.getvalue()))
 copy("plain.pt2", pickled_weight(plain.getvalue()))
 copy("compiled.pt2", compiled)
 copy("opaque.pt2", opaque)
+# The opaque constant's config first, then the harmless one under the same name: Python's
+# zipfile reads the last copy, torch's reader the first.
+copy("twice.pt2", opaque)
+harmless = next(n for n in zipfile.ZipFile("good.pt2").namelist() if n.endswith("model_constants_config.json"))
+with zipfile.ZipFile("twice.pt2", "a") as out:
+    out.writestr(harmless, zipfile.ZipFile("good.pt2").read(harmless))
 """
 
 
@@ -99,6 +105,7 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("weight.pt2", "refused: it holds a pickle of more than tensors (exec)"),
         ("compiled.pt2", "refused: it holds a program compiled by AOTInductor (native code)"),
         ("opaque.pt2", "refused: constant opaque_obj_0 of program 'model' is a pickled object"),
+        ("twice.pt2", "refused: entry good/data/constants/model_constants_config.json is in"),
     ],
 )
 def test_a_pt2_that_would_run_code_is_refused_and_runs_none(

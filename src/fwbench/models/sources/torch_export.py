@@ -99,28 +99,46 @@ class _Kept(logging.Handler):
 
 
 def _refuse_code(path: str, data: bytes) -> None:
-    """A one-line refusal where torch.export.load would run what the file holds."""
+    """A one-line refusal where torch.export.load would run what the file holds. The
+    archive is read with the reader torch.export.load reads it with (torch's own, not
+    Python's zipfile: the two can pick different copies of an entry named twice), and
+    an archive with an entry named twice, or that Python's zipfile cannot list, is
+    refused: what is checked must be what is loaded."""
+    import torch
+
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        names = archive.namelist()
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return  # not a zip: torch.export.load says so in its words
-    # Entries lie under the archive's root folder (its name is the writer's choice).
-    inner = {n.split("/", 1)[1]: n for n in names if "/" in n}
-    if any(name.startswith(COMPILED_DIR) for name in inner):
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise SpecError(
+            f"model: {path}: not a zip archive as torch.export.save writes ({one_line(exc)})"
+        ) from None
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SpecError(
+            f"model: {path}: refused: entry {twice[0]} is in the archive twice; {REFUSED}"
+        )
+    try:
+        reader = torch._C.PyTorchFileReader(io.BytesIO(data))
+        records = list(reader.get_all_records())
+    except RuntimeError:
+        return  # torch.export.load cannot open it either, and says so in its words
+    if any(name.startswith(COMPILED_DIR) for name in records):
         raise SpecError(
             f"model: {path}: refused: it holds a program compiled by AOTInductor (native "
             f"code); {REFUSED}. Save the program with torch.export.save"
         )
-    for name in inner:
+    for name in records:
         model = _model_of_config(name)
         if model is None:
             continue
         try:
-            config = json.loads(archive.read(inner[name])).get("config", {})
+            config = json.loads(bytes(reader.get_record(name))).get("config", {})
             paths = [str(entry.get("path_name", "")) for entry in config.values()]
-        except (ValueError, AttributeError, KeyError, zipfile.BadZipFile, OSError):
-            continue  # torch.export.load refuses a damaged config in its words
+        except (ValueError, AttributeError, KeyError, RuntimeError):
+            raise SpecError(
+                f"model: {path}: refused: the constants of program {model!r} cannot be read "
+                f"as the list torch.export.save writes; {REFUSED}"
+            ) from None
         unpickled = [p for p in paths if p.startswith(UNPICKLED_CONSTANTS)]
         if unpickled:
             raise SpecError(
