@@ -84,9 +84,10 @@ copy("opaque.pt2", opaque)
 # The opaque constant's config first, then the harmless one under the same name: Python's
 # zipfile reads the last copy, torch's reader the first.
 copy("twice.pt2", opaque)
-harmless = next(n for n in zipfile.ZipFile("good.pt2").namelist() if n.endswith("model_constants_config.json"))
+good = zipfile.ZipFile("good.pt2")
+harmless = next(n for n in good.namelist() if n.endswith("model_constants_config.json"))
 with zipfile.ZipFile("twice.pt2", "a") as out:
-    out.writestr(harmless, zipfile.ZipFile("good.pt2").read(harmless))
+    out.writestr(harmless, good.read(harmless))
 """
 
 

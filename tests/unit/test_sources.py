@@ -269,12 +269,16 @@ def test_a_models_identity_follows_the_local_modules_its_file_imports(tmp_path: 
     from fwbench.models.sources.common import code_digest
 
     net = tmp_path / "net.py"
-    net.write_text("import os\nimport helper\nfrom layers.blocks import block\n")
+    net.write_text(
+        "import os\nimport helper\nfrom layers.blocks import block\nfrom parts.wide import W\n"
+    )
     (tmp_path / "helper.py").write_text("WIDTH = 4\n")
     (tmp_path / "layers").mkdir()
     (tmp_path / "layers" / "__init__.py").write_text("")
     (tmp_path / "layers" / "blocks.py").write_text("from .sizes import SIZE\nblock = 1\n")
     (tmp_path / "layers" / "sizes.py").write_text("SIZE = 3\n")
+    (tmp_path / "parts").mkdir()  # no __init__.py: a namespace package
+    (tmp_path / "parts" / "wide.py").write_text("W = 8\n")
     (tmp_path / "unrelated.py").write_text("x = 1\n")
     first = code_digest(net)
     (tmp_path / "unrelated.py").write_text("x = 2\n")  # not imported: the same model
@@ -282,6 +286,7 @@ def test_a_models_identity_follows_the_local_modules_its_file_imports(tmp_path: 
     for changed, text in (
         ("helper.py", "WIDTH = 4000\n"),
         ("layers/sizes.py", "SIZE = 30\n"),  # imported by an imported module
+        ("parts/wide.py", "W = 4096\n"),
     ):
         (tmp_path / changed).write_text(text)
         assert code_digest(net) != first, changed

@@ -174,7 +174,8 @@ def _local_modules(path: Path, root: Path) -> dict[Path, bytes]:
 
 def _module_files(start: Path, dotted: str, top: Path) -> list[Path]:
     """The local files `dotted` names from `start` (each package's __init__.py on the
-    way, and the module itself), within `top`; none for a module found elsewhere."""
+    way, through namespace packages too, and the module itself), within `top`; none for a
+    module found elsewhere."""
     found = []
     folder = start
     for part in [p for p in dotted.split(".") if p]:
@@ -187,6 +188,10 @@ def _module_files(start: Path, dotted: str, top: Path) -> list[Path]:
         elif os.path.lexists(module):
             found.append(module)
             break
+        elif (folder / part).is_dir():
+            # A folder without __init__.py imports as a namespace package: its modules
+            # are the network's as much as a package's are.
+            folder = folder / part
         else:
             break
     return [f.absolute() for f in found if f.absolute().is_relative_to(top)]
