@@ -24,6 +24,16 @@ def within(
             "output_check": "failed",
             "warnings": [f"output shape {got.shape} differs from {source}'s {want.shape}"],
         }
+    nans = [name for name, a in ((what, got), (source, want)) if not np.isfinite(a).all()]
+    if nans:
+        # A NaN compares false both ways: without this it would pass no test and warn of
+        # nothing.
+        return {
+            "output_check": "failed",
+            "warnings": [
+                f"{' and '.join(nans)} computed NaN or infinite outputs on the same batch"
+            ],
+        }
     abs_err = float(np.max(np.abs(got - want))) if want.size else 0.0
     scale = float(np.max(np.abs(want))) if want.size else 0.0
     rel_err = abs_err / scale if scale > 0 else abs_err

@@ -139,7 +139,9 @@ class OpenVinoAdapter(ExportedAdapter):
         expected = conv_batchnorms(proto.graph) if proto is not None else []
 
         def run() -> None:
-            request.infer(inputs, share_inputs=True)
+            # Outputs shared: infer would otherwise copy each into the dict it returns,
+            # which nothing reads (output() reads the request's tensors).
+            request.infer(inputs, share_inputs=True, share_outputs=True)
 
         read = order if order is not None else list(range(len(compiled.outputs)))
 
