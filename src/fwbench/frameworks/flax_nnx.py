@@ -240,6 +240,7 @@ class FlaxWorkload(Workload):
 
         else:
             self.jitted = None
+            self.objects, self.args = objects, args
 
             def step() -> Any:
                 return work(*objects, *args)
@@ -271,8 +272,14 @@ class FlaxWorkload(Workload):
     def sync(self) -> None:
         import jax
 
-        # Dispatch is asynchronous: wait for the output and the updated state alike.
-        state = self.state if self.mode == "jit" else None
+        # Dispatch is asynchronous: wait for the output and the updated state alike (in
+        # eager and nnx-jit the optimizer's update is dispatched after the loss is made).
+        if self.mode == "jit":
+            state = self.state
+        else:
+            from flax import nnx
+
+            state = nnx.state(self.objects) if self.trains else None
         jax.block_until_ready((self.last, state))  # type: ignore[no-untyped-call]
 
     def compiled_texts(self) -> list[str]:
