@@ -141,3 +141,10 @@ def test_what_a_framework_wrote_is_shown_as_text_not_read_as_markup() -> None:
     shown = console.export_text()
     assert shown.count("[/job:localhost/replica:0/task:0/device:CPU:0]") == 3, shown
     assert shown.count("shape [b, t]") == 3, shown
+    # A user's model named after its file, brackets and all, in every table's cells.
+    from fwbench.report.terminal import summary_table
+
+    ok = _generation(0.1, 0.01, "a")
+    named = ok.case.model_copy(update={"model": "net[/b][red].onnx@ab12"})
+    console.print(summary_table([ok.model_copy(update={"case": named})]))
+    assert "net[/b][red].onnx@ab12" in console.export_text()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from fwbench import tune
@@ -30,6 +30,18 @@ from fwbench.report.summary import (
 )
 from fwbench.result import Result
 from fwbench.tasks import STEP_TIME, find_task, get_task
+
+
+class Table(RichTable):
+    """A table whose cells and headings are data, never Rich markup: a model's name (a
+    user's file name), a framework's message or an output's name may hold brackets
+    ("[/b]" would end a style that never began and stop the report)."""
+
+    def add_column(self, header: Any = "", *args: Any, **kwargs: Any) -> None:
+        super().add_column(escape(header) if isinstance(header, str) else header, *args, **kwargs)
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        super().add_row(*(escape(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
 
 def _table(title: str, columns: Iterable[str], **options: Any) -> Table:
@@ -72,7 +84,7 @@ def summary_table(
         table.add_row(
             *workload_cells(row, head),
             *(row.cell(v, short=True) for v in variants),
-            escape(row.verdict(short=True)),
+            row.verdict(short=True),
             style=style,
         )
     return table
@@ -106,7 +118,7 @@ def rich_table(t: ReportTable) -> Table:
     # Cells hold our bracketed marks ("[eager vs compiled]"): text, not Rich markup.
     table = _table(t.heading, t.head, caption=escape(t.note), caption_justify="left")
     for row in t.rows:
-        table.add_row(*(escape(c) for c in row))
+        table.add_row(*row)
     return table
 
 
@@ -243,13 +255,13 @@ def results_table(results: Sequence[Result], db: Path) -> Table:
         m = r.measurement
         table.add_row(
             r.invocation_id,
-            escape(r.case.label()),
+            r.case.label(),
             r.status,
             f"{m.step_time_s.median * 1e3:.2f}" if m else "-",
             f"{m.step_time_s.ci_low * 1e3:.2f}-{m.step_time_s.ci_high * 1e3:.2f}" if m else "-",
             f"{r.throughput:.1f} {unit_of(r)}/s" if r.throughput else "-",
             f"{r.param_count:,}" if r.param_count else "-",
-            escape(r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
+            (r.error or "") + (" DIFFERENT WORK" if r.different_work else ""),
             style="yellow" if r.different_work else None,
         )
     return table
@@ -261,7 +273,7 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
     for c in found:
         style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
         cells = c.shown or (_ms(c.base), _ms(c.new))  # a serving point's: with their units
-        table.add_row(escape(c.label), escape(c.describe()), *cells, style=style)
+        table.add_row(c.label, c.describe(), *cells, style=style)
     return table
 
 
