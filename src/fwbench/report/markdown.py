@@ -20,7 +20,21 @@ from fwbench.report.summary import (
 from fwbench.result import Result, cases_and_points
 from fwbench.studies.claims import load_study, reproduction_table
 
-_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "`": "\\`"})
+# A backslash, brackets and asterisks too: a backslash before a pipe would split the
+# cell; "[text](url)" would be a live link, "![](url)" a remote image, "*" emphasis.
+_ESCAPES = str.maketrans(
+    {
+        "\\": "\\\\",
+        "|": "\\|",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "`": "\\`",
+        "[": "\\[",
+        "]": "\\]",
+        "*": "\\*",
+    }
+)
 
 
 def md(text: object) -> str:
