@@ -40,6 +40,7 @@ def search_space(
     TensorFlow's oneDNN on and off, but a fixed default as the setting left out:
     option_sets), per framework. Invalid combinations are skipped,
     not errors."""
+    _check_options(frameworks, options)
     device = str(workload.get("device", "cpu"))
     spec = get_model(str(workload["model"]))
     layouts: tuple[str | None, ...] = ("channels_first", "channels_last")
@@ -78,6 +79,26 @@ def search_space(
     if not candidates:
         raise SpecError("tune: no valid configuration to try; widen --mode / --precision")
     return candidates
+
+
+def _check_options(frameworks: Sequence[str], options: Sequence[str]) -> None:
+    """Refuse a setting none of the frameworks has: it would be left out of every
+    candidate without a word (as `fwbench run` refuses it, with the valid choices)."""
+    known = {s.name: s for fw in frameworks for s in FRAMEWORKS[fw].settings}
+    for text in options:
+        try:
+            names = option_values_of(text)
+        except ValueError as exc:
+            raise SpecError(f"options: {exc}") from None
+        unknown = sorted(set(names) - set(known))
+        if unknown:
+            valid = ", ".join(
+                f"{name}={'/'.join(map(str, s.values))}" for name, s in sorted(known.items())
+            )
+            raise SpecError(
+                f"options: no {', '.join(frameworks)} setting {unknown[0]!r}; valid choices: "
+                + (valid or "none (these frameworks have no settings)")
+            )
 
 
 def option_sets(

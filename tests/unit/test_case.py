@@ -287,6 +287,9 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
         "flax/jit/state=arrays",
         "flax/nnx-jit",
     ]
+    # A setting none of the frameworks has is refused with theirs, not left out.
+    with pytest.raises(SpecError, match=r"no tensorflow setting 'onedn'; valid choices: .*onednn"):
+        search_space(["tensorflow"], workload, options=["onedn=off"])
 
 
 def test_a_sequence_past_the_models_context_is_refused_for_every_task() -> None:
