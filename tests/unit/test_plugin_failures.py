@@ -61,6 +61,12 @@ def test_a_plugin_interrupted_while_importing_is_one_line(tmp_path: Path) -> Non
             "model 'resnet18' is registered already (vision: ResNet-18)",
         ),
         (
+            "from fwbench.catalog.models import ModelSpec, register\n"
+            "register(ModelSpec(name='MyNet', family='mine', input_kind='image',"
+            " builders={}))\n",
+            "model 'MyNet': a model's name is lower case; register it as 'mynet'",
+        ),
+        (
             "from fwbench.tasks import Task, register_task\n"
             "register_task(Task(name='train', label='mine', description='mine'))\n",
             "task 'train' is registered already (training)",

@@ -312,6 +312,12 @@ _BUILDERS: dict[str, dict[str, Builder]] = {}
 def register(spec: ModelSpec) -> ModelSpec:
     """Add a model (the zoo's modules, and plugins). A name that is taken is refused: a
     plugin's `resnet18` would silently be one of the two."""
+    if spec.name != spec.name.lower():
+        # A command's --model is looked up lower-cased: the model could never be chosen.
+        raise SpecError(
+            f"model {spec.name!r}: a model's name is lower case; register it as "
+            f"{spec.name.lower()!r}"
+        )
     found = _MODELS.get(spec.name)
     if found is not None and found is not spec:
         raise SpecError(
