@@ -37,7 +37,10 @@ def positive_seconds(value: Any, name: str) -> float:
     return float(value)
 
 
-_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?")
+# Units on every part but a lone number of seconds: "1h30" is refused, not read as 1 h 30 s.
+_DURATION = re.compile(
+    r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?|(\d+(?:\.\d+)?)"
+)
 
 
 def duration_seconds(text: str, name: str) -> float:
@@ -47,8 +50,8 @@ def duration_seconds(text: str, name: str) -> float:
         raise SpecError(
             f"{name}: {text!r} is not a duration; give seconds or units, e.g. 300, 90s, 5m, 1h"
         )
-    hours, minutes, seconds = (float(g) if g else 0.0 for g in found.groups())
-    return positive_seconds(hours * 3600 + minutes * 60 + seconds, name)
+    hours, minutes, seconds, alone = (float(g) if g else 0.0 for g in found.groups())
+    return positive_seconds(hours * 3600 + minutes * 60 + seconds + alone, name)
 
 
 # Lines of a framework's error that say where, not what: TensorFlow's "Graph execution

@@ -119,6 +119,7 @@ def test_a_budget_is_seconds_or_a_duration(value: str, seconds: float) -> None:
         ("5x", "sweep: budget: '5x' is not a duration; give seconds or units, e.g. 300"),
         ("0", "sweep: budget: must be a finite number of seconds above 0 (got 0)"),
         ("-1m", "sweep: budget: '-1m' is not a duration"),
+        ("1h30", "sweep: budget: '1h30' is not a duration"),  # 1 h 30 s, or 1 h 30 min?
         (".nan", "sweep: budget: must be a finite number of seconds above 0 (got nan)"),
     ],
 )
