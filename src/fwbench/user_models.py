@@ -46,7 +46,11 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
             f"model: {spec.name} is {source.label}, read by {native.label}, which is not "
             f"installed here: pip install 'fwbench[{source.native}]'"
         )
-    key = f"{spec.name}|{spec.reference}|{source.native}={version}"
+    # Whatever version reads it is part of the key: fwbench's own, the framework's and
+    # the libraries' that decide what the model declares (timm's, transformers').
+    versions = [("fwbench", _installed("fwbench")), (source.native, version)]
+    versions += [(library, _installed(library)) for library in source.libraries]
+    key = "|".join([spec.name, str(spec.reference), *(f"{n}={v}" for n, v in versions)])
     kept = cache.read("models", key)
     if _well_formed(kept):
         return kept
@@ -54,6 +58,15 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
     found = describing.describe(spec.reference or spec.name)
     cache.write("models", key, found)
     return found
+
+
+def _installed(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _well_formed(found: Any) -> TypeGuard[dict[str, Any]]:

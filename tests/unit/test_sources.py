@@ -482,3 +482,32 @@ def test_an_onnx_models_identity_holds_every_file_its_weights_are_kept_in(
     second = tmp_path / "second.bin"
     second.write_bytes(np.full((4, 4), 0.25, np.float32).tobytes())
     assert onnx_file.resolve(str(path)).digest != before
+
+
+def test_a_models_description_is_read_again_under_another_library_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an `hf:` or `timm:` model declares (its parameters, its default input size)
+    is transformers' or timm's to say: a description cached under one version of the
+    library is not taken for another's."""
+    from fwbench import cache, user_models
+    from fwbench.catalog.models import get_model
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    read: list[str] = []
+
+    def worker(reference: str) -> dict[str, object]:  # the describing worker's answer
+        read.append(reference)
+        return {"inputs": "", "defaults": "", "outputs": "", "params": 1}
+
+    monkeypatch.setattr(user_models.describing, "describe", worker)
+    spec = get_model("hf:gpt2@tiny")
+    user_models.describe(spec)
+    user_models.describe(spec)
+    assert len(read) == 1  # the second from the cache
+    real = user_models._installed
+    monkeypatch.setattr(
+        user_models, "_installed", lambda d: "0.0" if d == "transformers" else real(d)
+    )
+    user_models.describe(spec)
+    assert len(read) == 2

@@ -66,6 +66,10 @@ class Source:
     # of those (a `keras:module:function` does; a `.keras` file is data).
     executes: str = ""
     executes_when: str = ""
+    # Distributions besides `native`'s whose version changes what a model declares (its
+    # default input size, its parameters): a description cached under another version
+    # of one is read again.
+    libraries: tuple[str, ...] = ()
 
     def runs_code(self, spec: ModelSpec) -> str:
         """What of its author's code runs for `spec`, or "" (read as data)."""
@@ -182,13 +186,14 @@ _BUILT_IN = (
     Source(
         name="timm", module="timm_arch",
         label="a timm architecture", syntax="timm:NAME", example="timm:convnext_tiny",
-        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH,
+        native="torch", runs=_RUNS_TORCH, cannot=_CANNOT_TORCH, libraries=("timm",),
     ),
     Source(
         name="hf", module="hf",
         label="a transformers architecture", syntax="hf:ARCH[@SIZE] or hf:DIR",
         example="hf:llama",
         native="torch",
+        libraries=("transformers",),
         # Keras' backends where keras-hub reads the architecture (hf.can_run says which).
         runs=(
             *_RUNS_TORCH,
