@@ -249,6 +249,14 @@ def test_11_the_title_reaches_the_html_and_12_markdown_is_escaped() -> None:
     text = markdown.render([r], title="a | b <script>")
     assert "# a \\| b &lt;script&gt;" in text
     assert "<script>" not in text
+    # A backslash before a pipe would split a cell; a link would be live.
+    named = r.case.model_copy(update={"model": "m\\|x [click](https://e.example) ![](u)"})
+    row = next(
+        line
+        for line in markdown.render([r.model_copy(update={"case": named})]).splitlines()
+        if "click" in line
+    )
+    assert "m\\\\\\|x \\[click\\](https://e.example) !\\[\\](u)" in row, row
 
 
 def test_14_yaml_true_is_not_a_batch_size_and_excluding_everything_says_so() -> None:
