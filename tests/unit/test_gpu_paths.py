@@ -228,3 +228,36 @@ def test_a_gpu_profiles_ranges_are_read_from_the_cpu_not_their_gpu_annotations()
     found = attribute(events, span.span, Categoriser()).by_category
     assert found["optimizer update"] == pytest.approx(20e-6)
     assert found[IDLE] == pytest.approx(980e-6)
+
+
+PINNED = """
+import json
+import torch
+from fwbench.case import Case
+from fwbench.frameworks.keras_torch import KerasTorchAdapter
+
+torch.backends.cudnn.allow_tf32 = True  # PyTorch's own default
+case = Case.build(framework="keras-torch", model="resnet18", task="infer", device="cuda",
+                  batch_size=2, input_size=32, num_classes=10, threads=1)
+adapter = KerasTorchAdapter()
+adapter.configure("cpu", 1)
+settings = adapter.build(case).settings()
+print(json.dumps({"tf32_cudnn": torch.backends.cudnn.allow_tf32, "recorded": settings}))
+"""
+
+
+def test_keras_on_pytorch_pins_fp32_on_a_gpu_as_pytorch_does(tmp_path: Path) -> None:
+    """PyTorch runs cuDNN's fp32 convolutions in TF32 unless told not to, and Keras tells
+    it nothing: a Keras-on-PyTorch case on a GPU is pinned to fp32 and records it, as
+    PyTorch's own cases are (the flags are set and read the same without a GPU)."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", PINNED], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["tf32_cudnn"] is False
+    assert found["recorded"]["tf32_cudnn"] is False and found["recorded"]["tf32_matmul"] is False

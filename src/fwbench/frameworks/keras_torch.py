@@ -97,6 +97,17 @@ class KerasTorchAdapter(KerasBackendAdapter):
             "inference_grad_mode": "torch.inference_mode",
         }
 
+    def build(self, case: Case) -> Workload:
+        from fwbench.frameworks.torch import pin_cuda_numerics
+
+        # Keras sets none of PyTorch's numerics: its default ran fp32 convolutions in
+        # TF32 on a GPU, beside frameworks pinned to fp32.
+        pinned = pin_cuda_numerics(case)
+        workload: Any = super().build(case)
+        workload.settings_ = {**getattr(workload, "settings_", {}), **pinned}
+        built: Workload = workload
+        return built
+
     def unavailable_reason(self, device: str) -> str | None:
         import torch
 

@@ -485,19 +485,7 @@ class TorchAdapter(Adapter):
         # cls(model, case, spec, device): a plugin's class for a new task follows it.
         cls = workload_class(self.name, case)
         device = torch.device("cuda:0" if case.device == "cuda" else "cpu")
-        cuda: dict[str, Any] = {}
-        if case.device == "cuda":
-            # fp32 means fp32 (METHODOLOGY rule 8): TF32 only when the case asks for it;
-            # cuDNN's algorithm search only when asked (its first steps are the search).
-            torch.backends.cuda.matmul.allow_tf32 = case.precision == "tf32"
-            torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
-            torch.backends.cudnn.benchmark = bool(case.autotune)
-            cuda = {
-                "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-                "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-                "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                "cudnn_deterministic": torch.backends.cudnn.deterministic,
-            }
+        cuda = pin_cuda_numerics(case)
         spec = case.model_spec
         model = self.build_model(case.reference, case.dims)
         workload = cls(model, case, spec, device)
@@ -558,6 +546,27 @@ class TorchAdapter(Adapter):
         return isinstance(exc, RuntimeError) and (
             "can't allocate memory" in text or "not enough memory" in text
         )
+
+
+def pin_cuda_numerics(case: Case) -> dict[str, Any]:
+    """On a GPU, what PyTorch computes fp32 in, set from the case and returned to be
+    recorded (none on the CPU): fp32 means fp32 (METHODOLOGY rule 8), TF32 only when the
+    case asks for it (PyTorch's own default runs cuDNN's convolutions in TF32); cuDNN's
+    algorithm search only when asked (its first steps are the search). For every
+    framework that computes with PyTorch: its own adapter and Keras on it."""
+    if case.device != "cuda":
+        return {}
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = case.precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = case.precision == "tf32"
+    torch.backends.cudnn.benchmark = bool(case.autotune)
+    return {
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+    }
 
 
 def reset_cuda_peaks(device: str) -> None:
