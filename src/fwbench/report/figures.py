@@ -171,9 +171,11 @@ def _value(r: Result, value: str) -> float | None:
     if value == "peak_mib":
         if r.memory is None:
             return None
-        device_peak = (r.memory.device or {}).get("allocated_peak_bytes")
-        if r.case.device == "cuda" and device_peak:
-            return device_peak / 2**20
+        if r.case.device == "cuda":
+            # The device's steady-state peak, or nothing: the host's RSS is not the same
+            # figure (JAX's peak, the process's, is not either: jax_common).
+            device_peak = (r.memory.device or {}).get("allocated_peak_bytes")
+            return device_peak / 2**20 if device_peak else None
         return r.memory.host_peak_bytes / 2**20
     raise ValueError(value)
 
