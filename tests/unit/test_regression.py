@@ -148,3 +148,49 @@ def test_what_a_framework_wrote_is_shown_as_text_not_read_as_markup() -> None:
     named = ok.case.model_copy(update={"model": "net[/b][red].onnx@ab12"})
     console.print(summary_table([ok.model_copy(update={"case": named})]))
     assert "net[/b][red].onnx@ab12" in console.export_text()
+
+
+def test_a_changes_cells_show_what_the_change_read() -> None:
+    """In each new run 5 of 8 blocks took 20% longer, the p25 block none: the change
+    (read on each run's p25 block) is "the same", and so are the cells beside it; they
+    showed the medians, 10.00 against 11.99."""
+    import random
+    import statistics
+
+    from rich.console import Console
+
+    from fwbench.case import Case
+    from fwbench.launch.records import measurement_of
+    from fwbench.measure.verdicts import Reading
+    from fwbench.report.terminal import changes_table
+    from fwbench.result import Run
+
+    from .test_parity_and_summary import START
+
+    rng = random.Random(1)
+
+    def made(blocks: list[list[float]], rid: str, when: datetime) -> Result:
+        runs = tuple(
+            Run(index=i, median_s=statistics.median(s), ci_low_s=min(s), ci_high_s=max(s),
+                samples=tuple(s), **START, launcher="fork-server")
+            for i, s in enumerate(blocks)
+        )  # fmt: skip
+        case = Case.build(framework="torch", model="resnet18", mode="eager", threads=2)
+        return Result(
+            reading=Reading(), result_id=rid, invocation_id=rid, recorded_at=when, case=case,
+            status="ok", measurement=measurement_of(runs, "max_runs"),
+        )  # fmt: skip
+
+    def noisy(t: float) -> float:
+        return t * (1 + rng.uniform(-0.002, 0.002))
+
+    base = made([[noisy(0.010) for _ in range(8)] for _ in range(5)], "b", datetime(2024, 1, 1))
+    slow = [[noisy(0.010) for _ in range(3)] + [noisy(0.012) for _ in range(5)] for _ in range(5)]
+    new = made(slow, "n", datetime(2024, 1, 2))
+    (change,) = changes([base], [new])
+    assert change.kind == "unchanged" and change.equivalent
+    console = Console(width=300, record=True)
+    console.print(changes_table([change], "compare"))
+    shown = console.export_text()
+    assert "11.99" not in shown and "10.01 ±0.1%" in shown, shown
+    assert "each run's 25th-percentile block" in shown

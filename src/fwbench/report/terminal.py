@@ -14,6 +14,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from fwbench import tune
+from fwbench.measure.verdicts import ESTIMATOR_TEXT
 from fwbench.report import generation, scaling
 from fwbench.report import serving as serving_report
 from fwbench.report.answer import opening
@@ -269,10 +270,24 @@ def results_table(results: Sequence[Result], db: Path) -> Table:
 
 def changes_table(found: Sequence[Change], title: str) -> Table:
     """`fwbench compare`: each case's change, regressions in red."""
-    table = _table(title, ("case", "change", "base ms", "new ms"))
+    # A step time's cells are what its change read (each run's p25 block, by default),
+    # not the median: beside a change read otherwise they could disagree with it.
+    read = sorted(
+        {r.reading.estimator for c in found if not c.shown for r in (c.base, c.new) if r}
+    )
+    caption = (
+        f"ms: {' / '.join(ESTIMATOR_TEXT[e] for e in read)}, its geometric mean over runs, "
+        "as the change reads it"
+        if read
+        else None
+    )
+    table = _table(
+        title, ("case", "change", "base ms", "new ms"), caption=caption, caption_justify="left"
+    )
     for c in found:
         style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
-        cells = c.shown or (_ms(c.base), _ms(c.new))  # a serving point's: with their units
+        # A serving point's or a generation's cells come with the change, in their units.
+        cells = c.shown or (_ms(c.base, as_read=True), _ms(c.new, as_read=True))
         table.add_row(c.label, c.describe(), *cells, style=style)
     return table
 
