@@ -30,3 +30,25 @@ def test_a_markdown_chart_link_holds_a_path_with_spaces() -> None:
 
     text = render([], charts=[("Relative training time", "my report-charts/train.png")])
     assert "](<my report-charts/train.png>)" in text
+
+
+def test_two_precisions_are_two_panels_and_two_bars_never_one() -> None:
+    """fp32 (10 ms) and bf16 (5 ms) inference at one batch: each its own curve and its
+    own bar; the bf16 point overwrote the fp32 one, under a title naming neither."""
+    from fwbench.report.figures import per_sample_time, relative_time
+
+    from .test_parity_and_summary import result
+
+    results = [
+        result(fw, mode, t, 0.0004, precision=p, task="infer")
+        for fw, mode, t0 in (("torch", "eager", 0.010), ("tensorflow", "graph", 0.012))
+        for p, t in ((None, t0), ("bf16", t0 / 2))
+    ]
+    panels = per_sample_time(results)
+    assert sorted(p.title for p in panels) == [
+        "resnet18, 224px c1000, cpu",
+        "resnet18, 224px c1000, cpu, bf16",
+    ]
+    (bars,) = relative_time(results, "infer", "cpu")
+    assert bars.x == ["b32 224px c1000", "b32 224px c1000 bf16"]
+    assert all(len(points) == 2 for points in bars.series.values())

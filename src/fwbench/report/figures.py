@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fwbench.report.summary import summarise
 from fwbench.result import Result
@@ -55,8 +56,16 @@ class Panel:
         return self.cap is not None and point.value is not None and point.value > self.cap
 
 
-def _x(r: Result) -> str:
-    return f"b{r.case.batch_size} {r.case.shape}"
+def _x(r: Result, threads: bool = False) -> str:
+    """A workload's place on a model's axis: its batch and shape, its precision where it
+    is not fp32, its threads where the model's panel holds more than one count (each
+    x one workload: two precisions at one batch are two bars, not one over the other)."""
+    c = r.case
+    return " ".join(
+        [f"b{c.batch_size} {c.shape}"]
+        + ([c.precision] if c.precision else [])
+        + ([f"{c.threads} threads"] if threads else [])
+    )
 
 
 def relative_subject(task: Task) -> str:
@@ -75,10 +84,15 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
         r for r in results if r.case.task == task and r.case.device == device
     )
     panels: dict[str, Panel] = {}
+    counts: dict[str, set[int]] = {}
+    for row in rows:
+        counts.setdefault(str(row.workload[0]), set()).update(
+            r.case.threads for r in row.results.values()
+        )
     for row in rows:
         model = str(row.workload[0])
         any_result = next(iter(row.results.values()))
-        x = _x(any_result)
+        x = _x(any_result, threads=len(counts[model]) > 1)
         panel = panels.setdefault(model, Panel(title=model, x=[]))
         if x not in panel.x:
             panel.x.append(x)
@@ -128,14 +142,24 @@ class CurvePanel:
 
 
 def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel]:
-    panels: dict[tuple[str, str, str], dict[str, list[Result]]] = {}
+    # A panel per workload but its batch size: two precisions or thread counts are two
+    # panels, never one curve whose points overwrite each other.
+    panels: dict[tuple[Any, ...], dict[str, list[Result]]] = {}
     for r in results:
         if r.case.task != task:
             continue
-        key = (str(r.case.workload_key()[0]), r.case.shape, r.case.device)
+        key = tuple(v for i, v in enumerate(r.case.workload_key()) if i != 2)
         panels.setdefault(key, {}).setdefault(r.case.variant, []).append(r)
     out = []
-    for (model, size, device), by_variant in panels.items():
+    for key, by_variant in panels.items():
+        c = next(iter(by_variant.values()))[0].case
+        title = f"{key[0]}, {c.shape}, {c.device}"
+        if c.precision:
+            title += f", {c.precision}"
+        if len({k[5] for k in panels if k[:5] == key[:5]}) > 1:
+            title += f", {c.threads} threads"
+        if c.replicas > 1:
+            title += f", {c.replicas} replicas"
         curves = []
         for variant, rs in by_variant.items():
             latest = {r.case.batch_size: r for r in rs}  # a later result of a case wins
@@ -156,7 +180,7 @@ def _curves(results: Sequence[Result], task: str, value: str) -> list[CurvePanel
             trend = downward_trend(batch_sizes, samples) if value == "per_sample_s" else None
             curves.append(Curve(variant, batch_sizes, values, failed, trend))
         if any(c.values for c in curves):  # a panel of failures only has nothing to draw
-            out.append(CurvePanel(f"{model}, {size}, {device}", curves))
+            out.append(CurvePanel(title, curves))
     return out
 
 
