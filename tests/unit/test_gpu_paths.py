@@ -261,3 +261,28 @@ def test_keras_on_pytorch_pins_fp32_on_a_gpu_as_pytorch_does(tmp_path: Path) -> 
     found = json.loads(proc.stdout.strip().splitlines()[-1])
     assert found["tf32_cudnn"] is False
     assert found["recorded"]["tf32_cudnn"] is False and found["recorded"]["tf32_matmul"] is False
+
+
+def test_a_worker_records_the_environment_its_numbers_depend_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thread placement, oneDNN's and XLA's switches change timings: they are recorded,
+    with the CPUs the worker may run on; another tool's TF_ variables and anything named
+    like a secret are not (a results file is shared)."""
+    import os
+
+    from fwbench.launch.worker import _thread_env
+
+    monkeypatch.setenv("OMP_PROC_BIND", "close")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=false")
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "0")
+    monkeypatch.setenv("TF_VAR_db_password", "hunter2")
+    monkeypatch.setenv("CUDA_API_KEY", "x")
+    found = _thread_env()
+    assert found["OMP_PROC_BIND"] == "close" and found["ONEDNN_MAX_CPU_ISA"] == "AVX2"
+    assert found["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=false"
+    assert found["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    assert "TF_VAR_db_password" not in found and "CUDA_API_KEY" not in found
+    cpus = sorted(os.sched_getaffinity(0))
+    assert found["cpu_affinity"] == (f"{cpus[0]}-{cpus[-1]}" if len(cpus) > 1 else str(cpus[0]))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -71,9 +72,41 @@ def failure(
     return {"status": status, "error": error[:700]}
 
 
+# The environment variables a worker's numbers depend on: thread pools and their
+# placement (OpenMP, MKL, oneDNN), the frameworks' and XLA's own switches, the visible
+# GPUs. Recorded as the worker saw them (settings["env"]), with the CPUs it may run on.
+# TensorFlow's by its own prefixes: other tools use TF_ too (Terraform's TF_VAR_ may hold
+# secrets), and a results file is shared.
+_RECORDED_ENV = (
+    "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "DNNL_", "ONEDNN_", "XLA_", "JAX_",
+    "KERAS_", "PYTORCH_", "TORCH_", "TORCHINDUCTOR_", "CUDA_", "CUBLAS_", "CUDNN_", "NCCL_",
+    "TF_ENABLE_", "TF_XLA_", "TF_CUDNN_", "TF_GPU_", "TF_NUM_", "TF_INTRA_", "TF_INTER_",
+    "TF_FORCE_", "TF_DETERMINISTIC", "TF_CPP_",
+)  # fmt: skip
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|KEY|CREDENTIAL", re.IGNORECASE)
+
+
 def _thread_env() -> dict[str, str]:
-    keys = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
-    return {k: os.environ[k] for k in keys if k in os.environ}
+    found = {
+        k: v
+        for k, v in sorted(os.environ.items())
+        if k.startswith(_RECORDED_ENV) and not _SECRET.search(k)
+    }
+    if hasattr(os, "sched_getaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        found["cpu_affinity"] = _ranges(cpus)
+    return found
+
+
+def _ranges(cpus: list[int]) -> str:
+    """CPU numbers as Linux writes them: "0-3,8"."""
+    parts: list[str] = []
+    for cpu in cpus:
+        if parts and parts[-1].split("-")[-1] == str(cpu - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{cpu}"
+        else:
+            parts.append(str(cpu))
+    return ",".join(parts)
 
 
 class Role:
