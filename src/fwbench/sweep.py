@@ -6,7 +6,9 @@ keys are frameworks of the sweep. It names every framework of the sweep (one lef
 get no case: refused), but on `options`, where one left out gets no options, and each case
 takes the settings that apply to its task and mode. A key is given once, and not as null:
 left out, it takes its default.
-`exclude` is a list of partial cases; a case matching every key of one rule is dropped.
+`exclude` is a list of partial cases; a case matching every key of one rule is dropped,
+a key naming a default (precision fp32, a model's own input size) matching the cases that
+take it where the sweep leaves that axis out.
 `timing` overrides measurement settings, `timeout_s` the per-case time limit and `budget`
 (seconds, or "5m") the wall-clock time its workloads share (as `--budget`).
 """
@@ -605,6 +607,11 @@ def _expand(
                     case = Case.build(**_fold_task_dims(candidate))
                 except SpecError as exc:
                     raise SpecError(f"{source}: {exc}") from None
+                # A rule naming a default (fp32, a model's own input size, autotune off)
+                # matches the case as built, where an axis left out has no value.
+                if any(_matches(_built(case), rule) for rule in excludes):
+                    excluded += 1
+                    continue
                 if case.key() not in seen:
                     seen.add(case.key())
                     cases.append(case)
@@ -741,6 +748,17 @@ def _for(axis: Any, framework: str) -> list[Any]:
     if isinstance(axis, dict):
         return list(axis.get(framework, []))
     return list(axis)
+
+
+def _built(case: Case) -> dict[str, Any]:
+    """A built case as an `exclude` rule reads it: its fields, its dimensions (the model's
+    defaults included) and its defaults by their values."""
+    view = {**case.model_dump(exclude={"dims"}), **case.dims, **case.task_values}
+    return view | {
+        "precision": case.precision or "fp32",
+        "autotune": bool(case.autotune),
+        "world_size": case.replicas,
+    }
 
 
 def _matches(case: dict[str, Any], rule: dict[str, list[Any]]) -> bool:

@@ -316,3 +316,15 @@ def test_a_resumed_dry_run_lists_and_estimates_what_is_left(
     assert lines[2].startswith(f"2 of 3 cases left (1 recorded in {db}); estimated")
     code, _, err = cli(["sweep", str(spec), "--dry-run", "--db", str(db)], capsys)
     assert err.strip().splitlines()[3].startswith("3 cases; estimated")
+
+
+def test_an_exclude_rule_naming_a_default_matches_the_cases_that_take_it() -> None:
+    """`{model: vgg16, input_size: 224}` and `{precision: fp32}` name the defaults of
+    axes the sweep leaves out: they matched nothing, and every case ran."""
+    s = sweep.parse(
+        "framework: [torch, tensorflow]\nmodel: [resnet18, vgg16]\ntask: infer\n"
+        "batch_size: [1, 8]\nexclude:\n  - {model: vgg16, input_size: 224}\n"
+        "  - {model: resnet18, precision: fp32, batch_size: 8}\n"
+    )
+    assert sorted({(c.model, c.batch_size) for c in s.cases}) == [("resnet18", 1)]
+    assert len(s.cases) == 2
