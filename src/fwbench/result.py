@@ -162,6 +162,13 @@ class Blocks(BaseModel):
     stop_reason: str
     sync_overhead_s: float = Field(ge=0)
 
+    @model_validator(mode="after")
+    def _timed(self) -> Blocks:
+        # A block that took no time, or less, is no measurement (p25 of it reads nan).
+        if min(self.samples) <= 0:
+            raise ValueError("samples: every block's time per step must be above 0")
+        return self
+
 
 class RunFigure(BaseModel):
     """One of its task's own figures in one run (fwbench.tasks.Figure: a generation's time
@@ -172,6 +179,12 @@ class RunFigure(BaseModel):
 
     samples: tuple[float, ...] = Field(min_length=1)
     median_s: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _timed(self) -> RunFigure:
+        if min(self.samples) <= 0:
+            raise ValueError("samples: every block's value must be above 0")
+        return self
 
 
 class Run(Blocks):
@@ -197,6 +210,12 @@ class Run(Blocks):
     # with the time the budget had left (False before version 18).
     reopened: bool = False
 
+    @model_validator(mode="after")
+    def _interval(self) -> Run:
+        if not self.ci_low_s <= self.median_s <= self.ci_high_s:
+            raise ValueError(f"run {self.index}: its interval must contain its median")
+        return self
+
     @property
     def steady_s(self) -> float:
         """Seconds of its timed blocks (what a case's time budget counts)."""
@@ -218,6 +237,14 @@ class Measurement(Blocks):
     # of each was made in round i, so their verdicts pair runs by round. None: measured
     # alone (or before version 14).
     group_id: str | None = None
+
+    @model_validator(mode="after")
+    def _rounds(self) -> Measurement:
+        # A run's index is its round: two of one index would pair with one run twice.
+        indices = [run.index for run in self.runs]
+        if len(set(indices)) != len(indices):
+            raise ValueError("runs: two runs of one index (a run's index is its round)")
+        return self
 
     def per_run(self, estimator: str = "median", figure: str = STEP_TIME.name) -> tuple[float, ...]:
         """One value per process of `figure` (the step time unless named), by the
@@ -253,8 +280,8 @@ class Measurement(Blocks):
 class Memory(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    host_baseline_bytes: int  # worker RSS after the framework import, before the build
-    host_peak_bytes: int  # worker RSS peak during the steady state
+    host_baseline_bytes: int = Field(ge=0)  # worker RSS after the import, before the build
+    host_peak_bytes: int = Field(ge=0)  # worker RSS peak during the steady state
     host_framework_bytes: int  # peak minus baseline: what the case itself holds
     host_method: str
     device: dict[str, int] | None = None  # allocator peaks (GPU); None on the CPU
@@ -359,6 +386,9 @@ class Result(BaseModel):
             raise ValueError("an ok result needs its measurement (or its serving part)")
         if self.status != "ok" and not self.error:
             raise ValueError(f"a {self.status} result needs its reason in `error`")
+        if self.status != "ok" and self.measurement is not None:
+            # Claims and views count a measurement as measured, whatever the status.
+            raise ValueError(f"a {self.status} result has no measurement")
         return self
 
     @property

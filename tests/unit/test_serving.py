@@ -741,3 +741,14 @@ def test_a_serving_run_that_cannot_start_its_worker_is_that_runs_failure(tmp_pat
     assert report is None
     assert (run.status, run.index) == ("error", 0)
     assert run.error == "cannot start a worker: OSError: [Errno 24] Too many open files"
+
+
+def test_a_serving_record_that_contradicts_itself_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from fwbench.scenario.record import Figure, ServingRun
+
+    with pytest.raises(ValidationError, match="interval must contain its value"):
+        Figure(value=1.0, ci_low=5.0, ci_high=0.5, runs=2)
+    with pytest.raises(ValidationError, match="main: test 3 of 0"):
+        ServingRun(index=0, launcher="spawn", status="ok", main=3)

@@ -377,3 +377,35 @@ def test_a_claim_reads_the_band_its_results_were_recorded_under() -> None:
 def test_a_claim_naming_no_case_field_is_refused() -> None:
     with pytest.raises(ValueError, match=r"no case field modle; valid choices: .*model"):
         Claim(id="x", published="-", kind="faster", axis="framework", where={"modle": "a"})
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "says"),
+    [
+        ("an oom with a measurement", lambda r: r.update(status="oom", error="out of memory"),
+         "a oom result has no measurement"),
+        ("a block of no time", lambda r: r["samples"].__setitem__(0, -0.5),
+         "every block's time per step must be above 0"),
+        ("two runs of one round", lambda r: r["runs"][1].__setitem__("index", 0),
+         "two runs of one index"),
+        ("a run outside its interval", lambda r: r["runs"][0].update(ci_low_s=5.0, ci_high_s=6.0),
+         "its interval must contain its median"),
+        ("negative memory", lambda r: r.update(memory={
+            "host_baseline_bytes": -5, "host_peak_bytes": 1, "host_framework_bytes": 6,
+            "host_method": "rss"}), "host_baseline_bytes"),
+    ],
+)  # fmt: skip
+def test_a_record_that_contradicts_itself_is_refused(what: str, change: Any, says: str) -> None:
+    """A record read back (an import, a damaged file) that claims what cannot be: claims
+    counted an oom holding a measurement as measured, a p25 over a negative block read
+    nan, two runs of one round paired one run twice."""
+    import copy
+
+    from pydantic import ValidationError
+
+    record = measured([0.1, 0.101, 0.099], framework="torch", task="infer").to_record()
+    Result.from_record(copy.deepcopy(record))  # as made, it reads
+    changed = copy.deepcopy(record)
+    change(changed)
+    with pytest.raises(ValidationError, match=says):
+        Result.from_record(changed)

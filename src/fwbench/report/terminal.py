@@ -272,9 +272,7 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
     """`fwbench compare`: each case's change, regressions in red."""
     # A step time's cells are what its change read (each run's p25 block, by default),
     # not the median: beside a change read otherwise they could disagree with it.
-    read = sorted(
-        {r.reading.estimator for c in found if not c.shown for r in (c.base, c.new) if r}
-    )
+    read = sorted({r.reading.estimator for c in found if not c.shown for r in (c.base, c.new) if r})
     caption = (
         f"ms: {' / '.join(ESTIMATOR_TEXT[e] for e in read)}, its geometric mean over runs, "
         "as the change reads it"

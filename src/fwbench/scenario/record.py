@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fwbench.errors import Status
 from fwbench.scenario.spec import ServeSpec
@@ -69,6 +69,12 @@ class ServingRun(BaseModel):
     other_cpu_cores: float | None = None
     warnings: tuple[str, ...] = ()
 
+    @model_validator(mode="after")
+    def _main_is_a_test(self) -> ServingRun:
+        if self.main is not None and not 0 <= self.main < len(self.tests):
+            raise ValueError(f"main: test {self.main} of {len(self.tests)}")
+        return self
+
     @property
     def main_test(self) -> LoadGenTest | None:
         return self.tests[self.main] if self.main is not None else None
@@ -84,6 +90,12 @@ class Figure(BaseModel):
     ci_low: float = Field(gt=0)
     ci_high: float = Field(gt=0)
     runs: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Figure:
+        if not self.ci_low <= self.value <= self.ci_high:
+            raise ValueError("a figure's interval must contain its value")
+        return self
 
 
 class Serving(BaseModel):
