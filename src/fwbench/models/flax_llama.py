@@ -261,7 +261,9 @@ def load(folder: Path) -> Llama:
     model = Llama(Config.of(config), nnx.Rngs(0))
     kind = config["model_type"]
     placed: set[int] = set()
-    for path in sorted(folder.glob("*.safetensors")):
+    from fwbench.models.sources.hf import weight_files
+
+    for path in weight_files(folder):
         for name, stored in load_file(str(path)).items():
             found = _place(model, name, np.asarray(stored.astype(jnp.float32)))
             if found is None:

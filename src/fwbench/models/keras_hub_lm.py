@@ -205,8 +205,10 @@ def _norm_epsilon(lm: Any, epsilon: float) -> None:
 def _tensors(folder: Path) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file
 
+    from fwbench.models.sources.hf import weight_files
+
     found: dict[str, np.ndarray] = {}
-    for path in sorted(folder.glob("*.safetensors")):
+    for path in weight_files(folder):
         found |= load_file(str(path))
     return found
 

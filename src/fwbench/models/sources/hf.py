@@ -296,9 +296,27 @@ def _sizes_text() -> str:
     return ", ".join(named)
 
 
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
 def weight_files(folder: Path) -> list[Path]:
-    """A folder's safetensors weights (one file, or the shards its index names)."""
-    return [within(path, folder) for path in sorted(folder.glob("*.safetensors"))]
+    """A folder's safetensors weights as transformers finds them: the shards its index
+    names, else its one `model.safetensors`; none otherwise. Other files beside them (a
+    release's `consolidated.safetensors`, the same weights under other names) are not
+    the model's: read too, they doubled its parameters and left Flax weights without a
+    place."""
+    index = folder / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            shards = json.loads(index.read_text())["weight_map"].values()
+        except (ValueError, KeyError, AttributeError, TypeError, OSError) as exc:
+            raise SpecError(
+                f"model: {index}: not the index of a safetensors checkpoint ({exc})"
+            ) from None
+        return [within(folder / name, folder) for name in sorted(set(map(str, shards)))]
+    single = folder / SAFETENSORS
+    return [within(single, folder)] if single.is_file() else []
 
 
 def _folder_digest(folder: Path, config_text: str) -> str:
