@@ -511,3 +511,49 @@ def test_a_models_description_is_read_again_under_another_library_version(
     )
     user_models.describe(spec)
     assert len(read) == 2
+
+
+def test_a_folders_weights_are_the_files_transformers_reads(tmp_path: Path) -> None:
+    """A release keeps `consolidated.safetensors` beside its indexed shards: the same
+    weights under another name. Read too, they doubled the parameter count (a false
+    out-of-memory refusal) and left Flax weights without a place."""
+    import json
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from fwbench.models.sources.hf import stored_count, weight_files
+
+    one = {"w": np.zeros((2, 3), np.float32)}
+    save_file(one, str(tmp_path / "model.safetensors"))
+    save_file(one, str(tmp_path / "consolidated.safetensors"))
+    assert weight_files(tmp_path) == [tmp_path / "model.safetensors"]
+    assert stored_count(tmp_path) == 6
+    save_file({"a": np.zeros(4, np.float32)}, str(tmp_path / "model-00001-of-00002.safetensors"))
+    save_file({"b": np.zeros(5, np.float32)}, str(tmp_path / "model-00002-of-00002.safetensors"))
+    index = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": index}))
+    assert stored_count(tmp_path) == 9  # the index wins, as in transformers
+    (tmp_path / "model.safetensors.index.json").write_text("[]")
+    with pytest.raises(SpecError, match="not the index of a safetensors checkpoint"):
+        weight_files(tmp_path)
+
+
+def test_a_config_without_a_familys_keys_is_read_as_transformers_reads_it() -> None:
+    """A hand-written or older config.json may leave keys out: Gemma 2's caps (50, 30)
+    and scalar (256), SmolLM3's tied embeddings, Phi-3's epsilon (1e-5). Flax's decoder
+    took Llama's values for them, and refused nothing."""
+    import warnings
+
+    from transformers import AutoConfig
+
+    from fwbench.models.llama_family import FAMILIES, Config
+
+    sizes = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2}
+    sizes |= {"num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64}
+    sizes |= {"head_dim": 16}
+    for kind in FAMILIES:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            theirs = AutoConfig.for_model(kind, **sizes).to_dict()
+        assert Config.of({"model_type": kind, **sizes}) == Config.of(theirs), kind

@@ -34,6 +34,35 @@ FAMILIES: dict[str, dict[str, bool]] = {
     "phi3": {},
     "smollm3": {},
 }
+# What transformers reads where a config.json leaves a key out, where that differs from
+# what the decoder would otherwise take (Llama's): transformers 5's configuration classes'
+# defaults (tests/unit/test_sources.py checks them against the installed transformers). A
+# config transformers writes holds every key; a hand-written or older one may not.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "mistral": {"sliding_window": 4096},
+    "gemma": {"hidden_act": "gelu_pytorch_tanh"},
+    "gemma2": {
+        "hidden_activation": "gelu_pytorch_tanh",
+        "attn_logit_softcapping": 50.0,
+        "final_logit_softcapping": 30.0,
+        "query_pre_attn_scalar": 256,
+    },
+    "gemma3_text": {
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": 256,
+        "rope_theta": 1000000.0,
+    },
+    "phi3": {"rms_norm_eps": 1e-5},
+    "smollm3": {"rope_theta": 2000000.0, "tie_word_embeddings": True},
+}
+
+
+def as_read(config: dict[str, Any]) -> dict[str, Any]:
+    """A config.json as transformers reads it: the keys it leaves out at their family's
+    defaults (DEFAULTS)."""
+    return {**DEFAULTS.get(str(config.get("model_type")), {}), **config}
+
+
 # The decoders whose config's sliding window is on every layer (the others' layers are
 # placed by `layer_types`).
 WINDOW_EVERYWHERE = ("mistral", "mixtral", "phi3")
@@ -96,6 +125,7 @@ class Config:
     def of(cls, config: dict[str, Any]) -> Config:
         """From a transformers config.json; what the decoder would compute otherwise is
         refused (ValueError, its reason)."""
+        config = as_read(config)
         kind = config.get("model_type")
         if kind not in FAMILIES:
             raise ValueError(
@@ -199,6 +229,7 @@ def gemma3_ropes(config: dict[str, Any]) -> tuple[Rope, Rope]:
     linearly in the larger sizes) and the sliding layers' (10,000), as transformers 5
     writes them (one entry per kind of layer) or older checkpoints do (`rope_theta`,
     `rope_scaling` and `rope_local_base_freq`)."""
+    config = as_read(config)
     given = config.get("rope_parameters") or {}
     if "full_attention" in given or "sliding_attention" in given:
         kinds = {kind: given.get(kind) or {} for kind in ("full_attention", "sliding_attention")}
@@ -220,6 +251,7 @@ def layer_kinds(config: dict[str, Any]) -> list[str] | None:
     """Each layer's attention (`sliding_attention`, `full_attention`) as the config names
     it, or as transformers derives it for a family that alternates (ALTERNATING); None
     where neither says."""
+    config = as_read(config)
     kinds = config.get("layer_types")
     kind = config.get("model_type")
     if kinds is None and kind in ALTERNATING:
@@ -233,6 +265,7 @@ def layer_kinds(config: dict[str, Any]) -> list[str] | None:
 
 def sliding_windows(config: dict[str, Any]) -> tuple[int | None, ...]:
     """transformers' sliding window of each layer (None: every earlier position)."""
+    config = as_read(config)
     layers = int(config["num_hidden_layers"])
     kind = config.get("model_type")
     everywhere = kind in WINDOW_EVERYWHERE
