@@ -584,3 +584,50 @@ def test_flax_decoder_reads_rotary_positions_where_transformers_writes_them_or_r
     for reason, config in refused.items():
         with pytest.raises(ValueError, match=reason):
             Config.of(config)
+
+
+FLOPS_OF = """
+import importlib, json, sys
+from fwbench.case import Case
+from fwbench.catalog.frameworks import get_framework
+
+framework, mode = sys.argv[1:3]
+module, _, name = get_framework(framework).adapter_path.partition(":")
+adapter = getattr(importlib.import_module(module), name)()
+adapter.configure("cpu", 1)
+found = {}
+for model, task, fields in (
+    ("resnet18", "infer", {"input_size": 32, "num_classes": 10, "batch_size": 2}),
+    ("resnet18", "train", {"input_size": 32, "num_classes": 10, "batch_size": 2}),
+    ("mobilenet_v2", "train", {"input_size": 32, "num_classes": 10, "batch_size": 2}),
+    ("gpt2_tiny", "train", {"batch_size": 2}),
+    ("gpt2_tiny", "generate", {"batch_size": 1, "task_dims": "new_tokens=4"}),
+):
+    case = Case.build(framework=framework, mode=mode, model=model, task=task, threads=1, **fields)
+    found[f"{model} {task}"] = adapter.count_flops(adapter.build(case))[0]
+print(json.dumps(found))
+"""
+
+
+def test_flax_counts_the_flops_pytorch_counts(tmp_path: Path) -> None:
+    """Flax's FLOPs are read from the program a step runs (its jaxpr): the same
+    convolutions and products PyTorch's counter counts, to the FLOP in training and
+    inference (strided convolutions' input gradients included), and within 1% for a
+    generation (its static cache attends over every position it holds)."""
+    import subprocess
+    import sys
+
+    found = {}
+    for framework, mode in (("torch", "compile"), ("flax", "eager")):
+        proc = subprocess.run(
+            [sys.executable, "-c", FLOPS_OF, framework, mode],
+            capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        found[framework] = json.loads(proc.stdout.strip().splitlines()[-1])
+    torch, flax = found["torch"], found["flax"]
+    generate = "gpt2_tiny generate"
+    assert {k: v for k, v in flax.items() if k != generate} == {
+        k: v for k, v in torch.items() if k != generate
+    }
+    assert flax[generate] == pytest.approx(torch[generate], rel=0.01)

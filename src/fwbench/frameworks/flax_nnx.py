@@ -246,6 +246,7 @@ class FlaxWorkload(Workload):
                 return work(*objects, *args)
 
         self._step = step
+        self._work = work
         self.last: Any = None
         self.settings_: dict[str, Any] = {
             "precision": case.precision or "fp32",
@@ -268,6 +269,21 @@ class FlaxWorkload(Workload):
         self.last = self._step()
         if self.check.pending and not self.trains:
             self.check(self.last)
+
+    def programs(self) -> list[tuple[Any, tuple[Any, ...], int]]:
+        """The one function a step runs, with its arguments (FLOPs: JaxRuntime): `jit`'s
+        own; in the other modes the same work over a split of the objects, traceable."""
+        if self.mode == "jit":
+            return [(self.jitted, (self.state, *self.args), 1)]
+        from flax import nnx
+
+        graphdef, state = nnx.split(self.objects)
+        work = self._work
+
+        def pure(state: Any, *args: Any) -> Any:
+            return work(*nnx.merge(graphdef, state), *args)
+
+        return [(pure, (state, *self.args), 1)]
 
     def sync(self) -> None:
         import jax
@@ -350,6 +366,7 @@ class FlaxGenerate(GenerateWorkload):
         # nnx-jit: an nnx.jit wrapper for each, the model passed as an object; eager: the
         # model's call. Two functions, so that a profile names each program apart
         # (jit_prefill, jit_step).
+        self._run = run
         self.jitted: tuple[Any, ...] = ()
         self.lead: Any = model  # what each program takes before the ids
         passed, how = carried(case)
@@ -393,6 +410,25 @@ class FlaxGenerate(GenerateWorkload):
         # Each position an array made before any timing, as the Keras backends' are: made
         # per step, it would cost a step 0.05 ms of fwbench's own (on a Xeon core).
         self.at = [jnp.asarray(p, jnp.int32) for p in range(context)]
+
+    def programs(self) -> list[generation.Program]:
+        """The prefill once, the decoding step for each token after the first, each over
+        a split of the model (the same work in every mode), for their FLOPs."""
+        import jax
+        import jax.numpy as jnp
+        from flax import nnx
+
+        graphdef, state = nnx.split(self.model)
+        run = self._run
+
+        def program(state: Any, ids: Any, start: Any, cache: Any) -> Any:
+            return run(nnx.merge(graphdef, state), ids, start, cache)
+
+        token = jax.ShapeDtypeStruct((self.ids.shape[0],), jnp.int32)  # type: ignore[no-untyped-call]
+        return [
+            (program, (state, self.ids, self.at[0], self.cache), 1),
+            (program, (state, token, self.at[self.prompt_len], self.cache), self.new_tokens - 1),
+        ]
 
     def prefill(self) -> np.ndarray:
         # The cache's positions after the prompt are masked until written: nothing of the

@@ -15,12 +15,84 @@ from fwbench.case import Case
 from fwbench.explain.hlo import module_name, op_texts
 from fwbench.explain.timeline import PHASES, WINDOW, Event, Window
 
+FLOP_METHOD = "the traced program's matrix products and convolutions (jaxpr)"
+
+
+def jaxpr_flops(jaxpr: Any) -> float:
+    """FLOPs of a program's matrix products and convolutions, as PyTorch's and
+    TensorFlow's counters count theirs (two a multiply-add; elementwise ops not at all),
+    from its jaxpr: each `dot_general` and `conv_general_dilated`, inside jitted calls,
+    scans (times their length), remat and custom derivatives; a conditional by its
+    costliest branch; a convolution by its output's positions, an input gradient's
+    without the zeros a stride inserts. That is the work the program asks for: where a
+    network pads its input explicitly (Keras' twins do, to pad as PyTorch does), its
+    input gradients cover the padding too, and count more than PyTorch's, whose
+    convolutions pad themselves. A while loop's trip count is not in its program:
+    ValueError."""
+    import math
+
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            out = eqn.outvars[0].aval.shape
+            total += 2.0 * math.prod(out) * math.prod(lhs[i] for i in contract)
+        elif name == "conv_general_dilated":
+            spec = eqn.params["dimension_numbers"].rhs_spec  # (out, in, spatial...)
+            rhs = eqn.invars[1].aval.shape
+            out = eqn.outvars[0].aval.shape
+            taps = rhs[spec[1]] * math.prod(rhs[i] for i in spec[2:])
+            # The input gradient of a strided convolution dilates its gradient by the
+            # stride: the zeros it inserts are no work (PyTorch counts that gradient as
+            # the forward pass, which this gives).
+            dilated = math.prod(eqn.params.get("lhs_dilation") or (1,))
+            total += 2.0 * math.prod(out) * taps / dilated
+        elif name == "while":
+            raise ValueError("a while loop's trip count is not in its program (lax.while_loop)")
+        elif name == "scan":
+            total += eqn.params["length"] * jaxpr_flops(eqn.params["jaxpr"].jaxpr)
+        elif name == "cond":
+            total += max(jaxpr_flops(branch.jaxpr) for branch in eqn.params["branches"])
+        else:
+            for inner in _inner_jaxprs(eqn.params):
+                total += jaxpr_flops(inner)
+    return total
+
+
+def _inner_jaxprs(params: dict[str, Any]) -> list[Any]:
+    """The programs an equation calls (a jitted function's, remat's, a custom
+    derivative's forward), open or closed; not a custom derivative's rules (functions,
+    not programs: their work is in the program where it was traced)."""
+    found = []
+    for value in params.values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            inner = getattr(item, "jaxpr", item)
+            if hasattr(inner, "eqns"):
+                found.append(inner)
+    return found
+
 
 class JaxRuntime:
     """Mixed into an adapter (before its Adapter base): the JAX runtime's side of it."""
 
     # The packages whose functions name what an op computes (fwbench.explain.hlo).
     libraries: tuple[str, ...] = ()
+
+    def count_flops(self, workload: Any) -> tuple[float, str]:
+        """The FLOPs of one step from the programs it runs (`programs()`: each jitted or
+        traceable function with its arguments and how many times a step runs it),
+        traced again for the count (jaxpr_flops)."""
+        import jax
+
+        programs = workload.programs() if hasattr(workload, "programs") else []
+        if not programs:
+            raise ValueError(f"{type(workload).__name__} gives no programs to count")
+        total = 0.0
+        for fn, args, times in programs:
+            total += times * jaxpr_flops(jax.make_jaxpr(fn)(*args).jaxpr)
+        return total, FLOP_METHOD
 
     def configure_jax(self, device: str, threads: int) -> dict[str, Any]:
         # XLA has no intra-op thread setting for its CPU pool; pinning the worker to
