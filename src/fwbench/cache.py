@@ -68,6 +68,11 @@ def write(kind: str, key: str, value: Any) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"key": key, "value": value}, f)
-        os.replace(name, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"key": key, "value": value}, f)
+            os.replace(name, path)
+        finally:
+            # A write that failed (a full disk, a value JSON cannot hold) leaves nothing.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)

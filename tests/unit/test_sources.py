@@ -557,3 +557,16 @@ def test_a_config_without_a_familys_keys_is_read_as_transformers_reads_it() -> N
             warnings.simplefilter("ignore")
             theirs = AutoConfig.for_model(kind, **sizes).to_dict()
         assert Config.of({"model_type": kind, **sizes}) == Config.of(theirs), kind
+
+
+def test_a_cache_write_that_fails_leaves_no_file_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwbench import cache
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path))
+    with pytest.raises(TypeError):
+        cache.write("models", "k", {"not json": object()})
+    cache.write("models", "k", {"fine": 1})
+    assert [p.name.startswith(".") for p in (tmp_path / "models").iterdir()] == [False]
+    assert cache.read("models", "k") == {"fine": 1}
