@@ -82,7 +82,7 @@ from fwbench.measure.timing import RunTiming
 from fwbench.measure.verdicts import Reading
 from fwbench.models.parity import Parity
 from fwbench.scenario.record import Serving, serving_of_old
-from fwbench.scenario.spec import point_key
+from fwbench.scenario.spec import point_key, point_key_before_2026_12
 from fwbench.tasks import STEP_TIME, verdict_figure
 
 SCHEMA_VERSION = 20
@@ -405,8 +405,9 @@ class Result(BaseModel):
 
     @property
     def point_key(self) -> str:
-        """A serving point's key (its case and scenario settings)."""
-        return self.served.point_key
+        """A serving point's key (its case and scenario settings), as today's fwbench
+        makes it: a point stored before its model's path left the key is found again."""
+        return point_key(self.case, self.served.spec)
 
     @property
     def throughput(self) -> float | None:
@@ -571,7 +572,8 @@ class Result(BaseModel):
     def _check_derived(self, record: dict[str, Any]) -> None:
         if self.serving is not None:
             expected = point_key(self.case, self.serving.spec)
-            if self.serving.point_key != expected:
+            legacy = point_key_before_2026_12(self.case, self.serving.spec)
+            if self.serving.point_key not in (expected, legacy):
                 raise ValueError(
                     f"point_key {self.serving.point_key!r} is not its case's and settings' "
                     f"({expected!r}); was it edited?"

@@ -752,3 +752,26 @@ def test_a_serving_record_that_contradicts_itself_is_refused() -> None:
         Figure(value=1.0, ci_low=5.0, ci_high=0.5, runs=2)
     with pytest.raises(ValidationError, match="main: test 3 of 0"):
         ServingRun(index=0, launcher="spawn", status="ok", main=3)
+
+
+def test_a_points_identity_leaves_out_where_its_model_lies() -> None:
+    """The same model file elsewhere is the same point, as it is the same case: a moved
+    file's points were run again by --resume and compared with nothing. A record stored
+    under the key with the path still reads, found under today's key."""
+    from fwbench.scenario.spec import point_key_before_2026_12
+
+    spec = ServeSpec.build(scenario="offline")
+    here, there = (case().model_copy(update={"model_path": p}) for p in ("/a/n.onnx", "/b/n.onnx"))
+    assert point_key(here, spec) == point_key(there, spec) == point_key(case(), spec)
+    (old,) = serving_results()[:1]
+    stored = old.model_copy(
+        update={
+            "case": here,
+            "serving": old.served.model_copy(
+                update={"point_key": point_key_before_2026_12(here, old.served.spec)}
+            ),
+        }
+    )
+    assert stored.served.point_key != point_key(here, old.served.spec)
+    assert stored.point_key == point_key(case(), old.served.spec)
+    stored._check_derived(stored.to_record())  # an export of then still imports

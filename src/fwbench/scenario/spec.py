@@ -182,10 +182,21 @@ def min_queries(percentile: float) -> int:
 
 
 def point_key(case: Case, spec: ServeSpec) -> str:
-    """Identity of a serving point: its case and its scenario settings."""
+    """Identity of a serving point: its case and its scenario settings. Where a user's
+    model lies is not its identity, as it is not a case's (Case.key): the same file
+    elsewhere is the same point, found again by --resume and compared."""
+    return _point_key(case.flat(exclude={"model_path"}), spec)
+
+
+def point_key_before_2026_12(case: Case, spec: ServeSpec) -> str:
+    """The key a point was stored under before (its model's path in it): a record
+    exported then still reads (Result._check_derived)."""
+    return _point_key(case.flat(), spec)
+
+
+def _point_key(flat: dict[str, Any], spec: ServeSpec) -> str:
     canonical = json.dumps(
-        {"case": case.flat(), "serve": spec.model_dump(exclude_none=True)},
-        sort_keys=True,
+        {"case": flat, "serve": spec.model_dump(exclude_none=True)}, sort_keys=True
     )
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
