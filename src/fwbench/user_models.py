@@ -46,11 +46,7 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
             f"model: {spec.name} is {source.label}, read by {native.label}, which is not "
             f"installed here: pip install 'fwbench[{source.native}]'"
         )
-    # Whatever version reads it is part of the key: fwbench's own, the framework's and
-    # the libraries' that decide what the model declares (timm's, transformers').
-    versions = [("fwbench", _installed("fwbench")), (source.native, version)]
-    versions += [(library, _installed(library)) for library in source.libraries]
-    key = "|".join([spec.name, str(spec.reference), *(f"{n}={v}" for n, v in versions)])
+    key = description_key(spec)
     kept = cache.read("models", key)
     if _well_formed(kept):
         return kept
@@ -58,6 +54,18 @@ def describe(spec: ModelSpec) -> dict[str, Any]:
     found = describing.describe(spec.reference or spec.name)
     cache.write("models", key, found)
     return found
+
+
+def description_key(spec: ModelSpec) -> str:
+    """What a model's description is cached under: the model, and whatever version reads
+    it (fwbench's own, its source's framework's, and the libraries' that decide what the
+    model declares: timm's, transformers')."""
+    source = get_source(spec.source)
+    versions = [("fwbench", _installed("fwbench"))]
+    native = FRAMEWORKS.get(source.native)
+    versions.append((source.native, native.version() if native is not None else None))
+    versions += [(library, _installed(library)) for library in source.libraries]
+    return "|".join([spec.name, str(spec.reference), *(f"{n}={v}" for n, v in versions)])
 
 
 def _installed(distribution: str) -> str | None:

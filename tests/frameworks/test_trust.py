@@ -312,12 +312,12 @@ def test_a_damaged_entry_of_what_a_model_declares_is_read_again(
     import os
 
     from fwbench import cache
-    from fwbench.catalog.frameworks import FRAMEWORKS
     from fwbench.catalog.models import get_model
+    from fwbench.user_models import description_key
 
     monkeypatch.setenv("FWBENCH_CACHE_DIR", str(tmp_path))
     spec = get_model(str(odd_inputs / "good.onnx"))
-    key = f"{spec.name}|{spec.reference}|onnxruntime={FRAMEWORKS['onnxruntime'].version()}"
+    key = description_key(spec)
     cache.write("models", key, {"inputs": 5, "params": "many", "outputs": ""})
     proc = fwbench(
         "models", "--model", str(odd_inputs / "good.onnx"), "--json", env=dict(os.environ)

@@ -110,7 +110,8 @@ def _refuse_code(path: str, data: bytes) -> None:
         names = zipfile.ZipFile(io.BytesIO(data)).namelist()
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise SpecError(
-            f"model: {path}: not a zip archive as torch.export.save writes ({one_line(exc)})"
+            f"model: {path}: not a saved torch.export program (not the zip archive "
+            f"torch.export.save writes: {one_line(exc)})"
         ) from None
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
