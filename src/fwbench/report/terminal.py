@@ -285,18 +285,19 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
     for c in found:
         style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
         # A serving point's or a generation's cells come with the change, in their units.
-        cells = c.shown or (_ms(c.base, as_read=True), _ms(c.new, as_read=True))
+        cells = c.shown or (_ms(c.base), _ms(c.new))
         table.add_row(c.label, c.describe(), *cells, style=style)
     return table
 
 
-def _ms(r: Result | None, as_read: bool = False) -> str:
-    """Its time in a cell: its median step, or (`as_read`) what its verdicts read."""
+def _ms(r: Result | None) -> str:
+    """Its time in a cell: the figure its verdicts read (what a change or a tuning choice
+    beside it was decided on)."""
     if r is None:
         return "-"
     if r.measurement is None:
         return r.status
-    return alone(r, short=True) if as_read else f"{r.measurement.step_time_s.median * 1e3:.2f}"
+    return alone(r, short=True)
 
 
 # --- tune -----------------------------------------------------------------------------
@@ -311,9 +312,9 @@ def tune_table(outcome: tune.TuneOutcome) -> Table:
         table.add_row(
             c.framework,
             tune.describe(c.default) if c.default else "-",
-            _ms(c.default, as_read=True),
+            _ms(c.default),
             tune.describe(c.best) if c.best else "none ran",
-            _ms(c.best, as_read=True),
+            _ms(c.best),
             f"{c.speedup:.2f}x" if c.speedup else "-",
             (v.short() if (v := c.confirmed()) else "the default is best"),
         )
