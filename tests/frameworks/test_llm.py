@@ -336,3 +336,60 @@ def test_keras_reads_what_its_converters_read_elsewhere_or_drop_as_transformers_
     keras = python(KERAS_SIDE, given=json.dumps(reference), KERAS_BACKEND="jax")
     assert set(keras) == set(KERAS_READS)
     assert all(worst < 1e-4 for worst in keras.values()), keras
+
+
+SHADOW_SIDE = """
+import json, sys
+from pathlib import Path
+from fwbench.models import keras_hub_lm
+folder = Path(sys.argv[1])
+config = json.loads((folder / "config.json").read_text())
+shadow = keras_hub_lm._readable(folder, config)
+print(json.dumps({
+    "shadow": str(shadow),
+    "links": {p.name: str(p.resolve()) for p in shadow.iterdir() if p.name != "config.json"},
+    "config": json.loads((shadow / "config.json").read_text()),
+}))
+"""
+
+
+def test_kerass_copy_of_a_renamed_config_follows_the_folders_weights_as_they_are_now(
+    tmp_path: Path,
+) -> None:
+    """A folder resharded after a first load (its one file replaced by an index and two
+    shards) gets a copy linking the shards alone: the stale link to the file that went
+    had stayed beside them (and a dangling one stopped a later load); an unchanged
+    folder finds the copy it had."""
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text(
+        json.dumps({"model_type": "qwen3_moe", "num_local_experts": 4})
+    )
+    (folder / "model.safetensors").write_bytes(b"one")
+
+    def shadow() -> dict[str, Any]:
+        proc = subprocess.run(
+            [sys.executable, "-c", SHADOW_SIDE, str(folder)], capture_output=True, text=True,
+            timeout=300, env=os.environ | {"KERAS_BACKEND": "jax",
+                                           "FWBENCH_CACHE_DIR": str(tmp_path / "cache")},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return found
+
+    first = shadow()
+    assert first["links"] == {"model.safetensors": str((folder / "model.safetensors").resolve())}
+    assert first["config"]["num_experts"] == 4
+    (folder / "model.safetensors").unlink()
+    for name in ("a.safetensors", "b.safetensors"):
+        (folder / name).write_bytes(b"shard")
+    index = {"weight_map": {"w1": "a.safetensors", "w2": "b.safetensors"}}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    second = shadow()
+    wanted = ["a.safetensors", "b.safetensors", "model.safetensors.index.json"]
+    assert second["links"] == {name: str((folder / name).resolve()) for name in wanted}
+    assert shadow()["shadow"] == second["shadow"]

@@ -23,7 +23,9 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -176,19 +178,47 @@ def _renamed(config: dict[str, Any]) -> dict[str, Any]:
 def _readable(folder: Path, config: dict[str, Any]) -> Path:
     """`folder`, or, where keras-hub reads a setting under another name than the
     checkpoint writes it (_renamed), a folder in the cache that holds the config under
-    both names beside links to the same weights: the user's folder is never written."""
+    both names beside links to the weights transformers reads (weight_files): the user's
+    folder is never written.
+
+    The shadow is named by what it holds (the config, and each link's name and target)
+    and built aside, then renamed into place: a folder whose shards changed, or whose
+    files moved, gets a new one rather than links left from before (a stale shard read
+    beside the new ones, a dangling link that stopped the next load), and two workers
+    loading at once never see half of one."""
+    from fwbench.models.sources.hf import SAFETENSORS_INDEX, weight_files
+
     renamed = _renamed(config)
     if not renamed:
         return folder
-    where = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
-    shadow = cache_dir() / "hf-readable" / f"{folder.name}-{where}"
-    shadow.mkdir(parents=True, exist_ok=True)
-    # The weights alone beside the config: what keras-hub's transformers loader reads.
-    for path in [*folder.glob("*.safetensors"), *folder.glob("*.safetensors.index.json")]:
-        link = shadow / path.name
-        if not link.exists():
-            os.symlink(path.resolve(), link)
-    (shadow / "config.json").write_text(json.dumps({**config, **renamed}))
+    index = folder / SAFETENSORS_INDEX
+    targets = {p.name: p.resolve() for p in [*weight_files(folder), index] if p.is_file()}
+    text = json.dumps({**config, **renamed}, sort_keys=True)
+    key = hashlib.sha256(text.encode())
+    for name, target in sorted(targets.items()):
+        key.update(f"\0{name}\0{target}".encode())
+    try:
+        home = cache_dir() / "hf-readable"
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        # The default cache may be unusable (cache_dir): a shadow is still needed.
+        home = Path(tempfile.gettempdir()) / "fwbench-hf-readable"
+        home.mkdir(parents=True, exist_ok=True)
+    shadow = home / f"{folder.name}-{key.hexdigest()[:16]}"
+    if shadow.is_dir():
+        return shadow
+    scratch = Path(tempfile.mkdtemp(prefix=".", dir=home))
+    try:
+        for name, target in targets.items():
+            os.symlink(target, scratch / name)
+        (scratch / "config.json").write_text(text)
+        try:
+            os.rename(scratch, shadow)
+        except OSError:
+            if not shadow.is_dir():  # not another worker's, made first
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return shadow
 
 
