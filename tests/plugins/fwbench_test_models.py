@@ -118,11 +118,24 @@ def _keras_wrong_shape(num_classes: int, input_size: int) -> Any:
     )
 
 
+def _flax_wrong_shape(num_classes: int, input_size: int) -> Any:
+    from flax import nnx
+
+    class WrongShape(nnx.Module):
+        def __init__(self) -> None:
+            self.dense = nnx.Linear(3 * input_size * input_size, num_classes + 1, rngs=nnx.Rngs(0))
+
+        def __call__(self, x: Any) -> Any:
+            return self.dense(x.reshape(x.shape[0], -1))
+
+    return WrongShape()
+
+
 # Logits of one class too many: only a check of the output's shape notices (inference has
 # no loss, and cross-entropy takes the extra class).
 _image_model(
     "wrong_shape",
-    {"torch": _torch_wrong_shape, "tensorflow": _keras_wrong_shape},
+    {"torch": _torch_wrong_shape, "tensorflow": _keras_wrong_shape, "flax": _flax_wrong_shape},
     "returns one class too many (tests only)",
     size=4,
     smallest=1,

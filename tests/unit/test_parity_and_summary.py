@@ -256,7 +256,7 @@ def test_verdicts_of_runs_that_stopped_once_decided_are_read_under_their_plan() 
     assert a is not None and b is not None and a.ratio == b.ratio
     assert b.ci_low < a.ci_low and b.ci_high > a.ci_high  # 99.0% against 95%
     (note,) = [n for n in verdict_notes([sequential]) if n.startswith("Verdicts of")]
-    assert "read after each of runs 3-10 a side, 99.0% intervals keep 95%" in note
+    assert "read after each of runs 3-10 a side, 99% intervals keep 95%" in note
     assert not [n for n in verdict_notes([fixed]) if n.startswith("Verdicts of")]
 
 

@@ -73,12 +73,20 @@ def synthetic_arrays(
 class OutputShapeError(ValueError):
     """The model's output is not the logits its objective takes."""
 
+    # Raised inside a traced step, it reaches the result as itself: TensorFlow's
+    # autograph otherwise re-raises an error of its own types as a StagingError whose
+    # first line reads "in user code".
+    ag_pass_through = True
 
-def check_output_shape(case: Case, objective: str, shape: tuple[int, ...]) -> None:
+
+def check_output_shape(
+    case: Case, objective: str, shape: tuple[int, ...], batch: int | None = None
+) -> None:
     """Refuse logits of another shape than the model's objective takes (docs/adding-a-
     model.md): inference has no loss to fail on them and would be timed on another
-    model's work, and cross-entropy takes more classes than asked for without a word."""
-    b = case.batch_size
+    model's work, and cross-entropy takes more classes than asked for without a word.
+    `batch`: the step's, where it is not the case's (a sharded step's global batch)."""
+    b = case.batch_size if batch is None else batch
     expected: tuple[tuple[str, int | None], ...]
     if objective == "classify":
         expected = (("batch", b), ("num_classes", case.dims.get("num_classes")))
@@ -188,9 +196,14 @@ class OutputCheck:
     that says whether the two steps agreed."""
 
     def __init__(
-        self, case: Case, objective: str, as_array: Callable[[Any], Any] | None = None
+        self,
+        case: Case,
+        objective: str,
+        as_array: Callable[[Any], Any] | None = None,
+        batch: int | None = None,
     ) -> None:
         self.case, self.objective, self.pending = case, objective, True
+        self.batch = batch  # the step's, where it is not the case's (check_output_shape)
         self.as_array = as_array
         self.sample: dict[str, Any] | None = None
         self.arrays: list[Any] | None = None
@@ -204,7 +217,12 @@ class OutputCheck:
             raise OutputShapeError(
                 f"model {self.case.model} returned a {type(out).__name__}, not a tensor of logits"
             )
-        check_output_shape(self.case, self.objective, tuple(int(d) for d in shape))
+        dims = tuple(shape)
+        if any(d is None for d in dims):
+            # A traced shape not known until run (a graph's unknown dimension): left to
+            # the step's output, where the shape is the run's.
+            return
+        check_output_shape(self.case, self.objective, tuple(int(d) for d in dims), self.batch)
         self.pending = False
 
     def _keep(self, out: Any) -> None:

@@ -140,7 +140,7 @@ class FlaxWorkload(Workload):
         self.mode = case.mode
         self.on_gpu = case.device == "cuda"
         self.trains = get_task(case.task).trains
-        self.check = OutputCheck(case, spec.objective, _as_array)
+        self.check = OutputCheck(case, spec.objective, _as_array, batch)
         # The same values as every other framework's (frameworks.base.synthetic_arrays);
         # Flax's convolutions are NHWC.
         inputs = tuple(
@@ -158,6 +158,10 @@ class FlaxWorkload(Workload):
             targets = (jnp.asarray(labels),)
 
             def classify(out: Any, y: Any) -> Any:
+                # Training returns the loss alone: its logits are checked here, when the
+                # step is traced (static shapes; eagerly, on the first step).
+                if self.check.pending:
+                    self.check(out)
                 logits = out.astype(jnp.float32)  # the loss in float32, as elsewhere
                 return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 

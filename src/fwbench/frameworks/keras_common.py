@@ -19,6 +19,7 @@ from fwbench.frameworks.base import (
     NO_FLOATS,
     Adapter,
     LoraWorkload,
+    OutputCheck,
     OutputShapeError,
     TaskNotImplemented,
     Workload,
@@ -83,11 +84,18 @@ class KerasLora(LoraWorkload):
 Loss = Callable[[Any, Any], Any]
 
 
-def on_float32(loss: Loss) -> Loss:
-    """`loss` of logits taken in float32 (mixed precision may make them bf16 or fp16)."""
+def on_float32(case: Case, name: str, loss: Loss) -> Loss:
+    """`loss` of logits taken in float32 (mixed precision may make them bf16 or fp16),
+    refused first, once, where they are not the shape objective `name` takes
+    (OutputCheck): a training step returns only its loss, so this is where its logits
+    are seen. Inside a compiled step (tf.function, jax.jit) the check runs when the step
+    is traced, on static shapes, and costs the timed steps nothing."""
     ops = keras_module().ops
+    check = OutputCheck(case, name)
 
     def of_float32(y: Any, logits: Any) -> Any:
+        if check.pending:
+            check(logits)
         return loss(y, ops.cast(logits, "float32"))
 
     return of_float32
@@ -105,7 +113,9 @@ def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
         high = case.dim("num_classes" if name == "classify" else "vocab_size")
         shape = (b,) if name == "classify" else (b, case.dim("seq_len"))
         y = ops.convert_to_tensor(rng.integers(0, high, shape, dtype="int32"))
-        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return y, on_float32(
+            case, name, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     labels = ctc_label_length(case.dim("seq_len"))
     y = ops.convert_to_tensor(rng.integers(1, case.dim("num_classes"), (b, labels), dtype="int32"))
 
@@ -115,7 +125,7 @@ def objective(case: Case, name: str, rng: Any) -> tuple[Any, Loss]:
         per_sample = ops.ctc_loss(y, logits, label_lengths, frames, mask_index=0)
         return ops.mean(per_sample)
 
-    return y, on_float32(ctc_loss)
+    return y, on_float32(case, name, ctc_loss)
 
 
 class UserLoss:

@@ -167,11 +167,15 @@ def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
     b = case.batch_size
     if name == "classify":
         y = tf.random.uniform((b,), maxval=case.dim("num_classes"), dtype=tf.int32)
-        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return y, on_float32(
+            case, name, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     if name == "lm":
         shape = (b, case.dim("seq_len"))
         y = tf.random.uniform(shape, maxval=case.dim("vocab_size"), dtype=tf.int32)
-        return y, on_float32(keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return y, on_float32(
+            case, name, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     labels = ctc_label_length(case.dim("seq_len"))
     y = tf.random.uniform((b, labels), minval=1, maxval=case.dim("num_classes"), dtype=tf.int32)
 
@@ -187,7 +191,7 @@ def objective(case: Case, name: str) -> tuple[tf.Tensor, Loss]:
         )
         return tf.reduce_mean(per_sample)
 
-    return y, on_float32(ctc_loss)
+    return y, on_float32(case, name, ctc_loss)
 
 
 def count_trainable(model: keras.Model) -> int:

@@ -165,7 +165,8 @@ class Reading(BaseModel):
 
 
 def percent(share: float) -> str:
-    """2%, 2.5%: a band as its text says it."""
+    """2%, 2.5%: a band as its text says it; 95%, 96.5%, 99.9%: an interval's level (the
+    one way every view writes it)."""
     return f"{share:.1%}".replace(".0%", "%")
 
 
@@ -494,10 +495,10 @@ class Looks:
     def describe(self) -> str:
         how = ", paired by round" if self.paired else ""
         if self.last <= max(self.first, 2):
-            return f"{self.confidence:.1%}".replace(".0%", "%") + f" interval{how}"
+            return f"{percent(self.confidence)} interval{how}"
         return (
             f"read after each of runs {self.first}-{self.last} a side{how}, "
-            f"{self.confidence:.1%} intervals keep {1 - self.alpha:.0%} over all looks"
+            f"{percent(self.confidence)} intervals keep {1 - self.alpha:.0%} over all looks"
         )
 
 

@@ -35,7 +35,7 @@ def _said(row: SummaryRow) -> str:
         return f"{_variant(ok[0])} alone, nothing to compare." if ok else "nothing measured."
     faster, slower = _variant(verdict.faster), _variant(verdict.slower)
     interval = (
-        f"{level_text(row.compared.level)} interval {verdict.interval()}"
+        f"{percent(row.compared.level)} interval {verdict.interval()}"
         if math.isfinite(verdict.ci_high)
         else "no interval (one run a side)"
     )
@@ -55,12 +55,6 @@ def _said(row: SummaryRow) -> str:
     if row.different_work:
         text += f" They did not do the same work: {row.different_work_reason}."
     return text
-
-
-def level_text(level: float) -> str:
-    """An interval's confidence as its sentence names it: 95%, 96.5% (paired by round:
-    calibrated wider, docs/methodology.md), 99% (a sequential plan's every look)."""
-    return f"{level * 100:.3g}%"
 
 
 def _to_decide(needed: int | None, made: int) -> str:

@@ -304,7 +304,7 @@ def estimator_note(rows: Iterable[SummaryRow]) -> str | None:
     if paired:
         which = "Verdicts" if paired == len(found) else f"{paired} of {len(found)} verdicts"
         fixed = {
-            f"{c.level:.1%}"
+            percent(c.level)
             for c in found
             if c.paired and (c.plan is None or c.plan.last <= max(c.plan.first, 2))
         }
