@@ -19,7 +19,7 @@ from tests.frameworks.test_your_model import make
 # A tiny exported program, then copies of it that torch.export.load would let run code:
 # each writes MARKER when it is unpickled with weights_only=False.
 ARCHIVES = """
-import io, json, sys, zipfile
+import io, json, re, sys, zipfile
 import torch
 
 MARKER = sys.argv[1]
@@ -88,6 +88,27 @@ good = zipfile.ZipFile("good.pt2")
 harmless = next(n for n in good.namelist() if n.endswith("model_constants_config.json"))
 with zipfile.ZipFile("twice.pt2", "a") as out:
     out.writestr(harmless, good.read(harmless))
+
+# A dynamic batch: its sizes are sympy expressions in the archive's JSON, which torch
+# reads with sympify (Python's eval), and its graph's targets are names torch resolves.
+batch = torch.export.Dim("batch", min=2, max=64)
+dynamic = torch.export.export(net, (torch.randn(3, 4),), dynamic_shapes={"input": {0: batch}})
+torch.export.save(dynamic, "dynamic.pt2")
+
+def edited(name, old, new):
+    source = zipfile.ZipFile("dynamic.pt2")
+    with zipfile.ZipFile(name, "w") as out:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename.endswith("models/model.json"):
+                changed = re.sub(old, new, data, count=1)
+                assert changed != data, old
+                data = changed
+            out.writestr(info, data)
+
+edited("sized.pt2", rb"Symbol[(]'s[0-9]+', positive=True, integer=True[)]",
+       lambda m: m[0] + f"+0*__import__('os').system('touch {MARKER}')".encode())
+edited("target.pt2", rb'"torch[.]ops[.]aten[.]linear[.]default"', b'"torch.serialization.save"')
 """
 
 
@@ -107,6 +128,8 @@ def archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ("compiled.pt2", "refused: it holds a program compiled by AOTInductor (native code)"),
         ("opaque.pt2", "refused: constant opaque_obj_0 of program 'model' is a pickled object"),
         ("twice.pt2", "refused: entry good/data/constants/model_constants_config.json is in"),
+        ("sized.pt2", "refused: a symbolic size in models/model.json is not an expression"),
+        ("target.pt2", "refused: its graph calls 'torch.serialization.save', not an operator"),
     ],
 )
 def test_a_pt2_that_would_run_code_is_refused_and_runs_none(
@@ -127,6 +150,13 @@ def test_a_pt2_that_would_run_code_is_refused_and_runs_none(
         assert "weights_only=False" not in proc.stderr  # torch's advice is not ours
         assert not marker.exists(), f"{name}: its pickle ran"
     assert not (archives / "never.duckdb").exists()
+
+
+def test_a_pt2_with_a_dynamic_batch_reads_and_takes_any_batch(archives: Path) -> None:
+    """Its sizes are expressions as torch.export writes them: read, never refused."""
+    proc = fwbench("models", "--model", str(archives / "dynamic.pt2"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0]["inputs"] == "input=Bx4:float32"
 
 
 def test_a_pt2_with_plainly_pickled_tensors_still_reads(archives: Path) -> None:

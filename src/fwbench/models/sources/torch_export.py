@@ -37,6 +37,7 @@ FORCE_SAFE_LOAD = "TORCH_FORCE_WEIGHTS_ONLY_LOAD"
 # (custom classes). The names are torch's (torch.export.pt2_archive.constants).
 COMPILED_DIR = "data/aotinductor/"
 CONSTANTS_CONFIG = "data/constants/{}_constants_config.json"
+PROGRAMS_DIR = "models/"  # each program's graph, its sizes and their ranges, as JSON
 UNPICKLED_CONSTANTS = ("custom_obj_", "opaque_obj_")
 REFUSED = "fwbench reads a .pt2 as data: its graph and its tensors, never code or pickled objects"
 
@@ -129,6 +130,8 @@ def _refuse_code(path: str, data: bytes) -> None:
             f"code); {REFUSED}. Save the program with torch.export.save"
         )
     for name in records:
+        if name.startswith(PROGRAMS_DIR) and name.endswith(".json"):
+            _refuse_graph_code(path, name, bytes(reader.get_record(name)))
         model = _model_of_config(name)
         if model is None:
             continue
@@ -146,6 +149,109 @@ def _refuse_code(path: str, data: bytes) -> None:
                 f"model: {path}: refused: constant {unpickled[0]} of program {model!r} is a "
                 f"pickled object; {REFUSED}"
             )
+
+
+def _refuse_graph_code(path: str, name: str, data: bytes) -> None:
+    """Refuse a program whose graph would run more than its operators: torch reads each
+    symbolic size (`expr_str`) with sympy's `sympify`, which evaluates Python, and resolves
+    each node's target by name from `torch`, `operator` and `math`, so an edited archive
+    could call any function reachable from them. A size must be sympy's own printed form
+    of an expression (`srepr`: constructors over numbers and symbol names) and a target an
+    operator (torch.ops, less those that read or write files), an arithmetic operator, a
+    math function or a symbolic-size function, as torch.export writes them."""
+    try:
+        program = json.loads(data)
+    except (ValueError, RecursionError):
+        return  # not JSON: torch.export.load refuses it in its own words
+    for key, value in _walk(program):
+        if key == "expr_str" and not (isinstance(value, str) and _printed_expr(value)):
+            raise SpecError(
+                f"model: {path}: refused: a symbolic size in {name} is not an expression "
+                f"torch.export writes ({repr(value)[:80]}); {REFUSED}"
+            )
+        if key == "target" and isinstance(value, str) and not _operator(value):
+            raise SpecError(
+                f"model: {path}: refused: its graph calls {value[:80]!r}, not an operator; "
+                f"{REFUSED}"
+            )
+
+
+def _walk(tree: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) of a JSON tree's objects, depth first, without recursion (an
+    archive's nesting is the file's to choose)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield key, value
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+# What torch.export's printed sizes call (sympy's classes and torch's sympy functions,
+# all capitalised) and what a bare name may be; strings are symbol names or numbers.
+_CONSTRUCTOR = re.compile(r"[A-Z][A-Za-z0-9]*")
+_BARE = frozenset({"true", "false", "oo", "zoo", "nan", "pi", "E", "I"})
+_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[-+]?[0-9][0-9.eE+-]*")
+
+
+def _printed_expr(text: str) -> bool:
+    """Whether `text` is an expression as sympy prints one (`srepr`): calls of capitalised
+    constructors on numbers, symbol names and such calls, with constant keywords. Nothing
+    else parses (no attribute, subscript, lambda or lower-case call), and `S`, whose call
+    evaluates a string, is not a constructor here."""
+    import ast
+
+    if len(text) > 100_000:
+        return False
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    stack: list[ast.AST] = [tree.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            func = node.func
+            if not (
+                isinstance(func, ast.Name) and _CONSTRUCTOR.fullmatch(func.id) and func.id != "S"
+            ):
+                return False
+            if any(k.arg is None or not isinstance(k.value, ast.Constant) for k in node.keywords):
+                return False
+            stack.extend(k.value for k in node.keywords)
+            stack.extend(node.args)
+        elif isinstance(node, ast.Constant):
+            value = node.value
+            if isinstance(value, str) and not _TEXT.fullmatch(value):
+                return False
+            if not isinstance(value, str | int | float | bool):
+                return False
+        elif isinstance(node, ast.Name):
+            if node.id not in _BARE:
+                return False
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+            stack.append(node.operand)
+        else:
+            return False
+    return True
+
+
+# Operators whose work is a file's, not a tensor's.
+_FILE_OPS = re.compile(r"torch\.ops\.(aten\.from_file|debugprims)\b")
+_TARGET = re.compile(
+    r"torch\.ops\.\w+\.\w+(\.\w+)?"
+    r"|_operator\.(add|sub|mul|truediv|floordiv|mod|pow|neg|pos|abs|eq|ne|lt|le|gt|ge"
+    r"|and_|or_|xor|not_|invert|lshift|rshift|getitem|index|truth)"
+    r"|math\.[a-z][a-z0-9]*"
+    r"|torch\._?sym_[a-z_]+"
+)
+
+
+def _operator(target: str) -> bool:
+    return bool(_TARGET.fullmatch(target)) and not _FILE_OPS.match(target)
 
 
 def _model_of_config(name: str) -> str | None:
