@@ -194,3 +194,25 @@ def test_a_changes_cells_show_what_the_change_read() -> None:
     shown = console.export_text()
     assert "11.99" not in shown and "10.01 ±0.1%" in shown, shown
     assert "each run's 25th-percentile block" in shown
+
+
+def test_control_characters_in_a_record_are_shown_not_obeyed() -> None:
+    """An imported record whose model name holds escape sequences (clear the screen, a
+    hidden link) reached the terminal as they were: each is shown as U+FFFD."""
+    from rich.console import Console
+
+    from fwbench.report.terminal import describe_result, results_table, summary_table
+
+    hostile = "resnet18\x1b[2J\x1b[H\x1b]8;;https://example.invalid/\x1b\\CLICK\r\x07"
+    ok = _generation(0.1, 0.01, "a")
+    named = ok.model_copy(update={"case": ok.case.model_copy(update={"model": hostile})})
+    failed = named.model_copy(
+        update={"status": "error", "error": hostile, "measurement": None, "warnings": [hostile]}
+    )
+    console = Console(width=400, record=True, force_terminal=False)
+    console.print(summary_table([named]))
+    console.print(describe_result(failed))
+    console.print(results_table([failed], Path("r.duckdb")))
+    shown = console.export_text()
+    assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown
+    assert "resnet18\ufffd[2J\ufffd[H\ufffd]8;;https://example.invalid/\ufffd\\CLICK" in shown

@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -28,6 +27,7 @@ from fwbench import user_models
 from fwbench.case import Case
 from fwbench.errors import FwbenchError, SpecError
 from fwbench.measure.settings import PARTS, TimingConfig
+from fwbench.report.plain import escape
 from fwbench.tasks import get_task
 from fwbench.tasks.train import TRAIN
 

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from fwbench.api import RunOptions, done_keys, run_cases
 from fwbench.cache import cache_dir
@@ -18,6 +17,7 @@ from fwbench.cli.common import console, defer, storing
 from fwbench.cli.progress import case_progress, outcome_of
 from fwbench.environment import host_environment
 from fwbench.errors import StoreError
+from fwbench.report.plain import escape
 from fwbench.result import Result
 from fwbench.store.db import ResultStore
 from fwbench.store.rescue import check_free_space

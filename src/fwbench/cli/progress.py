@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from rich.console import Console
-from rich.markup import escape
 
 from fwbench.cli.common import console, progress_bar
+from fwbench.report.plain import escape
 from fwbench.result import Result
 
 # A case running longer than this without a line says it is still running, once per this.

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -18,6 +17,7 @@ from fwbench.measure.verdicts import ESTIMATOR_TEXT
 from fwbench.report import generation, scaling
 from fwbench.report import serving as serving_report
 from fwbench.report.answer import opening
+from fwbench.report.plain import escape
 from fwbench.report.regression import Change
 from fwbench.report.serving import Table as ReportTable
 from fwbench.report.side_by_side import CategoryRow
