@@ -352,6 +352,12 @@ class Case(BaseModel):
         return cls.model_validate(given, strict=True, context={PLUGIN_MODELS: True})
 
     @classmethod
+    def record_keys(cls) -> frozenset[str]:
+        """The keys of a record that are its case's (`recorded` reads them): its fields,
+        and the dimensions records held as fields of their own before `dims`."""
+        return frozenset({*cls.model_fields, *_OLD_DIMENSIONS})
+
+    @classmethod
     def stored(cls, fields: dict[str, Any]) -> Case:
         """A case as a results file stored it. Its fields' types and ranges are checked
         (a value no case can have, a batch of 0, would break the reports that read it),

@@ -89,6 +89,7 @@ SCHEMA_VERSION = 20
 STATUSES: tuple[str, ...] = ("ok", "oom", "error", "timeout", "unsupported")
 # The first version whose records name their command invocation invocation_id.
 INVOCATION_ID_SINCE = 11
+RUNS_SINCE = 7  # a measured record holds its runs
 
 
 # The first version whose records hold their settings typed, by part.
@@ -550,6 +551,7 @@ class Result(BaseModel):
                 "run_plan": old.plan,
                 "reading": old.reading,
             }
+        _check_keys(record, version)
         # Fields a record of its version did not have take the defaults they had then.
         case = Case.recorded(record)
         measurement = None
@@ -603,3 +605,35 @@ class Result(BaseModel):
                     f"{key}: {given!r} does not match the record's case and measurement "
                     f"({ours!r}); was it edited?"
                 )
+
+
+# What a record holds beside its case's and its measurement's fields (to_record); older
+# records' other names (run_id, timing_config, a serving point's flat fields) are read
+# into these before the keys are checked.
+_RESULT_KEYS = frozenset(
+    {
+        "schema_version", "result_id", "invocation_id", "case_key", "recorded_at", "status",
+        "error", "step_time_s", "global_batch_size", "throughput", "samples", "param_count",
+        "parity", "different_work", "memory", "energy", "work", "breakdown", "distributed",
+        "warnings", "environment", "settings", "run_timing", "run_plan", "reading",
+        "tracked", "serving",
+    }
+)  # fmt: skip
+
+
+def _check_keys(record: dict[str, Any], version: int) -> None:
+    """Refuse a record with a key no fwbench writes, or without one its version always
+    writes: either would be read silently as another record (`runs` renamed, a record
+    of one value a side; `reading` gone, verdicts read on another estimator)."""
+    allowed = _RESULT_KEYS | Case.record_keys() | Measurement.model_fields.keys()
+    unknown = sorted(set(record) - allowed)
+    if unknown:
+        raise ValueError(f"{unknown[0]}: not a field of any record fwbench writes; was it edited?")
+    needed = ["runs"] if version >= RUNS_SINCE and record.get("step_time_s") else []
+    if version >= SETTINGS_SINCE and "serving" not in record:  # a point's had none
+        needed += ["run_timing", "run_plan", "reading"]
+    missing = [key for key in needed if key not in record]
+    if missing:
+        raise ValueError(
+            f"{missing[0]}: missing, and every version-{version} record has it; was it edited?"
+        )

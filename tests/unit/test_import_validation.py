@@ -74,6 +74,12 @@ def write(path: Path, records: Any) -> Path:
         ({"samples": [float("nan")]}, "samples.0: "),
         ({"param_count": 2**63}, "param_count: 9223372036854775808 is out of range"),
         ({"steps_per_block": 2**40}, "steps_per_block: 1099511627776 is out of range"),
+        # A renamed or added key was dropped without a word: `runs` renamed read as a
+        # record of one value a side, `reading` gone as verdicts on another estimator.
+        ({"bogus_field": 1}, "bogus_field: not a field of any record fwbench writes"),
+        ({"runs": MISSING, "runz": []}, "runz: not a field of any record fwbench writes"),
+        ({"runs": MISSING}, "runs: missing, and every version-20 record has it"),
+        ({"reading": MISSING}, "reading: missing, and every version-20 record has it"),
     ],
 )
 def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(
@@ -93,6 +99,22 @@ def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(
     before = existing.read_bytes()
     code, _, err = cli(["import", str(bad), "--db", str(existing)], capsys)
     assert code == 2 and existing.read_bytes() == before, err
+
+
+def test_a_key_named_twice_in_one_object_is_refused_not_read_as_the_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """json keeps the last of two keys of one name: an appended "result_id" (or
+    "step_time_s") replaced the one the record was written with."""
+    text = json.dumps([record()])
+    bad = tmp_path / "twice.json"
+    bad.write_text(text[: text.rindex("}")] + ', "result_id": "other-id"}]')
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", str(bad), "--db", str(db)], capsys)
+    assert (code, err) == (
+        2, f"error: {bad}: not a JSON export: key 'result_id' is in one object twice\n"
+    )  # fmt: skip
+    assert not db.exists()
 
 
 def test_json_nested_deeper_than_the_reader_goes_is_one_line(

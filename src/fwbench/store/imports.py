@@ -29,6 +29,22 @@ def read_records(
     return list(iter_records(path, warn, progress))
 
 
+class _Twice(ValueError):
+    """A JSON object names one key twice."""
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refused where it names a key twice: json keeps the last, so an
+    appended `"result_id"` or `"step_time_s"` would replace the one the record was
+    checked by when it was written, without a word."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _Twice(f"key {key!r} is in one object twice")
+        found[key] = value
+    return found
+
+
 def iter_records(
     path: Path,
     warn: Callable[[str], None] | None = None,
@@ -44,10 +60,12 @@ def iter_records(
     """
     try:
         raw = path.read_bytes()
-        data: Any = json.loads(raw)
+        data: Any = json.loads(raw, object_pairs_hook=_once_each)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: not a JSON export: {exc}") from None
+    except _Twice as exc:
         raise StoreError(f"{path}: not a JSON export: {exc}") from None
     except RecursionError:
         raise StoreError(f"{path}: not a JSON export: nested too deeply") from None
