@@ -539,6 +539,40 @@ def test_a_folders_weights_are_the_files_transformers_reads(tmp_path: Path) -> N
         weight_files(tmp_path)
 
 
+def test_a_folders_identity_follows_every_byte_of_its_weights_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tensor changed in the middle of a 3 MiB file (a fine-tune that leaves the ends
+    alone) is another model: the name had hashed each file's first and last MiB only.
+    The file's hash is then kept, and read from the cache while the file is unchanged."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from fwbench import cache
+    from fwbench.models.sources import hf
+
+    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    tensors = {n: np.full(2**18, i, np.float32) for i, n in enumerate(("a", "b", "c"))}
+    save_file(tensors, str(folder / "model.safetensors"))
+    before = hf._folder_digest(folder, "{}")
+    assert len(list((tmp_path / "cache" / "file-sha256").iterdir())) == 1
+    hashed: list[Path] = []
+    real_open = Path.open
+
+    def counted(self: Path, *args: object, **kwargs: object) -> object:
+        hashed.append(self)
+        return real_open(self, *args, **kwargs)  # type: ignore[call-overload]
+
+    with monkeypatch.context() as m:
+        m.setattr(Path, "open", counted)
+        assert hf._folder_digest(folder, "{}") == before
+    assert folder / "model.safetensors" not in hashed  # the cached hash, not the bytes
+    save_file({**tensors, "b": tensors["b"] * 1000}, str(folder / "model.safetensors"))
+    assert hf._folder_digest(folder, "{}") != before
+
+
 def test_a_config_without_a_familys_keys_is_read_as_transformers_reads_it() -> None:
     """A hand-written or older config.json may leave keys out: Gemma 2's caps (50, 30)
     and scalar (256), SmolLM3's tied embeddings, Phi-3's epsilon (1e-5). Flax's decoder

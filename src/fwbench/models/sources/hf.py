@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwbench import cache
 from fwbench.cache import cache_dir
 from fwbench.catalog.inputs import TensorSpec, format_signature
 from fwbench.catalog.models import ModelSpec
@@ -321,18 +322,38 @@ def weight_files(folder: Path) -> list[Path]:
 
 def _folder_digest(folder: Path, config_text: str) -> str:
     """What names an hf:DIR: its config, and, where it has weights, each weight file's
-    name, size and first and last MiB (the header, which says every tensor's place, and
-    data at both ends): cheap enough for every command, and two folders of other weights
-    never share it."""
+    name and the sha256 of all its bytes (a fine-tune that changes a tensor in the middle
+    of a file is another model). A file's hash is kept in the cache under what its
+    metadata says of it (whole_file_sha256): its gigabytes are read once, not at every
+    command."""
     h = hashlib.sha256(config_text.encode())
     for path in weight_files(folder):
-        size = path.stat().st_size
-        h.update(f"\0{path.name}\0{size}\0".encode())
-        with path.open("rb") as f:
-            h.update(f.read(1 << 20))
-            f.seek(max(size - (1 << 20), 0))
-            h.update(f.read(1 << 20))
+        h.update(f"\0{path.name}\0{whole_file_sha256(path)}\0".encode())
     return h.hexdigest()[:12]
+
+
+def whole_file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, cached under its resolved path, device, inode, size
+    and modification and change times in nanoseconds: a file written again (a new
+    fine-tune, a copy over it) has another change time, which no tool sets back."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise SpecError(f"model: {path}: cannot be read ({exc.strerror or exc})") from None
+    key = f"{path.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
+    kept = cache.read("file-sha256", key)
+    if isinstance(kept, str) and len(kept) == 64:
+        return kept
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 24):
+                h.update(chunk)
+    except OSError as exc:
+        raise SpecError(f"model: {path}: cannot be read ({exc.strerror or exc})") from None
+    found = h.hexdigest()
+    cache.write("file-sha256", key, found)
+    return found
 
 
 def resolve(text: str) -> ModelSpec:
