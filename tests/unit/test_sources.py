@@ -484,6 +484,43 @@ def test_an_onnx_models_identity_holds_every_file_its_weights_are_kept_in(
     assert onnx_file.resolve(str(path)).digest != before
 
 
+def test_an_onnx_models_identity_holds_the_files_its_local_functions_read(
+    tmp_path: Path,
+) -> None:
+    """A constant inside one of the model's local functions may keep its bytes in a file
+    of its own too (onnx.load reads it): a change to it is another model."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from fwbench.models.sources import onnx_file
+
+    constant = numpy_helper.from_array(np.ones(3, np.float32), "c")
+    constant.ClearField("raw_data")
+    constant.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", "12")):
+        entry = constant.external_data.add()
+        entry.key, entry.value = key, value
+    body = [
+        helper.make_node("Constant", [], ["c"], value=constant),
+        helper.make_node("Add", ["x", "c"], ["y"]),
+    ]
+    function = helper.make_function(
+        "local", "F", ["x"], ["y"], body, opset_imports=[helper.make_opsetid("", 17)]
+    )
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3]) for n in ("x", "y")]
+    graph = helper.make_graph([helper.make_node("F", ["x"], ["y"], domain="local")], "g",
+                              value[:1], value[1:])  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    model = helper.make_model(graph, functions=[function], opset_imports=opsets)
+    path = tmp_path / "net.onnx"
+    path.write_bytes(model.SerializeToString())
+    (tmp_path / "w.bin").write_bytes(np.ones(3, np.float32).tobytes())
+    assert onnx_file.external_files(path) == ["w.bin"]
+    before = onnx_file.resolve(str(path)).digest
+    (tmp_path / "w.bin").write_bytes(np.full(3, 100.0, np.float32).tobytes())
+    assert onnx_file.resolve(str(path)).digest != before
+
+
 def test_a_models_description_is_read_again_under_another_library_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

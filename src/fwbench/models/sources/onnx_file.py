@@ -69,8 +69,12 @@ def external_files(path: Path) -> list[str]:
 
     def tensors(graph: Any) -> Iterator[Any]:
         yield from graph.initializer
-        yield from (sparse.values for sparse in graph.sparse_initializer)
-        for node in graph.node:
+        for sparse in graph.sparse_initializer:
+            yield from (sparse.values, sparse.indices)
+        yield from in_nodes(graph.node)
+
+    def in_nodes(nodes: Any) -> Iterator[Any]:
+        for node in nodes:
             for attribute in node.attribute:
                 if attribute.HasField("t"):
                     yield attribute.t
@@ -78,7 +82,9 @@ def external_files(path: Path) -> list[str]:
                 for sub in [*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs]:
                     yield from tensors(sub)
 
-    for tensor in tensors(proto.graph):
+    # A model's local functions hold constants too, and onnx.load reads theirs as well.
+    every = [tensors(proto.graph), *(in_nodes(function.node) for function in proto.functions)]
+    for tensor in (t for found_in in every for t in found_in):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             found |= {entry.value for entry in tensor.external_data if entry.key == "location"}
     return sorted(found)
