@@ -88,3 +88,24 @@ def test_a_virtual_machines_cpu_time_is_counted_once(monkeypatch: pytest.MonkeyP
     times = namedtuple("times", fields)(10.0, 2.0, 3.0, 100.0, 5.0, 0.5, 0.5, 0.0, 4.0, 1.0)
     monkeypatch.setattr(load.psutil, "cpu_times", lambda: times)
     assert load.busy_cpu_seconds() == pytest.approx(10.0 + 2.0 + 3.0 + 0.5 + 0.5)
+
+
+def test_a_worker_that_ends_in_the_window_leaves_its_cpu_its_own() -> None:
+    """A worker that had used 1.5 s of CPU (its start, build and warmup) and was killed
+    in the window read 0 once gone: those 1.5 s counted as other processes' load beside
+    the run that went on (1.5 cores over a second: a false "busy machine")."""
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", spin + "time.sleep(60)"])
+    try:
+        while load.tree_cpu_seconds(proc.pid) < 1.5:
+            time.sleep(0.05)
+        worker = load.LastSeen(lambda: load.tree_cpu_seconds(proc.pid))
+        window = load.LoadWindow(load.launcher_and([worker]))
+        time.sleep(0.3)
+        worker()  # what the driver reads after each block
+    finally:
+        proc.kill()
+        proc.wait(10)
+    time.sleep(0.7)
+    other = window.other_cores()
+    assert other is not None and other < 0.7, other  # 1.5 s of its own over 1 s before

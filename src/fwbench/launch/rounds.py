@@ -410,12 +410,25 @@ def _measure(runners: list[_Runner]) -> None:
     if len(runners) > 1:
         for runner in runners:
             runner.alternate(longest.timing)
-    other_load = load.LoadWindow(load.launcher_and(r.worker.cpu_seconds for r in runners))
+    workers_cpu = [load.LastSeen(r.worker.cpu_seconds) for r in runners]
+    other_load = load.LoadWindow(load.launcher_and(workers_cpu))
+
+    def seen(block: Callable[[], tuple[float, int]], cpu: load.LastSeen) -> Any:
+        def read_after() -> tuple[float, int]:
+            try:
+                return block()
+            finally:
+                cpu()  # outside the block's own timing: the worker times its steps
+
+        return read_after
+
     for tracker in tracking:
         tracker("start")
     try:
         found = steady(
-            [r.block for r in runners], [r.prepared.steps_per_block for r in runners], stop
+            [seen(r.block, cpu) for r, cpu in zip(runners, workers_cpu, strict=True)],
+            [r.prepared.steps_per_block for r in runners],
+            stop,
         )
     finally:
         for tracker in tracking:

@@ -86,6 +86,21 @@ class LoadWindow:
         return max(0.0, other / elapsed)
 
 
+class LastSeen:
+    """A process tree's CPU seconds as last read while it lived: a worker that ended in
+    the window (crashed, or killed at its time-out) reads 0 once reaped, which would
+    count all it had used, its start-up included, as other processes' load beside the
+    runs that went on. The driver reads it after each block, so what it used until its
+    last block stays its own."""
+
+    def __init__(self, read: Callable[[], float]) -> None:
+        self.read, self.last = read, 0.0
+
+    def __call__(self) -> float:
+        self.last = max(self.last, self.read())
+        return self.last
+
+
 def launcher_and(workers_cpu: Iterable[Callable[[], float]]) -> Callable[[], float]:
     """fwbench's own CPU as the launcher sees it: itself, and each measured worker."""
     readers = list(workers_cpu)
