@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from fwbench.case import Case
-from fwbench.launch import local
-from fwbench.launch.outcome import CaseOutcome
+from fwbench.launch import local, rounds
+from fwbench.launch.outcome import CaseOutcome, WorkerFailure
 from fwbench.launch.protocol import CaseReport, GroupRequest
 from fwbench.launch.rounds import CaseRuns
 from fwbench.measure.runs import RunPlan
@@ -48,9 +48,13 @@ class Machine:
     sides: dict[str, Side]  # by case variant label
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     rounds: list[tuple[float, str]] = field(default_factory=list)  # (end, case label)
+    fails: dict[str, int] = field(default_factory=dict)  # case label: the round it fails in
 
     def run_round(self, order: list[CaseRuns], index: int, timeout_s: float, *_: Any) -> None:
         for state in order:
+            if self.fails.get(state.request.case.label()) == index:
+                rounds.end_case(state, WorkerFailure("error", "worker crashed", ""))
+                continue
             side = self.sides[state.request.case.label()]
             offset = math.exp(self.rng.gauss(0.0, side.noise))
             samples = tuple(side.step_s * offset * (1 + 0.002 * k) for k in range(8))
@@ -184,3 +188,21 @@ def test_the_time_left_goes_first_where_it_decides_soonest(machine: Machine) -> 
     assert trained.stop_reason == "time_share"
     reopened = [sum(r.reopened for r in o.runs) for o in (trained, inferred)]
     assert reopened[1] > reopened[0], reopened
+
+
+def test_a_comparison_that_lost_a_side_is_not_reopened(machine: Machine) -> None:
+    """TensorFlow's run fails in round 4 of a close comparison: PyTorch's runs after it
+    could not enter a verdict paired by round, so the time left goes elsewhere; the
+    budget had re-opened it again and measured PyTorch alone until max_runs."""
+    close, decided = pair(1), pair(8)
+    machine.sides = {
+        close[0].label(): Side(0.010, 0.04, 4.0),
+        close[1].label(): Side(0.0105, 0.04, 4.0),
+        **{c.label(): Side(0.01 * (1 + 0.5 * i), 0.01, 2.0) for i, c in enumerate(decided)},
+    }
+    machine.fails = {close[1].label(): 3}
+    finals, _ = measure(machine, [close, decided], budget_s=100)
+    survivor = finals[close[0].label()]
+    assert finals[close[1].label()].stop_reason.startswith("failed")
+    # Measured no further than the round its partner failed in (before: to max_runs).
+    assert len(survivor.runs) == 4, len(survivor.runs)

@@ -145,6 +145,10 @@ class _Group:
             return False
         if not any(s.stop == "time_share" for s in cases):
             return False
+        if len(cases) > 1 and any(s.stop == "failed" for s in cases):
+            # A side failed: the other's further runs have no partner in their round, so
+            # no verdict paired by round can take them; the time goes where it can decide.
+            return False
         live = [s for s in cases if s.ended is None and s.runs]
         return bool(live) and any(reason is None for reason in _case_stop(live))
 
