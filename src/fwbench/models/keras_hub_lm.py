@@ -19,6 +19,7 @@ Imported in a worker of a Keras backend only (it imports keras and keras_hub).""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import json
@@ -201,9 +202,11 @@ def _readable(folder: Path, config: dict[str, Any]) -> Path:
         home = cache_dir() / "hf-readable"
         home.mkdir(parents=True, exist_ok=True)
     except OSError:
-        # The default cache may be unusable (cache_dir): a shadow is still needed.
-        home = Path(tempfile.gettempdir()) / "fwbench-hf-readable"
-        home.mkdir(parents=True, exist_ok=True)
+        # The default cache may be unusable (cache_dir): the copy is made in a folder of
+        # this process's own (a shared, predictable one could hold another user's copy),
+        # removed when the worker ends.
+        home = Path(tempfile.mkdtemp(prefix="fwbench-hf-readable-"))
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
     shadow = home / f"{folder.name}-{key.hexdigest()[:16]}"
     if shadow.is_dir():
         return shadow
