@@ -115,6 +115,26 @@ def test_a_measured_window_gives_joules_per_sample_and_power() -> None:
     assert found.average_power_w == pytest.approx(40.0)
 
 
+def test_the_energy_of_a_run_that_failed_is_not_the_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that failed after its blocks (its final report) is not the case's timing,
+    and its joules are not the case's either: they had been summed in."""
+    from fwbench.case import Case
+    from fwbench.measure import trackers
+
+    counter = Counter([0.0, 100.0, 100.0, 160.0])  # the failed run 100 J, the kept 60 J
+    monkeypatch.setattr(energy, "counters_for", lambda device: ([counter], []))
+    tracker = trackers.Energy(Case.build(framework="torch", model="resnet18", batch_size=4))
+    for kept in (False, True):
+        token = tracker.before_block()
+        tracker.after_block(token, 1.5, 30)
+        tracker.end_run(kept)
+    found = tracker.result()
+    assert found["joules_per_step"] == pytest.approx(60 / 30)
+    assert found["window_s"] == pytest.approx(1.5)
+
+
 def _peak(store: ResultStore, device: str, dtype: str, threads: int, flops: float) -> None:
     store.add_peak(
         {

@@ -121,6 +121,12 @@ class EnergyAccumulator:
         self.window_s += window_s
         self.steps += steps
 
+    def take(self, other: EnergyAccumulator) -> None:
+        """Add `other`'s sums to these (a kept run's, to the case's)."""
+        self.joules += other.joules
+        self.window_s += other.window_s
+        self.steps += other.steps
+
 
 class Energy(BaseModel):
     """Energy of a case's steady state, or why it could not be measured (stored as is)."""

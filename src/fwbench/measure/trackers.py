@@ -304,14 +304,21 @@ class Energy(DriverTracker):
     def __init__(self, case: Case) -> None:
         super().__init__(case)
         counters, self.reasons = energy.counters_for(case.device)
-        self.accumulator = energy.EnergyAccumulator(counters)
+        self.run = energy.EnergyAccumulator(counters)  # the run's blocks so far
+        self.accumulator = energy.EnergyAccumulator(counters)  # the kept runs'
         self.min_window_s = energy.MIN_ENERGY_WINDOW_S if counters else 0.0
 
     def before_block(self) -> list[float]:
-        return self.accumulator.start()
+        return self.run.start()
 
     def after_block(self, token: Any, wall_s: float, steps: int) -> None:
-        self.accumulator.stop(token, wall_s, steps)
+        self.run.stop(token, wall_s, steps)
+
+    def end_run(self, kept: bool) -> None:
+        # A failed run's joules are not the case's, as its timing is not (NvmlPeak).
+        if kept:
+            self.accumulator.take(self.run)
+        self.run = energy.EnergyAccumulator(self.run.counters)
 
     def result(self) -> dict[str, Any]:
         case = self.case
