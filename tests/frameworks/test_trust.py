@@ -152,6 +152,36 @@ def test_a_pt2_that_would_run_code_is_refused_and_runs_none(
     assert not (archives / "never.duckdb").exists()
 
 
+@pytest.mark.parametrize(
+    ("expr", "read"),
+    [
+        ("Symbol('s77', positive=True, integer=True)", True),
+        ("Add(Mul(Integer(4), Symbol('s21', positive=True, integer=True)), Integer(-1))", True),
+        # torch's own functions of sizes, underscores and all (a float size: sym_sqrt)
+        (
+            "FloatTrueDiv(Float('1.0', precision=53), OpaqueUnaryFn_sqrt(ToFloat("
+            "Symbol('s27', positive=True, integer=True))))",
+            True,
+        ),
+        ("Max(Integer(3), oo)", True),
+        ("Symbol('s77', integer=True)+0*__import__('os').system('x')", False),
+        ("S('__import__(\"os\")')", False),  # S() evaluates a string
+        ("Symbol('s', integer=True).__class__", False),
+        ("Poly('x; import os')", False),
+        ("Symbol(lambda: 0)", False),
+    ],
+)
+def test_a_symbolic_size_reads_only_as_sympy_prints_one(expr: str, read: bool) -> None:
+    from fwbench.models.sources.torch_export import _operator, _printed_expr
+
+    assert _printed_expr(expr) is read
+    assert _operator("torch.ops.aten.linear.default") and _operator("torch._sym_sqrt")
+    assert _operator("_operator.floordiv") and _operator("torch.ops.higher_order.cond")
+    for called in ("torch.serialization.save", "torch.ops.aten.from_file.default",
+                   "_operator.methodcaller", "torch.hub.load", "#ext:op"):  # fmt: skip
+        assert not _operator(called), called
+
+
 def test_a_pt2_with_a_dynamic_batch_reads_and_takes_any_batch(archives: Path) -> None:
     """Its sizes are expressions as torch.export writes them: read, never refused."""
     proc = fwbench("models", "--model", str(archives / "dynamic.pt2"), "--json")

@@ -198,23 +198,30 @@ def _readable(folder: Path, config: dict[str, Any]) -> Path:
     key = hashlib.sha256(text.encode())
     for name, target in sorted(targets.items()):
         key.update(f"\0{name}\0{target}".encode())
+    name = f"{folder.name}-{key.hexdigest()[:16]}"
     try:
         home = cache_dir() / "hf-readable"
+        if (home / name).is_dir():
+            return home / name
         home.mkdir(parents=True, exist_ok=True)
+        return _built(home / name, targets, text)
     except OSError:
-        # The default cache may be unusable (cache_dir): the copy is made in a folder of
-        # this process's own (a shared, predictable one could hold another user's copy),
-        # removed when the worker ends.
-        home = Path(tempfile.mkdtemp(prefix="fwbench-hf-readable-"))
-        atexit.register(shutil.rmtree, home, ignore_errors=True)
-    shadow = home / f"{folder.name}-{key.hexdigest()[:16]}"
-    if shadow.is_dir():
-        return shadow
-    scratch = Path(tempfile.mkdtemp(prefix=".", dir=home))
+        # The cache may be unusable (cache_dir), or not writable here: the copy is made
+        # in a folder of this process's own (a shared, predictable one could hold another
+        # user's copy), removed when the worker ends.
+        private = Path(tempfile.mkdtemp(prefix="fwbench-hf-readable-"))
+        atexit.register(shutil.rmtree, private, ignore_errors=True)
+        return _built(private / name, targets, text)
+
+
+def _built(shadow: Path, targets: Mapping[str, Path], config_text: str) -> Path:
+    """`shadow`, made aside in its folder and renamed into place (or another worker's,
+    made first)."""
+    scratch = Path(tempfile.mkdtemp(prefix=".", dir=shadow.parent))
     try:
         for name, target in targets.items():
             os.symlink(target, scratch / name)
-        (scratch / "config.json").write_text(text)
+        (scratch / "config.json").write_text(config_text)
         try:
             os.rename(scratch, shadow)
         except OSError:

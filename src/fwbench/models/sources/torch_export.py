@@ -169,7 +169,9 @@ def _refuse_graph_code(path: str, name: str, data: bytes) -> None:
                 f"model: {path}: refused: a symbolic size in {name} is not an expression "
                 f"torch.export writes ({repr(value)[:80]}); {REFUSED}"
             )
-        if key == "target" and isinstance(value, str) and not _operator(value):
+        # A node's target, and an operator passed as an argument (a higher-order op's),
+        # are resolved by the same name walk.
+        if key in ("target", "as_operator") and isinstance(value, str) and not _operator(value):
             raise SpecError(
                 f"model: {path}: refused: its graph calls {value[:80]!r}, not an operator; "
                 f"{REFUSED}"
@@ -192,7 +194,7 @@ def _walk(tree: Any) -> Iterator[tuple[str, Any]]:
 
 # What torch.export's printed sizes call (sympy's classes and torch's sympy functions,
 # all capitalised) and what a bare name may be; strings are symbol names or numbers.
-_CONSTRUCTOR = re.compile(r"[A-Z][A-Za-z0-9]*")
+_CONSTRUCTOR = re.compile(r"[A-Z][A-Za-z0-9_]*")  # OpaqueUnaryFn_sqrt, torch's too
 _BARE = frozenset({"true", "false", "oo", "zoo", "nan", "pi", "E", "I"})
 _TEXT = re.compile(r"[A-Za-z][A-Za-z0-9_]*|[-+]?[0-9][0-9.eE+-]*")
 
