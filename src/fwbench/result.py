@@ -397,6 +397,10 @@ class Result(BaseModel):
         return self.case.key()
 
     @property
+    def global_batch_size(self) -> int:
+        return self.case.global_batch_size
+
+    @property
     def served(self) -> Serving:
         """The serving part of a serving point's result (raises for a case's: read it
         where only serving points are, as the store's `serving()` gives them)."""
@@ -491,7 +495,7 @@ class Result(BaseModel):
             "status": self.status,
             "error": self.error,
             "step_time_s": m.step_time_s.model_dump() if m else None,
-            "global_batch_size": self.case.global_batch_size,
+            "global_batch_size": self.global_batch_size,
             "throughput": self.throughput,
             "samples": list(m.samples) if m else [],
             "param_count": self.param_count,
@@ -584,12 +588,8 @@ class Result(BaseModel):
             # An id is what a later import skips a record by: two records without one
             # would be taken for one, and the second silently dropped.
             raise ValueError("result_id: empty or missing; every record needs its own id")
-        for key, ours in (
-            ("case_key", self.case_key),
-            ("global_batch_size", self.case.global_batch_size),
-            ("different_work", self.different_work),
-            ("throughput", self.throughput),
-        ):
+        for key in DERIVED_KEYS:
+            ours = getattr(self, key)
             given = record.get(key)
             if given is None or key not in record:
                 continue
@@ -607,25 +607,23 @@ class Result(BaseModel):
                 )
 
 
-# What a record holds beside its case's and its measurement's fields (to_record); older
-# records' other names (run_id, timing_config, a serving point's flat fields) are read
-# into these before the keys are checked.
-_RESULT_KEYS = frozenset(
-    {
-        "schema_version", "result_id", "invocation_id", "case_key", "recorded_at", "status",
-        "error", "step_time_s", "global_batch_size", "throughput", "samples", "param_count",
-        "parity", "different_work", "memory", "energy", "work", "breakdown", "distributed",
-        "warnings", "environment", "settings", "run_timing", "run_plan", "reading",
-        "tracked", "serving",
-    }
-)  # fmt: skip
+# What to_record derives from the result (each checked where a record gives it).
+DERIVED_KEYS = ("case_key", "global_batch_size", "different_work", "throughput")
 
 
 def _check_keys(record: dict[str, Any], version: int) -> None:
     """Refuse a record with a key no fwbench writes, or without one its version always
     writes: either would be read silently as another record (`runs` renamed, a record
     of one value a side; `reading` gone, verdicts read on another estimator)."""
-    allowed = _RESULT_KEYS | Case.record_keys() | Measurement.model_fields.keys()
+    # The result's fields, the case's and the measurement's flat beside them, and what is
+    # derived from them; older records' other names (run_id, timing_config, a serving
+    # point's flat fields) were read into these before.
+    allowed = (
+        (Result.model_fields.keys() - {"case", "measurement"})
+        | Case.record_keys()
+        | Measurement.model_fields.keys()
+        | set(DERIVED_KEYS)
+    )
     unknown = sorted(set(record) - allowed)
     if unknown:
         raise ValueError(f"{unknown[0]}: not a field of any record fwbench writes; was it edited?")
