@@ -34,6 +34,8 @@ from fwbench.catalog.models import ModelSpec
 from fwbench.errors import SpecError
 from fwbench.models import llama_family
 from fwbench.models.sources.common import (
+    DIGEST_CHARS,
+    digest,
     digest_text,
     existing,
     file_model,
@@ -324,34 +326,28 @@ def _folder_digest(folder: Path, config_text: str) -> str:
     """What names an hf:DIR: its config, and, where it has weights, each weight file's
     name and the sha256 of all its bytes (a fine-tune that changes a tensor in the middle
     of a file is another model). A file's hash is kept in the cache under what its
-    metadata says of it (whole_file_sha256): its gigabytes are read once, not at every
+    metadata says of it (cached_file_digest): its gigabytes are read once, not at every
     command."""
     h = hashlib.sha256(config_text.encode())
     for path in weight_files(folder):
-        h.update(f"\0{path.name}\0{whole_file_sha256(path)}\0".encode())
+        h.update(f"\0{path.name}\0{cached_file_digest(path)}\0".encode())
     return h.hexdigest()[:12]
 
 
-def whole_file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, cached under its resolved path, device, inode, size
-    and modification and change times in nanoseconds: a file written again (a new
-    fine-tune, a copy over it) has another change time, which no tool sets back."""
+def cached_file_digest(path: Path) -> str:
+    """The file's digest (common.digest: the sha256 of its bytes), cached under its
+    resolved path, device, inode, size and modification and change times in
+    nanoseconds: a file written again (a new fine-tune, a copy over it) has another
+    change time, which no tool sets back."""
     try:
         st = path.stat()
     except OSError as exc:
         raise SpecError(f"model: {path}: cannot be read ({exc.strerror or exc})") from None
     key = f"{path.resolve()}|{st.st_dev}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}"
     kept = cache.read("file-sha256", key)
-    if isinstance(kept, str) and len(kept) == 64:
+    if isinstance(kept, str) and len(kept) == DIGEST_CHARS:
         return kept
-    h = hashlib.sha256()
-    try:
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 24):
-                h.update(chunk)
-    except OSError as exc:
-        raise SpecError(f"model: {path}: cannot be read ({exc.strerror or exc})") from None
-    found = h.hexdigest()
+    found = digest(path)
     cache.write("file-sha256", key, found)
     return found
 
