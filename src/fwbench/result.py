@@ -531,8 +531,10 @@ class Result(BaseModel):
         migrations fill in (None: not measured then; no runs: one process), so an older
         record reads the way the same result reads from a migrated database. The case is
         validated (Case.recorded); derived keys (case_key, throughput, different_work,
-        global_batch_size) are recomputed, and a record whose own differ is refused: it
-        was edited or damaged, and would be stored as something it does not say.
+        global_batch_size) are recomputed, and so are its estimates from its runs' blocks
+        (_check_estimates); a record whose own differ, or that gives null where fwbench
+        never writes one, is refused: it was edited or damaged, and would be stored as
+        something it does not say.
         """
         version = record.get("schema_version")
         if version is None:
@@ -547,7 +549,10 @@ class Result(BaseModel):
                 f"(1 to {SCHEMA_VERSION})" + ("; a newer fwbench wrote it?" if newer else "")
             )
         record = serving_of_old(invocation_id_of_old(record))
-        if version < SETTINGS_SINCE:
+        # A record of an older version re-exported from a migrated database holds its
+        # settings typed (the migration filled them): those are its own; only a record
+        # as that version wrote it has them in timing_config.
+        if version < SETTINGS_SINCE and not {"run_timing", "run_plan", "reading"} <= set(record):
             old = settings_of_old(record.get("timing_config") or {})
             record = {
                 **{k: v for k, v in record.items() if k != "timing_config"},
@@ -573,6 +578,8 @@ class Result(BaseModel):
             }
         )
         result._check_derived(record)
+        if result.measurement is not None:
+            _check_estimates(result.measurement)
         return result
 
     def _check_derived(self, record: dict[str, Any]) -> None:
@@ -590,8 +597,10 @@ class Result(BaseModel):
             raise ValueError("result_id: empty or missing; every record needs its own id")
         for key in DERIVED_KEYS:
             ours = getattr(self, key)
-            given = record.get(key)
-            if given is None or key not in record:
+            if key not in record:
+                continue
+            given = record[key]
+            if given is None and ours is None:  # an unmeasured result's throughput
                 continue
             same = (
                 isinstance(given, int | float)
@@ -609,6 +618,60 @@ class Result(BaseModel):
 
 # What to_record derives from the result (each checked where a record gives it).
 DERIVED_KEYS = ("case_key", "global_batch_size", "different_work", "throughput")
+
+
+def _check_estimates(measurement: Measurement) -> None:
+    """Refuse a measurement whose figures are not its blocks' own: each run's median is
+    its blocks' median (what the `median` reading compares), the case's samples are its
+    runs' blocks, and its step time and figures are their estimate over the runs (what
+    tables, ratios against a baseline and the stored medians show). An edited estimate
+    would show one speed beside verdicts read from another."""
+    from fwbench.measure import runs as case_runs
+    from fwbench.measure import stats
+
+    def same(given: float, ours: float) -> bool:
+        return math.isclose(given, ours, rel_tol=1e-9)
+
+    runs = measurement.runs
+    if not runs:  # recorded before runs (version 6): its one process's figures alone
+        return
+    for run in runs:
+        values = {"": (run.median_s, run.samples)} | {
+            f" {name}": (fig.median_s, fig.samples) for name, fig in run.figures.items()
+        }
+        for name, (given, samples) in values.items():
+            if not same(given, stats.median(samples)):
+                raise ValueError(
+                    f"runs[{run.index}]{name} median_s: {given:.6g} is not the median of its "
+                    f"blocks ({stats.median(samples):.6g}); was it edited?"
+                )
+    if measurement.samples != tuple(s for run in runs for s in run.samples):
+        raise ValueError("samples: not its runs' blocks in order; was it edited?")
+    # Every figure that each run has is estimated (launch.records.measurement_of).
+    names = set.intersection(*(set(run.figures) for run in runs))
+    if set(measurement.figures) != names:
+        raise ValueError(
+            f"figures: {sorted(measurement.figures)} are not its runs' ({sorted(names)}); "
+            "was it edited?"
+        )
+    estimates = {STEP_TIME.name: (measurement.step_time_s, case_runs.estimate(runs))} | {
+        name: (figure, case_runs.figure_estimate([run.figures[name].samples for run in runs]))
+        for name, figure in measurement.figures.items()
+    }
+    for name, (shown, found) in estimates.items():
+        if not all(
+            same(a, b)
+            for a, b in zip(
+                (shown.median, shown.ci_low, shown.ci_high),
+                (found.median_s, found.ci_low_s, found.ci_high_s),
+                strict=True,
+            )
+        ):
+            raise ValueError(
+                f"{name}: {shown.median:.6g} (interval {shown.ci_low:.6g} to "
+                f"{shown.ci_high:.6g}) is not its runs' estimate ({found.median_s:.6g}, "
+                f"{found.ci_low_s:.6g} to {found.ci_high_s:.6g}); was it edited?"
+            )
 
 
 def _check_keys(record: dict[str, Any], version: int) -> None:
@@ -635,3 +698,9 @@ def _check_keys(record: dict[str, Any], version: int) -> None:
         raise ValueError(
             f"{missing[0]}: missing, and every version-{version} record has it; was it edited?"
         )
+    # A null would be read as the field's default (reading null: verdicts on the median;
+    # case_key null: an edited case unchecked), and fwbench writes none of these null.
+    always = ("runs", "run_timing", "run_plan", "reading", "case_key", "global_batch_size")
+    nulls = [k for k in (*always, "different_work") if k in record and record[k] is None]
+    if nulls:
+        raise ValueError(f"{nulls[0]}: null, and fwbench never writes it so; was it edited?")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,15 @@ def write(path: Path, records: Any) -> Path:
         ({"runs": MISSING, "runz": []}, "runz: not a field of any record fwbench writes"),
         ({"runs": MISSING}, "runs: missing, and every version-20 record has it"),
         ({"reading": MISSING}, "reading: missing, and every version-20 record has it"),
+        # A null was read as the field's default: reading null as verdicts on the median,
+        # an edited case with its derived keys null as unchecked.
+        ({"reading": None}, "reading: null, and fwbench never writes it so"),
+        ({"run_plan": None}, "run_plan: null, and fwbench never writes it so"),
+        (
+            {"batch_size": 64, "case_key": None, "global_batch_size": None, "throughput": None},
+            "case_key: null, and fwbench never writes it so",
+        ),
+        ({"throughput": None}, "throughput: None does not match"),
     ],
 )
 def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(
@@ -312,3 +322,71 @@ def test_user_text_is_printed_as_written_never_as_an_emoji(
     code, _, err = cli(["run", "--framework", "torch", "--model", str(folder / "x.onnx"),
                         "--task", "infer"], capsys)  # fmt: skip
     assert code == 2 and "emo:smile:/x.onnx: no such file" in err, err
+
+
+def _faster(rec: dict[str, Any]) -> None:
+    """Its step time 10% faster, its throughput to match (what a hand edit would do)."""
+    rec["step_time_s"] = {k: v * 0.9 for k, v in rec["step_time_s"].items()}
+    rec["throughput"] = rec["throughput"] / 0.9
+
+
+def _run_faster(rec: dict[str, Any]) -> None:
+    run = rec["runs"][0]
+    run.update(median_s=run["median_s"] * 0.9, ci_low_s=run["ci_low_s"] * 0.9)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            _faster,
+            "step_time_s: 0.0899992 (interval 0.0888883 to 0.0911241) is not its runs' "
+            "estimate (0.0999992,",
+        ),
+        (_run_faster, "runs[0] median_s: 0.08955 is not the median of its blocks (0.0995)"),
+        (lambda rec: rec["samples"].reverse(), "samples: not its runs' blocks in order"),
+        (lambda rec: rec["runs"][1]["samples"].reverse(), "samples: not its runs' blocks"),
+    ],
+)
+def test_an_estimate_that_is_not_its_runs_own_is_refused(change: Any, says: str) -> None:
+    """Tables, ratios against a baseline and trends show the case's step time; the
+    `median` reading reads each run's median. An edit to either, its blocks left as they
+    were, showed one speed beside verdicts read from another."""
+    from fwbench.result import Result
+
+    rec = record()
+    Result.from_record(copy.deepcopy(rec))
+    change(rec)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        Result.from_record(rec)
+
+
+def test_a_task_figure_that_is_not_its_runs_own_is_refused() -> None:
+    """A generation's time to first token is estimated over its runs as the step time is;
+    an edited estimate, or one left out, would show another figure than its runs'."""
+    from fwbench.launch.records import measurement_of
+    from fwbench.result import Result, RunFigure
+
+    from .test_parity_and_summary import runs_of
+
+    runs = tuple(
+        run.model_copy(
+            update={
+                "figures": {
+                    "ttft_s": RunFigure(samples=(0.2, 0.2 + i / 100), median_s=0.2 + i / 200)
+                }
+            }
+        )
+        for i, run in enumerate(runs_of([0.1, 0.11, 0.12]))
+    )
+    made = result("torch", "eager", 0.1, 0.001)
+    made = made.model_copy(update={"measurement": measurement_of(runs, "max_runs")})
+    rec = json.loads(json.dumps(made.to_record()))
+    assert Result.from_record(copy.deepcopy(rec)).measurement == made.measurement
+    edited = copy.deepcopy(rec)
+    edited["figures"]["ttft_s"].update(median=0.19, ci_low=0.19)
+    with pytest.raises(ValueError, match=r"ttft_s: 0\.19 .* is not its runs' estimate"):
+        Result.from_record(edited)
+    del rec["figures"]["ttft_s"]
+    with pytest.raises(ValueError, match=re.escape("figures: [] are not its runs' (['ttft_s'])")):
+        Result.from_record(rec)

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from fwbench.errors import StoreError
-from fwbench.result import SCHEMA_VERSION
+from fwbench.result import SCHEMA_VERSION, Result
 from fwbench.store.db import ResultStore
 from fwbench.store.export import export
 
@@ -81,16 +81,19 @@ def test_foreign_duckdb_and_newer_schema_are_refused(tmp_path: Path) -> None:
 
 
 def test_export_formats(tmp_path: Path) -> None:
+    made = result("torch", "eager", 0.1, 0.001)
+    assert made.measurement is not None
+    median = made.measurement.step_time_s.median
     with ResultStore(tmp_path / "r.duckdb") as store:
-        store.add(result("torch", "eager", 0.1, 0.001))
+        store.add(made)
         for fmt in ("csv", "parquet", "json"):
             assert export(store, fmt, tmp_path / f"out.{fmt}") == 1
         with pytest.raises(StoreError, match="valid choices: csv, parquet, json"):
             export(store, "xlsx", tmp_path / "out.xlsx")
     records = json.loads((tmp_path / "out.json").read_text())
-    assert records[0]["step_time_s"]["median"] == 0.1
+    assert records[0]["step_time_s"]["median"] == median
     parquet = duckdb.sql(f"SELECT median_s, len(samples) FROM '{tmp_path / 'out.parquet'}'")
-    assert parquet.fetchall() == [(0.1, 20)]
+    assert parquet.fetchall() == [(median, 9)]
     assert "median_s" in (tmp_path / "out.csv").read_text().splitlines()[0]
     assert not (tmp_path / "out.xlsx").exists()
 
@@ -221,6 +224,10 @@ def test_exports_of_every_earlier_schema_read_as_their_migrated_databases(
         imported = read_records(DATA / f"results-schema{v}.json")
         assert migrated and all(r.schema_version == v for r in imported)
         assert [r.to_record() for r in imported] == [r.to_record() for r in migrated], v
+        # Exported again (the migration gave it typed settings), it reads as it was: an
+        # old record's settings were rebuilt from a timing_config no longer there.
+        again = [Result.from_record(json.loads(json.dumps(r.to_record()))) for r in migrated]
+        assert [r.to_record() for r in again] == [r.to_record() for r in migrated], v
 
 
 def test_the_table_its_exports_and_the_record_follow_one_declared_column_map(

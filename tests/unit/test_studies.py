@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from fwbench.case import Case
+from fwbench.launch.records import measurement_of
 from fwbench.measure.energy import Energy
 from fwbench.models.parity import check as parity
-from fwbench.result import Measurement, Result, StepTime
+from fwbench.result import Result
 from fwbench.studies.claims import Claim, evaluate, evaluate_claim, load_study, studies
 from fwbench.sweep import load_preset, presets
 
@@ -25,17 +26,7 @@ def measured(medians: list[float], status: str = "ok", **case: Any) -> Result:
     """A result of runs with these medians (seconds per step) for the case given."""
     base = result("torch", "eager", 0.1, 0.001, status)
     fields = {"model": "resnet18", "threads": 2, **case}
-    m = None
-    if status == "ok":
-        g = sorted(medians)[len(medians) // 2]
-        assert base.measurement is not None
-        m = Measurement(
-            **{
-                **base.measurement.model_dump(exclude={"runs", "step_time_s"}),
-                "runs": runs_of(medians),
-                "step_time_s": StepTime(median=g, ci_low=min(medians), ci_high=max(medians)),
-            }
-        )
+    m = measurement_of(runs_of(medians), "max_runs") if status == "ok" else None
     return base.model_copy(
         update={"case": Case.build(**fields), "measurement": m, "result_id": str(next(_ids))}
     )

@@ -6,7 +6,6 @@ point's record the same way; fwbench.api stores both.
 
 from __future__ import annotations
 
-import statistics
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -18,7 +17,7 @@ from fwbench.explain.breakdown import Breakdown
 from fwbench.launch.counting import ParityKey, parity_key
 from fwbench.launch.outcome import CaseOutcome
 from fwbench.measure import runs as case_runs
-from fwbench.measure import stats, trackers
+from fwbench.measure import trackers
 from fwbench.measure.settings import TimingConfig
 from fwbench.models.parity import OUTPUT_TOLERANCE, Parity, output_check, token_check
 from fwbench.models.parity import check as check_parity
@@ -141,9 +140,7 @@ def measurement_of(
     for name in sorted({name for r in found for name in r.figures}):
         series = [r.figures[name] for r in found if name in r.figures]
         if len(series) == len(found):
-            over = case_runs.estimate(
-                [case_runs.RunFigures(*_median_ci(s.samples), 0.0) for s in series]
-            )
+            over = case_runs.figure_estimate([s.samples for s in series])
             figures[name] = StepTime(
                 median=over.median_s, ci_low=over.ci_low_s, ci_high=over.ci_high_s
             )
@@ -159,12 +156,6 @@ def measurement_of(
         figures=figures,
         group_id=group_id,
     )
-
-
-def _median_ci(samples: Sequence[float]) -> tuple[float, float, float]:
-    low, high = stats.median_ci(list(samples))
-    med = statistics.median(samples)
-    return med, min(low, med), max(high, med)
 
 
 def check_outputs(

@@ -148,6 +148,18 @@ def estimate(runs: Sequence[RunSummary]) -> Estimate:
     return Estimate(*found, method)
 
 
+def figure_estimate(series: Sequence[Sequence[float]]) -> Estimate:
+    """A task's figure over its runs (`series`: each run's blocks), estimated as the step
+    time is from each run's median block; a case of one run gets that median's own 95%
+    interval, as its step time has."""
+    found = []
+    for samples in series:
+        med = stats.median(samples)
+        low, high = stats.median_ci(samples)
+        found.append(RunFigures(med, min(low, med), max(high, med), 0.0))
+    return estimate(found)
+
+
 def stop_reason(
     runs: Sequence[RunSummary], config: RunPlan, precision: bool = True
 ) -> CaseStop | None:
