@@ -124,6 +124,31 @@ def test_pairs_doing_different_work_are_left_out_with_the_reason() -> None:
     assert evaluate_claim(FASTER, results + same_work).outcome == "agrees"
 
 
+def test_a_pair_whose_side_failed_is_undecided_not_left_out() -> None:
+    """PyTorch ran out of memory on two networks where TensorFlow ran: "PyTorch is faster"
+    agreed on the one network both ran, with no word of the other two."""
+    fast, slow = [0.100, 0.103, 0.097], [0.130, 0.134, 0.127]
+    results = pair(fast, slow)
+    for batch in (64, 128):
+        results += [
+            measured([], "oom", framework="torch", task="infer", batch_size=batch),
+            measured(slow, framework="tensorflow", mode="graph", task="infer", batch_size=batch),
+        ]
+    found = evaluate_claim(FASTER, results)
+    assert found.outcome == "inconclusive", found
+    assert found.here.startswith("1 of 3 agree, 0 disagree, 2 inconclusive")
+    assert "resnet18 infer b64 224px c1000 (eager vs graph): torch/eager ended oom" in found.here
+    assert found.reason.count("ended oom: not decided") == 2
+    # Both sides failed: not a pair measured, named, and the claim rests on the others.
+    both = pair(fast, slow) + [
+        measured([], "oom", framework="torch", task="infer", batch_size=64),
+        measured([], "error", framework="tensorflow", mode="graph", task="infer", batch_size=64),
+    ]
+    found = evaluate_claim(FASTER, both)
+    assert found.outcome == "agrees" and found.here.startswith("1 of 1 agree")
+    assert "torch/eager ended oom, tensorflow/graph ended error: not decided" in found.reason
+
+
 def test_the_per_sample_trend_claim_reads_run_level_values() -> None:
     claim = load_study("asu").claims[3]
     assert claim.kind == "falls_with_batch"

@@ -150,7 +150,8 @@ def evaluate_claim(claim: Claim, results: Sequence[Result]) -> Finding:
             claim, "not measured here", "-", f"every matching case ended {'/'.join(statuses)}"
         )
     if claim.kind in ("faster", "same"):
-        return _pairs(claim, measured)
+        # Failed cases pair too: a side that failed where the other ran decides nothing.
+        return _pairs(claim, matching)
     if claim.kind == "falls_with_batch":
         return _trend(claim, measured)
     return _power(claim, measured)
@@ -212,7 +213,19 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
     disagree: list[str] = []
     unsure: list[str] = []
     different: dict[str, str] = {}
+    unmeasured: list[str] = []
     for a, b in pairs:
+        failed = [r for r in (a, b) if r.measurement is None]
+        if failed:
+            # A side that ended oom or error where the other ran cannot be called faster
+            # or the same: that pair is undecided, never left out (a claim that PyTorch
+            # is faster agreed on the one network where both ran).
+            ended = ", ".join(f"{r.case.framework}/{r.case.mode} ended {r.status}" for r in failed)
+            what = f"{_label(a, b, axis)}: {ended}"
+            if len(failed) == 1:
+                unsure.append(what)
+            unmeasured.append(what)
+            continue
         assert a.measurement is not None and b.measurement is not None
         if a.different_work or b.different_work:
             # Not the same model in the two: neither for nor against the claim.
@@ -230,11 +243,18 @@ def _pairs(claim: Claim, results: list[Result]) -> Finding:
             ok, bad = v.outcome == "equivalent", v.outcome == "faster"
         (agree if ok else disagree if bad else unsure).append(text)
     reason = "; ".join(
-        f"{what} is different work in the two ({why}): left out" for what, why in different.items()
+        [
+            *(
+                f"{what} is different work in the two ({why}): left out"
+                for what, why in different.items()
+            ),
+            *(f"{what}: not decided" for what in unmeasured),
+        ]
     )
     n = len(agree) + len(disagree) + len(unsure)
     if n == 0:
-        return Finding(claim, "inconclusive", "no pair does the same work", reason)
+        found = "no pair does the same work" if different else "no pair was measured on both sides"
+        return Finding(claim, "inconclusive", found, reason)
     outcome = _counted(claim, len(agree), len(unsure), n)
     shown = {"disagrees": disagree, "inconclusive": unsure}.get(outcome, agree)
     if not shown:  # "most" can be decided while some disagree or are unsure
