@@ -52,3 +52,22 @@ def test_two_precisions_are_two_panels_and_two_bars_never_one() -> None:
     (bars,) = relative_time(results, "infer", "cpu")
     assert bars.x == ["b32 224px c1000", "b32 224px c1000 bf16"]
     assert all(len(points) == 2 for points in bars.series.values())
+
+
+def test_a_trend_over_few_runs_keeps_its_five_percent_on_flat_data() -> None:
+    """At the few runs a study has, Spearman's t approximation read 5 values over two
+    batch sizes (exact p 0.1) as p 0.029 and a perfect order of 4 as p 0: flat data were
+    called a significant trend far more than 5% of the time. By permutation, A/A keeps
+    its level."""
+    exact = downward_trend([1, 8], [[3.0, 3.1, 3.2], [1.0, 1.1]])
+    assert exact is not None and exact.p_value == 0.1
+    perfect = downward_trend([1, 8, 64, 128], [[3.0], [2.0], [1.0], [0.5]])
+    assert perfect is not None and round(perfect.p_value, 4) == round(1 / 24, 4)
+    rng = np.random.default_rng(2)
+    for batches, runs in (([1, 8], (3, 2)), ([1, 8, 64, 128], (1, 1, 1, 1)), ([1, 8], (5, 5))):
+        found = [
+            downward_trend(batches, [list(rng.lognormal(0, 0.05, n)) for n in runs])
+            for _ in range(400)
+        ]
+        called = sum(t is not None and t.p_value < 0.05 and t.rho < 0 for t in found)
+        assert called <= 0.05 * 400 + 3 * (0.05 * 0.95 * 400) ** 0.5, (batches, runs, called)

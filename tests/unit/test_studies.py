@@ -140,7 +140,8 @@ def test_a_pair_whose_side_failed_is_undecided_not_left_out() -> None:
     assert "resnet18 infer b64 224px c1000 (eager vs graph): torch/eager ended oom" in found.here
     assert found.reason.count("ended oom: not decided") == 2
     # Both sides failed: not a pair measured, named, and the claim rests on the others.
-    both = pair(fast, slow) + [
+    both = [
+        *pair(fast, slow),
         measured([], "oom", framework="torch", task="infer", batch_size=64),
         measured([], "error", framework="tensorflow", mode="graph", task="infer", batch_size=64),
     ]
