@@ -195,6 +195,43 @@ def test_an_import_puts_a_record_further_along_in_place_of_its_earlier_version(
         assert len(stored.measurement.runs) == 5  # type: ignore[union-attr]
 
 
+def test_one_import_given_a_result_twice_keeps_its_furthest_copy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fwbench import export.json rescue.json`, the rescue file holding an earlier copy
+    of a finished case: the copy read last had won, its runs lost, and the message said
+    "1 already there" of a new database."""
+    from fwbench.launch.records import measurement_of
+
+    from .test_regression import _generation
+
+    made = _generation(0.1, 0.01, "case-x")
+    assert made.measurement is not None
+    runs = made.measurement.runs
+    done = made.model_copy(update={"measurement": measurement_of(runs, "precision")})
+    partial = made.model_copy(update={"measurement": measurement_of(runs[:2], "unfinished")})
+    files = []
+    for name, made in (("done", done), ("partial", partial)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps([made.to_record()]))
+    db = tmp_path / "r.duckdb"
+    code, _, err = cli(["import", *map(str, files), "--db", str(db)], capsys)
+    assert code == 0, err
+    said = " ".join(err.split())  # the console wraps a long line
+    assert said == f"1 results imported into {db} (1 given again: the furthest along kept)"
+    with ResultStore(db, read_only=True) as store:
+        (stored,) = store.results()
+    assert stored.measurement is not None and len(stored.measurement.runs) == 5
+    point = schema14_point(tmp_path)
+    served = point.served
+    cut = point.model_copy(
+        update={"serving": served.model_copy(update={"runs": served.runs[:-1], "unfinished": True})}
+    )
+    with ResultStore(tmp_path / "points.duckdb") as store:
+        assert store.add_rows([], "import", serving=[point, cut]) == 1
+        assert store.serving() == [point]
+
+
 def test_an_import_puts_a_serving_point_further_along_in_place_of_its_earlier_version(
     tmp_path: Path,
 ) -> None:

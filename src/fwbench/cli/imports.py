@@ -33,17 +33,22 @@ def command(
     refuse_overwrite([database("--db", db)], [FileArg("FILE", f, "the JSON input") for f in files])
     bar = progress_bar(eta=False)
     try:
-        added, total = _import(files, db, bar)
+        added, total, distinct = _import(files, db, bar)
     finally:
         if bar.live.is_started:  # stopping a bar never shown prints an empty line
             bar.stop()
-    skipped = total - added
-    note = f" ({skipped} already there)" if skipped else ""
+    notes = []
+    if distinct - added:
+        notes.append(f"{distinct - added} already there")
+    if total - distinct:
+        notes.append(f"{total - distinct} given again: the furthest along kept")
+    note = f" ({'; '.join(notes)})" if notes else ""
     console.print(f"{added} results imported into {db}{note}")
 
 
-def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
-    """Read and check every file, then write them in one transaction: (added, read)."""
+def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int, int]:
+    """Read and check every file, then write them in one transaction: (added, read,
+    distinct results read)."""
     # The work's modules load when it runs: --help reads only the signature.
     from fwbench.result import Result
     from fwbench.store.db import ResultStore, Row
@@ -81,4 +86,5 @@ def _import(files: list[Path], db: Path, bar: Progress) -> tuple[int, int]:
             for made in (db, db.with_name(db.name + ".wal")):
                 made.unlink(missing_ok=True)
         raise
-    return added, len(rows) + len(points)
+    distinct = len({r.result_id for r in rows}) + len({p.result_id for p in points})
+    return added, len(rows) + len(points), distinct

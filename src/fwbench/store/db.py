@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 _Row = TypeVar("_Row")
 _Read = TypeVar("_Read")
+_Given = TypeVar("_Given", "Row", Result)
 
 # Rows per INSERT of a bulk write: large enough that DuckDB, not Python, does the work.
 BULK_ROWS = 10_000
@@ -365,15 +366,18 @@ class ResultStore:
         # the stored one is unfinished: a rescue file's, kept when the disk filled after
         # an earlier version of it was stored) takes the stored one's place.
         at = {name: i for i, name in enumerate(columns.names())}
-        incoming = {r.result_id: r for r in rows}
+
+        def row_progress(r: Row) -> tuple[bool, int]:
+            return _progress(r.values[at["stop_reason"]], r.values[at["n_runs"]])
+
+        # One result given twice (an export and a rescue file of one sweep) is kept as
+        # its furthest copy, whichever file came last.
+        incoming = _furthest(rows, row_progress)
         further = {
-            rid
-            for rid, r in incoming.items()
-            if rid in here
-            and _progress(r.values[at["stop_reason"]], r.values[at["n_runs"]]) > here[rid]
+            rid for rid, r in incoming.items() if rid in here and row_progress(r) > here[rid]
         }
         new = [r for rid, r in incoming.items() if rid not in here or rid in further]
-        points_in = {p.result_id: p for p in serving}
+        points_in = _furthest(serving, _served_progress)
         served = dict(
             self.con.execute(
                 "SELECT result_id, record FROM serving WHERE list_contains(?, result_id)",
@@ -549,6 +553,18 @@ class ResultStore:
         return [
             {"invocation_id": r[0], "started_at": r[1], "command": r[2]} for r in cur.fetchall()
         ]
+
+
+def _furthest(
+    items: Iterable[_Given], progress: Callable[[_Given], tuple[bool, int]]
+) -> dict[str, _Given]:
+    """Each result id's furthest copy (the first of equals)."""
+    found: dict[str, _Given] = {}
+    for item in items:
+        kept = found.get(item.result_id)
+        if kept is None or progress(item) > progress(kept):
+            found[item.result_id] = item
+    return found
 
 
 def _progress(stop_reason: str | None, runs: int | None) -> tuple[bool, int]:
