@@ -62,6 +62,9 @@ PLUGIN_MODELS = "plugin_models"
 # Validation context key: a stored case, checked field by field only (Case.stored).
 STORED = "stored"
 MAX_BATCH_SIZE = 1 << 24
+# The most samples a step across its replicas may hold: the stored global batch is a
+# 32-bit integer (store.columns).
+MAX_GLOBAL_BATCH = (1 << 31) - 1
 
 
 def default_threads() -> int:
@@ -164,6 +167,12 @@ class Case(BaseModel):
     def _check(self, validation: ValidationInfo) -> Case:
         if (validation.context or {}).get(STORED):
             return self
+        if self.global_batch_size > MAX_GLOBAL_BATCH:
+            # Refused here, not when its result is stored: a sweep would end there.
+            raise ValueError(
+                f"batch_size: {self.batch_size} a replica x {self.replicas} replicas is "
+                f"{self.global_batch_size} samples a step, past the most ({MAX_GLOBAL_BATCH})"
+            )
         recorded = bool((validation.context or {}).get(PLUGIN_MODELS))
         if recorded and (self.framework not in FRAMEWORKS or find_task(self.task) is None):
             # A recorded case of a plugin's framework or task that is not loaded here (as

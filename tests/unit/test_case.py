@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -141,6 +143,29 @@ def test_a_strategy_without_a_mode_takes_a_mode_it_runs_in() -> None:
     case = make(framework="tensorflow", strategy="multiworker", world_size=2)
     assert case.mode == "graph"
     assert make(strategy="ddp", world_size=2).mode == "eager"
+
+
+def test_a_global_batch_past_what_is_stored_is_refused_when_the_case_is_made(
+    tmp_path: Path,
+) -> None:
+    """Each field within its bounds, their product past the stored 32-bit global batch:
+    its result, an oom at once, could not be stored, and the sweep ended on a DuckDB
+    error. The largest case allowed is stored."""
+    from datetime import datetime
+
+    from fwbench.result import Result
+    from fwbench.store.db import ResultStore
+
+    largest = make(strategy="ddp", world_size=127, batch_size=1 << 24)
+    oom = Result(
+        result_id="x", invocation_id="i", recorded_at=datetime.now(), case=largest,
+        status="oom", error="out of memory",
+    )  # fmt: skip
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.add(oom)
+        assert store.results()[0].global_batch_size == 127 << 24
+    with pytest.raises(SpecError, match="16777216 a replica x 128 replicas is 2147483648"):
+        make(strategy="ddp", world_size=128, batch_size=1 << 24)
 
 
 def test_every_command_builds_its_cases_with_the_default_modes() -> None:
