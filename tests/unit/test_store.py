@@ -478,3 +478,18 @@ def test_a_record_from_before_a_setting_existed_reads_as_it_was_measured() -> No
     assert v9.run.min_switch_warm_s == 0.0 and not v9.run.compile_cache
     v14 = settings_of_old({"stop_on": "verdict", "min_runs": 3, "max_runs": 10, "estimator": "p25"})
     assert v14.reading.estimator == "p25" and v14.plan.looks is not None
+
+
+def test_a_parameter_count_of_none_reads_back_as_some_none(tmp_path: Path) -> None:
+    """One framework counting no parameters is an infinite difference; stored as JSON
+    text it was written null, and read back as "no other framework to compare"."""
+    from fwbench.models.parity import check
+
+    made = result("torch", "eager", 0.1, 0.001).model_copy(
+        update={"parity": check({"torch": 0, "tensorflow": 11_689_512})}
+    )
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.add(made)
+        (back,) = store.results()
+    assert back.parity == made.parity
+    assert back.parity is not None and "some none: DIFFERENT WORK" in back.parity.describe()

@@ -16,7 +16,9 @@ TOLERANCE = 0.02
 
 
 class Parity(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # "some none" is an infinite difference: stored as JSON text, kept as Infinity (the
+    # default writes null, which reads as "no other framework to compare").
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="constants")
 
     counts: dict[str, int]  # framework -> trainable parameters
     max_rel_diff: float | None  # (largest - smallest) / smallest; None with one framework
