@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
 from fwbench.studies.trends import downward_trend
@@ -71,3 +74,43 @@ def test_a_trend_over_few_runs_keeps_its_five_percent_on_flat_data() -> None:
         ]
         called = sum(t is not None and t.p_value < 0.05 and t.rho < 0 for t in found)
         assert called <= 0.05 * 400 + 3 * (0.05 * 0.95 * 400) ** 0.5, (batches, runs, called)
+
+
+def test_different_work_is_marked_on_the_generation_verdicts_and_the_relative_charts(
+    tmp_path: Path,
+) -> None:
+    """The summary's verdict said DIFFERENT WORK; the generation table's verdicts and the
+    relative charts (HTML and PNG), drawn as "fastest = 1.0", said nothing."""
+    from fwbench.models.parity import check
+    from fwbench.report import figures, generation, html, png
+
+    from .test_parity_and_summary import result
+    from .test_regression import _generation
+
+    def gen(framework: str, mode: str, tpot: float) -> Any:
+        made = _generation(tpot * 40, tpot, framework)
+        case = made.case.model_copy(update={"framework": framework, "mode": mode})
+        return made.model_copy(update={"case": case})
+
+    tokens = {"token_check": "failed: 7 of 32 tokens differ"}
+    results = [gen("torch", "eager", 0.010), gen("tensorflow", "graph", 0.005)]
+    results[1] = results[1].model_copy(update={"settings": tokens})
+    (table,) = generation.tables(results)
+    verdicts = next(row for row in table.rows if row[3] == "verdict")
+    assert verdicts[5].endswith("faster [eager vs compiled] [DIFFERENT WORK]"), verdicts
+    differ = check({"torch": 138_357_544, "tensorflow": 43_985_704})
+    trained = [
+        r.model_copy(update={"parity": differ})
+        for r in (result("torch", "eager", 0.15, 0.001), result("tensorflow", "graph", 0.1, 0.001))
+    ]
+    (panel,) = figures.relative_time(trained, "train", "cpu")
+    assert panel.title == "resnet18 [DIFFERENT WORK at b32 224px c1000]"
+    assert (
+        "resnet18 [DIFFERENT WORK at b32 224px c1000]"
+        in html._relative_figure([panel], "t").to_json()
+    )
+    assert "different work at b32 224px c1000: parameter counts differ" in html._relative_caption(
+        [panel]
+    )
+    ((caption, _),) = png.write_charts(trained, tmp_path)
+    assert "; resnet18: different work at b32 224px c1000: parameter counts differ" in caption

@@ -56,6 +56,12 @@ class Panel:
         return self.cap is not None and point.value is not None and point.value > self.cap
 
 
+def panel_notes(panels: Sequence[Panel]) -> list[str]:
+    """What a chart's caption must say of its panels (a size whose variants did different
+    work, and why)."""
+    return [f"{p.title.partition(' [')[0]}: {p.note}" for p in panels if p.note]
+
+
 def _x(r: Result, threads: bool = False) -> str:
     """A workload's place on a model's axis: its batch and shape, its precision where it
     is not fp32, its threads where the model's panel holds more than one count (each
@@ -84,6 +90,7 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
         r for r in results if r.case.task == task and r.case.device == device
     )
     panels: dict[str, Panel] = {}
+    different: dict[str, list[tuple[str, str]]] = {}  # model -> (x, why)
     counts: dict[str, set[int]] = {}
     for row in rows:
         counts.setdefault(str(row.workload[0]), set()).update(
@@ -110,7 +117,11 @@ def relative_time(results: Sequence[Result], task: str, device: str) -> list[Pan
                 point.ci = (low / base.value, high / base.value)
             panel.series.setdefault(v, []).append(point)
         if row.different_work:
-            panel.note = f"different work at some sizes: {row.different_work_reason}"
+            different.setdefault(model, []).append((x, row.different_work_reason))
+    for model, found in different.items():
+        # On the chart itself too: those bars are not the same work's times.
+        panels[model].title = f"{model} [DIFFERENT WORK at {', '.join(x for x, _ in found)}]"
+        panels[model].note = "; ".join(f"different work at {x}: {why}" for x, why in found)
     for panel in panels.values():
         values = [p.value for ps in panel.series.values() for p in ps if p.value is not None]
         if values and max(values) > RELATIVE_CAP:

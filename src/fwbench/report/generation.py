@@ -116,7 +116,7 @@ def tables(results: Sequence[Result], band: float | None = None) -> list[Table]:
         compared = {name: _compared(row, name, band) for name in _FIGURES}
         estimators |= {c.estimator for c in compared.values() if c.variants}
         verdicts = {
-            name: v.short() if (v := compared[name].verdict()) is not None else "-"
+            name: row.marked(v, short=True) if (v := compared[name].verdict()) is not None else "-"
             for name in ("ttft_s", "tpot_s")
         }
         for variant, r in row.results.items():

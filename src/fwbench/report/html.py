@@ -164,9 +164,10 @@ def _relative_figure(panels: list[figures.Panel], title: str) -> go.Figure:
 
 
 def _relative_caption(panels: list[figures.Panel]) -> str:
+    notes = "".join(f"<p>{html.escape(n)}</p>" for n in figures.panel_notes(panels))
     if not any(p.cap is not None for p in panels):
-        return ""
-    return (
+        return notes
+    return notes + (
         f"<p>The axis stops at {figures.RELATIVE_CAP:g}x: a bar past it is cut at the top, "
         "its value written on it (“19.3x, cut”), so that the others stay readable.</p>"
     )

@@ -166,6 +166,7 @@ def write_charts(results: Sequence[Result], folder: Path) -> list[tuple[str, Pat
                 _relative(panels, f"Relative {subject} on {device} (fastest = 1.0)", path)
                 cut = any(p.cap is not None for p in panels)
                 said = f" (axis cut at {figures.RELATIVE_CAP:g}x, values written)" if cut else ""
+                said += "".join(f"; {note}" for note in figures.panel_notes(panels))
                 charts.append((f"Relative {subject}, {device}{said}", path))
     scaled = scaling.scaling(results)
     if scaled:

@@ -123,6 +123,11 @@ class SummaryRow:
         if verdict is None:
             failed = [f"{v} {r.status}" for v, r in self.results.items() if r.measurement is None]
             return "; ".join(failed) if failed else "one framework only"
+        return self.marked(verdict, short)
+
+    def marked(self, verdict: Verdict, short: bool = False) -> str:
+        """A verdict of this row's (on its step time or another figure) with the row's
+        marks: how its two sides execute, different work, FLOPs that differ."""
         text = verdict.short() if short else verdict.text()
         ok = self.ok
         text += execution_note(ok[verdict.faster].case, ok[verdict.slower].case)
