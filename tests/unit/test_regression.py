@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fwbench.report.regression import changes
+from fwbench.launch.records import measurement_of
+from fwbench.report.regression import Change, changes
 from fwbench.result import Result
 
 from .test_compare import run_medians
@@ -112,14 +113,39 @@ def _generation(step: float, tpot: float, rid: str) -> Result:
 
 def test_a_generations_change_is_named_and_shown_by_the_figure_it_was_read_on() -> None:
     """A generation's change is read on its time per output token: so says its line, and
-    its cells are that figure's medians, not the generation's step time (the same here)."""
+    its cells are that figure as the change read it (the recorded estimator), not the
+    generation's step time nor the figure's medians."""
+    from rich.console import Console
+
+    from fwbench.measure.verdicts import Reading
     from fwbench.report.terminal import changes_table
+    from fwbench.result import RunFigure
+
+    def said(found: list[Change]) -> str:
+        console = Console(width=300, record=True)
+        console.print(changes_table(found, "t"))
+        return console.export_text()
 
     (change,) = changes([_generation(0.1, 0.01, "a")], [_generation(0.1, 0.02, "b")])
     assert change.kind == "regression"
     assert change.describe().startswith("regression: time per output token +100.0%")
-    assert change.shown == ("10.00", "20.00")
-    assert changes_table([change], "t").row_count == 1
+    assert "│ 10.02 ±0.2% │ 20.04 ±0.2% │" in said([change])
+    # 5 of 9 decoding steps 30% slower: the p25 it is read on has not moved, the median
+    # has. The cells are what the change read, not medians of 10.00 and 13.00.
+    made = _generation(0.1, 0.01, "b")
+    assert made.measurement is not None
+    steps = (0.010,) * 4 + (0.013,) * 5
+    slower = tuple(
+        run.model_copy(update={"figures": {"tpot_s": RunFigure(samples=steps, median_s=0.013)}})
+        for run in made.measurement.runs
+    )
+    p25 = {"reading": Reading(estimator="p25")}
+    new = made.model_copy(update={"measurement": measurement_of(slower, "precision"), **p25})
+    (change,) = changes([_generation(0.1, 0.01, "a").model_copy(update=p25)], [new])
+    assert change.describe().endswith("the same within ±2%")
+    text = said([change])
+    assert "│ 10.02 ±0.2% │ 10.00 ±0.0% │" in text and "13.0" not in text
+    assert "ms: each run's 25th-percentile block, its geometric mean over runs" in text
 
 
 def test_what_a_framework_wrote_is_shown_as_text_not_read_as_markup() -> None:
