@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from datetime import datetime
 from pathlib import Path
 
@@ -183,6 +184,43 @@ def test_scaling_efficiency_is_throughput_over_n_times_one_worker() -> None:
     assert points[2].global_batch_size == 16
     _, body = scaling.rows([panel])
     assert body[1][6].startswith("0.80 (") and body[1][7] == "31.2 (25%)"
+
+
+def test_a_scaling_rows_times_are_read_as_its_efficiency_is() -> None:
+    """At 2 workers 3 of 8 blocks fast, 5 slow: the p25 its efficiency reads is the fast
+    blocks', the median a slow one's. The row showed medians, whose samples/s gave 0.68
+    beside an efficiency of 1.00."""
+    from fwbench.launch.records import measurement_of
+    from fwbench.measure.verdicts import Reading
+
+    def blocks(case: Case, values: tuple[float, ...]) -> Result:
+        made = measured(case, 0.1)
+        assert made.measurement is not None
+        runs = tuple(
+            run.model_copy(
+                update={
+                    "samples": tuple(v * k for v in values),
+                    "median_s": statistics.median(values) * k,
+                    "ci_low_s": min(values) * k,
+                    "ci_high_s": max(values) * k,
+                }
+            )
+            for run, k in zip(made.measurement.runs, (1.0, 1.01, 0.99), strict=True)
+        )
+        p25 = Reading(estimator="p25")
+        return made.model_copy(
+            update={"measurement": measurement_of(runs, "max_runs"), "reading": p25}
+        )
+
+    one = blocks(ddp(threads=1), (0.100, 0.100, 0.101, 0.101, 0.102, 0.102, 0.103, 0.103))
+    two = blocks(
+        ddp(world_size=2, threads=1), (0.100, 0.100, 0.101, 0.150, 0.150, 0.151, 0.151, 0.152)
+    )
+    _, body = scaling.rows(scaling.scaling([one, two]))
+    rates = [float(row[5]) for row in body]
+    assert body[1][6].startswith("1.00 (")
+    assert rates[1] / (2 * rates[0]) == pytest.approx(1.0, abs=0.005)
+    assert scaling.READ in markdown.render([one, two])
 
 
 def test_no_baseline_or_no_measurement_gives_no_efficiency() -> None:

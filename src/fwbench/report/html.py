@@ -527,7 +527,7 @@ def render(
                 _scaling_figure(scaled),
                 "<p>Efficiency = throughput(N) / (N x throughput(1)) = t1 / tN at a fixed "
                 "per-replica batch, against the same strategy at one worker; communication is "
-                "the profiled time per step with a collective in flight.</p>"
+                f"the profiled time per step with a collective in flight. {scaling.READ}</p>"
                 + _table(*scaling.rows(scaled), numeric={2, 3, 4, 5}),
             )
         )

@@ -105,6 +105,7 @@ def render(
             "",
             "Efficiency = throughput(N) / (N x throughput(1)) = t1 / tN at a fixed per-replica",
             "batch, against the same strategy at one worker (95% CI over runs).",
+            scaling.READ,
             "",
             "| " + " | ".join(head) + " |",
             "|" + "---|" * len(head),

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwbench.measure.verdicts import comparison_of
 from fwbench.result import Result
 from fwbench.studies.trends import efficiency
 
@@ -93,8 +94,11 @@ def _point(r: Result, base: Result | None) -> ScalingPoint:
     )
     if r.measurement is None:
         return point
-    point.step_time_s = r.measurement.step_time_s.median
-    point.throughput = r.throughput
+    # Read as the efficiency beside it reads them (the recorded estimator over runs), so
+    # the row's own throughputs give its efficiency: medians here read 0.68 beside 1.00.
+    read = comparison_of({"it": r}).variant("it")
+    point.step_time_s = read.centre if read is not None else r.measurement.step_time_s.median
+    point.throughput = r.case.units_per_step / point.step_time_s
     if base is not None:
         point.efficiency, point.efficiency_ci = efficiency(base, r)
     comm = r.distributed.communication if r.distributed else None
@@ -104,6 +108,13 @@ def _point(r: Result, base: Result | None) -> ScalingPoint:
     elif comm is not None and comm.profiler is None and comm.error:
         point.communication_unread = True
     return point
+
+
+# Under every scaling table: what its times are.
+READ = (
+    "Step ms and samples/s are read as the efficiency is: each run's value by the "
+    "estimator its results were recorded under, their geometric mean over runs."
+)
 
 
 def error_bars(points: list[ScalingPoint]) -> tuple[list[float], list[float]]:

@@ -125,7 +125,12 @@ def rich_table(t: ReportTable) -> Table:
 
 def scaling_table(results: Sequence[Result]) -> Table:
     head, body = scaling.rows(scaling.scaling(list(results)))
-    table = _table("Data-parallel scaling (efficiency = t1 / tN)", head)
+    table = _table(
+        "Data-parallel scaling (efficiency = t1 / tN)",
+        head,
+        caption=scaling.READ,
+        caption_justify="left",
+    )
     for row in body:
         table.add_row(*row)
     return table
