@@ -176,9 +176,11 @@ def run(index: int, p90: float, rate: float | None = None, status: str = "ok") -
     )  # fmt: skip
     if status != "ok":
         return ServingRun(index=index, launcher="spawn", status=status, error="worker crashed")
+    # A search that found its bracket: the lowest rate tried above its best missed.
+    above = rate * 1.02 if rate else None
     return ServingRun(
         index=index, launcher="fork-server", status="ok", tests=(test,), main=0, max_qps=rate,
-        overhead_s=2e-6,
+        max_qps_above=above, overhead_s=2e-6,
     )  # fmt: skip
 
 
@@ -775,3 +777,64 @@ def test_a_points_identity_leaves_out_where_its_model_lies() -> None:
     assert stored.served.point_key != point_key(here, old.served.spec)
     assert stored.point_key == point_key(case(), old.served.spec)
     stored._check_derived(stored.to_record())  # an export of then still imports
+
+
+def test_a_search_that_found_only_a_floor_or_lost_runs_decides_no_verdict() -> None:
+    """Every rate a 4-step search tried met the bound in each run: its best is a floor,
+    set by the unloaded capacity it started from. torch truly serving 1000 qps from a
+    capacity of 20/s, TensorFlow 500 from 100/s, read as "TensorFlow 5x faster". A run
+    that found no valid rate was dropped from its side's mean, which read the others'."""
+    from fwbench.report.regression import changes
+    from fwbench.report.serving import _verdict
+    from fwbench.serve.loadgen import run_scenario
+
+    spec = ServeSpec.build(scenario="server", percentile=0.9, search_steps=4)
+
+    class Bound:
+        def __init__(self, most: float) -> None:
+            self.most = most
+
+        def server(self, served: object, spec: ServeSpec, qps: float) -> LoadGenTest:
+            ok = qps <= self.most
+            return LoadGenTest(
+                scenario="server", target_qps=qps, validity="VALID" if ok else "INVALID",
+                latency_s={"90.00": 0.05 if ok else 0.5}, samples_per_s=qps, wall_s=1.0,
+            )  # fmt: skip
+
+    class Served:
+        tokens = None
+        sizes = (1, 8)
+
+        def __init__(self, capacity: float) -> None:
+            self.capacity, self.latency_s, self.unloaded = capacity, {1: 0.001}, {}
+
+    points = []
+    for fw, most, capacity in (("torch", 1000.0, 20.0), ("tensorflow", 500.0, 100.0)):
+        runs = [
+            ServingRun(index=i, launcher="fork-server", status="ok",
+                       **run_scenario(Bound(most), Served(capacity * k), spec))  # type: ignore[arg-type]
+            for i, k in enumerate((1.0, 1.01, 0.99))
+        ]  # fmt: skip
+        points.append(build_result(Point(case(fw), spec), runs, [None] * 3, "r", fw, None, "g"))
+    said = _verdict(points, "max_qps", True)
+    assert said.startswith(
+        "inconclusive: torch/eager: in 3 of 3 runs every rate tried met the bound"
+    )
+    assert "faster" not in said
+    assert "(a floor: see its verdict)" in markdown.render(points)
+    (change,) = changes(points[:1], points[:1])
+    assert change.kind == "undecided" and "every rate tried met the bound" in change.describe()
+    # Two of torch's three runs found no rate that met the bound.
+    lost = build_result(
+        Point(case("torch"), spec),
+        [run(0, 0.02, 200.0), *(ServingRun(index=i, launcher="fork-server", status="ok",
+         invalid_reason="no rate tried met p90 <= 100 ms") for i in (1, 2))],
+        [None] * 3, "r", "torch", None, "g",
+    )  # fmt: skip
+    steady = build_result(
+        Point(case("tensorflow"), spec), [run(i, 0.02, 100.0 * (1 + i / 50)) for i in range(3)],
+        [None] * 3, "r", "tensorflow", None, "g",
+    )  # fmt: skip
+    assert _verdict([lost, steady], "max_qps", True) == (
+        "inconclusive: torch/eager: 2 of 3 runs found no valid figure"
+    )

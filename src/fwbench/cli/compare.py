@@ -64,6 +64,7 @@ def command(
                     "equivalence_band": c.band,
                     "base_status": c.base.status if c.base else None,
                     "new_status": c.new.status if c.new else None,
+                    "reason": c.reason,
                 }
                 for c in found
             ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from fwbench.measure.verdicts import DEFAULT_BAND, Comparison, comparison_of, outcome_of, percent
-from fwbench.report.serving import lower_is_better, verdict_figures
+from fwbench.report.serving import lower_is_better, undecided, verdict_figures
 from fwbench.result import Result
 from fwbench.scenario.spec import point_label
 from fwbench.tasks import STEP_TIME, find_task
@@ -22,7 +22,8 @@ class Change:
     point (its latency, or its rate)."""
 
     label: str
-    kind: str  # regression | improvement | unchanged | status | only-in-base | only-in-new
+    # regression | improvement | undecided | unchanged | status | only-in-base | only-in-new
+    kind: str
     base: Result | None
     new: Result | None
     # new / base of the figure read as a time (a step time, a latency; a rate inverted),
@@ -40,11 +41,15 @@ class Change:
     # A serving point's figure on each side as its record states it (over its runs), in
     # words with the unit; a case's cells are its step times.
     shown: tuple[str, str] | None = None
+    # Why its runs cannot decide a change (report.serving.undecided): kind "undecided".
+    reason: str | None = None
 
     def describe(self) -> str:
         if self.kind in ("only-in-base", "only-in-new"):
             return self.kind.replace("-", " ")
         assert self.base is not None and self.new is not None
+        if self.kind == "undecided":
+            return f"undecided: {self.figure}: {self.reason}"
         if self.kind == "status":
             return f"status {self.base.status} -> {self.new.status}"
         if self.ratio is None:  # neither side has a measurement
@@ -70,8 +75,9 @@ _ORDER = {
     "status": 1,
     "only-in-base": 2,
     "improvement": 3,
-    "unchanged": 4,
-    "only-in-new": 5,
+    "undecided": 4,
+    "unchanged": 5,
+    "only-in-new": 6,
 }
 
 
@@ -195,6 +201,13 @@ def _served_change(
     """One verdict figure of a serving point, new against base over their runs (two
     commands: unpaired), as the report's serving verdicts read it; a rate search does not
     tell apart rates closer than its resolution, so the band is at least that."""
+    shown = (_shown(old, figure.values), _shown(cur, figure.values))
+    reasons = [why for r in (old, cur) if (why := undecided(r, figure.values)) is not None]
+    if reasons:
+        return Change(
+            f"{label} ({figure.called})", "undecided", old, cur, figure=figure.called,
+            higher_is_better=figure.higher_is_better, shown=shown, reason="; ".join(reasons),
+        )  # fmt: skip
     band = DEFAULT_BAND if band is None else band
     if figure.values == "max_qps":
         band = max([band, *(r.served.search_resolution or 0.0 for r in (old, cur))])
@@ -220,7 +233,7 @@ def _served_change(
         same,
         figure=figure.called,
         higher_is_better=figure.higher_is_better,
-        shown=(_shown(old, figure.values), _shown(cur, figure.values)),
+        shown=shown,
     )
 
 

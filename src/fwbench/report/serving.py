@@ -12,7 +12,7 @@ from fwbench.case import execution_note
 from fwbench.measure.verdicts import DEFAULT_BAND, Comparison
 from fwbench.report import warnings
 from fwbench.result import Result
-from fwbench.scenario.record import Figure
+from fwbench.scenario.record import Figure, ServingRun
 from fwbench.scenario.spec import point_label, streams
 
 
@@ -72,6 +72,9 @@ def _verdict(
     outcomes; lower is better there, so rates are inverted). A rate search does not tell
     apart rates closer than its resolution: the equivalence band is at least that.
     Points measured in one group are read paired by round, as step times are."""
+    reasons = [why for r in group if (why := undecided(r, values)) is not None]
+    if reasons:
+        return "inconclusive: " + "; ".join(reasons)
     runs, rounds = {}, {}
     for r in group:
         found = lower_is_better(r, values, higher_is_better)
@@ -128,6 +131,40 @@ def per_run(r: Result, values: str) -> list[tuple[int, float]]:
         if value:
             out.append((run.index, value))
     return out
+
+
+def undecided(r: Result, values: str) -> str | None:
+    """Why a point's runs cannot decide a verdict on `values`, or None. A run that found
+    no valid figure is not missing at random: its rate lay below the lowest tried, and
+    the others' mean left without it is biased up. A search whose every rate met the
+    bound found only a floor of its highest rate (the doubling from the unloaded
+    capacity stopped first): its value is less than the truth, by any factor."""
+    ok = [run for run in r.served.runs if run.status == "ok"]
+    found = per_run(r, values)
+    variant = r.case.variant
+    if len(found) < len(ok):
+        return f"{variant}: {len(ok) - len(found)} of {len(ok)} runs found no valid figure"
+    if values == "max_qps":
+        floors = _floors(r)
+        if floors:
+            return (
+                f"{variant}: in {len(floors)} of {len(ok)} runs every rate tried met the bound, "
+                f"so its highest rate lies above {min(run.max_qps or 0 for run in floors):.4g} "
+                "qps, not found (more search steps find it)"
+            )
+    return None
+
+
+def _floors(r: Result) -> list[ServingRun]:
+    """The runs whose rate search met the bound at every rate it tried (no bracket)."""
+    return [
+        run for run in r.served.runs if run.status == "ok" and run.max_qps and not run.max_qps_above
+    ]
+
+
+def _max_rate(r: Result) -> str:
+    """A searched point's highest rate; marked where a run's search found only a floor."""
+    return _rate(r.served.max_qps) + (" (a floor: see its verdict)" if _floors(r) else "")
 
 
 def lower_is_better(r: Result, values: str, higher_is_better: bool) -> list[tuple[int, float]]:
@@ -237,7 +274,7 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 str(r.case.batch_size),
                 r.served.spec.label(),
                 r.case.variant,
-                _rate(r.served.max_qps),
+                _max_rate(r),
                 _ms(r.served.latency(_key(r))),
             ],
             band,
@@ -398,7 +435,7 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                     lambda r: [
                         r.served.spec.label(True),
                         r.case.variant,
-                        _rate(r.served.max_qps),
+                        _max_rate(r),
                         _ms(r.served.ttft(_key(r))),
                         _ms(r.served.tpot(_key(r))),
                     ],

@@ -288,7 +288,12 @@ def changes_table(found: Sequence[Change], title: str) -> Table:
         title, ("case", "change", "base ms", "new ms"), caption=caption, caption_justify="left"
     )
     for c in found:
-        style = {"regression": "red", "improvement": "green", "status": "yellow"}.get(c.kind)
+        style = {
+            "regression": "red",
+            "improvement": "green",
+            "status": "yellow",
+            "undecided": "yellow",
+        }.get(c.kind)
         # A serving point's or a generation's cells come with the change, in their units.
         cells = c.shown or (_ms(c.base), _ms(c.new))
         table.add_row(c.label, c.describe(), *cells, style=style)
