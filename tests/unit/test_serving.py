@@ -838,3 +838,26 @@ def test_a_search_that_found_only_a_floor_or_lost_runs_decides_no_verdict() -> N
     assert _verdict([lost, steady], "max_qps", True) == (
         "inconclusive: torch/eager: 2 of 3 runs found no valid figure"
     )
+
+
+def test_a_fixed_rate_table_shows_the_percentile_its_verdict_reads() -> None:
+    """At a p95 bound torch is lower at p50, p90 and p99 but higher at p95, which the
+    verdict reads: the table showed only the three, beside "TensorFlow 1.33x faster"."""
+    spec = ServeSpec.build(scenario="server", target_qps=50, percentile=0.95)
+    lat = {
+        "torch": {"50.00": 0.010, "90.00": 0.020, "95.00": 0.040, "99.00": 0.050},
+        "tensorflow": {"50.00": 0.012, "90.00": 0.024, "95.00": 0.030, "99.00": 0.060},
+    }
+    points = []
+    for fw in ("torch", "tensorflow"):
+        runs = [
+            ServingRun(index=i, launcher="fork-server", status="ok", main=0, tests=(LoadGenTest(
+                scenario="server", target_qps=50, validity="VALID", samples_per_s=49.0, wall_s=1,
+                latency_s={k: v * j for k, v in lat[fw].items()}),))
+            for i, j in enumerate((1.0, 1.02, 0.98))
+        ]  # fmt: skip
+        points.append(build_result(Point(case(fw), spec), runs, [None] * 3, "r", fw, None, "g"))
+    text = markdown.render(points)
+    assert "| bound's percentile, ms |" in text
+    assert "| p95: 40 (" in text and "| p95: 30 (" in text
+    assert "tensorflow/graph 1.33x faster" in text
