@@ -861,3 +861,34 @@ def test_a_fixed_rate_table_shows_the_percentile_its_verdict_reads() -> None:
     assert "| bound's percentile, ms |" in text
     assert "| p95: 40 (" in text and "| p95: 30 (" in text
     assert "tensorflow/graph 1.33x faster" in text
+
+
+def test_a_searched_rate_is_what_was_completed_and_each_run_draws_its_own_arrivals(
+    tmp_path: Path,
+) -> None:
+    """A 1.5 s Poisson schedule offers a rate off its target (LoadGen's log: 143.9
+    scheduled, 141.2 completed of 153.7 asked), and with LoadGen's one default seed the
+    same offset in every run, which the interval over runs could not show."""
+    from fwbench.serve.loadgen import LoadGen, run_scenario
+
+    class Short:
+        def server(self, served: object, spec: ServeSpec, qps: float) -> LoadGenTest:
+            ok = qps <= 150
+            return LoadGenTest(
+                scenario="server", target_qps=qps, validity="VALID" if ok else "INVALID",
+                latency_s={"90.00": 0.05}, samples_per_s=qps * 0.92, wall_s=1.0,
+            )  # fmt: skip
+
+    class Served:
+        tokens, sizes, latency_s, unloaded, capacity = None, (1, 8), {1: 0.001}, {}, 100.0
+
+    spec = ServeSpec.build(scenario="server", percentile=0.9, search_steps=6)
+    found = run_scenario(Short(), Served(), spec)  # type: ignore[arg-type]
+    best = found["tests"][found["main"]]
+    assert found["max_qps"] == pytest.approx(best.target_qps * 0.92)
+    # The bracket keeps its ratio to the best: the search's resolution.
+    above = min(t.target_qps for t in found["tests"] if t.target_qps > best.target_qps)
+    assert found["max_qps_above"] / found["max_qps"] == pytest.approx(above / best.target_qps)
+    settings = [LoadGen(tmp_path, seed).settings("server", 1.0, 44, 50.0) for seed in (0, 3)]
+    assert [s.schedule_rng_seed for s in settings] == [0, 3]
+    assert [s.sample_index_rng_seed for s in settings] == [0, 3]

@@ -96,6 +96,9 @@ class ServeRequest(BaseModel):
     timing: RunTiming  # its warmup settings
     # LoadGen's logs go here: the driver sends each run its own `run<k>/` below it.
     log_dir: str
+    # LoadGen's seeds (its arrival schedule): the round's, so that runs draw their own
+    # arrivals and the points of one round, paired, meet the same ones.
+    seed: int = 0
 
 
 Request = CaseRequest | CountRequest | PeakRequest | ServeRequest

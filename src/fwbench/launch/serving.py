@@ -218,7 +218,7 @@ def serve_round(
             on_phase(f"{label}: run {round_index + 1} of {runs}")
         log_dir = Path(request.log_dir) / f"run{round_index}"
         run, report = _one_run(
-            request.model_copy(update={"log_dir": str(log_dir)}),
+            request.model_copy(update={"log_dir": str(log_dir), "seed": round_index}),
             round_index,
             runs,
             timeout_s,

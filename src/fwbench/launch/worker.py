@@ -374,7 +374,7 @@ def run_serve(request: ServeRequest) -> ServeReport:
     if reason:
         return report(status="unsupported", error=reason)
     try:
-        lg = loadgen.LoadGen(Path(request.log_dir))
+        lg = loadgen.LoadGen(Path(request.log_dir), request.seed)
     except ImportError:
         return report(
             status="error",
