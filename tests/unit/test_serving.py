@@ -892,3 +892,20 @@ def test_a_searched_rate_is_what_was_completed_and_each_run_draws_its_own_arriva
     settings = [LoadGen(tmp_path, seed).settings("server", 1.0, 44, 50.0) for seed in (0, 3)]
     assert [s.schedule_rng_seed for s in settings] == [0, 3]
     assert [s.sample_index_rng_seed for s in settings] == [0, 3]
+
+
+def test_a_percentile_from_too_few_queries_says_so() -> None:
+    """SingleStream stops at 64 queries: its p99 is the slowest query, not a percentile
+    (LoadGen's early stopping would need 459 to accept one), shown as a p99 with an
+    interval and nothing else."""
+    spec = ServeSpec.build(scenario="single_stream")
+    runs = [
+        ServingRun(index=i, launcher="fork-server", status="ok", main=0, tests=(LoadGenTest(
+            scenario="single_stream", validity="VALID", samples_per_s=160.0, wall_s=1,
+            query_count=64, latency_s={"50.00": 0.006, "90.00": 0.0064, "99.00": 0.0072}),))
+        for i in range(3)
+    ]  # fmt: skip
+    point = build_result(Point(case(), spec), runs, [None] * 3, "r", "torch", None)
+    (row,) = (line for line in markdown.render([point]).splitlines() if "| torch/eager |" in line)
+    assert "7.2 (7.2-7.2) (64 queries: p99 needs 459)" in row
+    assert "6.4 (6.4-6.4) |" in row  # p90 needs 44

@@ -13,7 +13,7 @@ from fwbench.measure.verdicts import DEFAULT_BAND, Comparison
 from fwbench.report import warnings
 from fwbench.result import Result
 from fwbench.scenario.record import Figure, ServingRun
-from fwbench.scenario.spec import point_label, streams
+from fwbench.scenario.spec import min_queries, point_label, streams
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,23 @@ def _ms(f: Figure | None) -> str:
     if f.runs < 2:
         return f"{f.value * 1e3:.3g} (1 run)"
     return f"{f.value * 1e3:.3g} ({f.ci_low * 1e3:.3g}-{f.ci_high * 1e3:.3g})"
+
+
+def _pct(r: Result, figure: str, key: str) -> str:
+    """A latency percentile's cell ("latency", "ttft" or "tpot" at "99.00"), marked where
+    a run had too few queries for it: at 64 queries a p99 is the slowest query, not a
+    percentile (min_queries: what LoadGen's early stopping needs of it)."""
+    found: Figure | None = getattr(r.served, figure)(key)
+    text = _ms(found)
+    counts = [
+        t.query_count
+        for run in r.served.runs
+        if run.status == "ok" and (t := run.main_test) is not None and t.query_count
+    ]
+    need = min_queries(float(key) / 100)
+    if found is not None and counts and min(counts) < need:
+        text += f" ({min(counts)} queries: p{float(key):g} needs {need})"
+    return text
 
 
 def _rate(f: Figure | None) -> str:
@@ -238,9 +255,9 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 r.case.model,
                 str(r.case.batch_size),
                 r.case.variant,
-                _ms(r.served.latency("50.00")),
-                _ms(r.served.latency("90.00")),
-                _ms(r.served.latency("99.00")),
+                _pct(r, "latency", "50.00"),
+                _pct(r, "latency", "90.00"),
+                _pct(r, "latency", "99.00"),
                 _rate(r.served.samples_per_s),
             ],
             band,
@@ -275,7 +292,7 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 r.served.spec.label(),
                 r.case.variant,
                 _max_rate(r),
-                _ms(r.served.latency(_key(r))),
+                _pct(r, "latency", _key(r)),
             ],
             band,
         )
@@ -312,11 +329,11 @@ def _query_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                 r.served.spec.label(),
                 r.case.variant,
                 _rate(r.served.samples_per_s),
-                _ms(r.served.latency("50.00")),
-                _ms(r.served.latency("90.00")),
-                _ms(r.served.latency("99.00")),
+                _pct(r, "latency", "50.00"),
+                _pct(r, "latency", "90.00"),
+                _pct(r, "latency", "99.00"),
                 # The one its verdict reads (p95 bound: a p95 that none of the others is).
-                f"p{r.served.spec.bound_percentile * 100:g}: {_ms(r.served.latency(_key(r)))}",
+                f"p{r.served.spec.bound_percentile * 100:g}: {_pct(r, 'latency', _key(r))}",
             ],
             band,
         )
@@ -403,10 +420,10 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                     single,
                     lambda r: [
                         r.case.variant,
-                        _ms(r.served.ttft("50.00")),
-                        _ms(r.served.ttft("90.00")),
-                        _ms(r.served.tpot("50.00")),
-                        _ms(r.served.tpot("90.00")),
+                        _pct(r, "ttft", "50.00"),
+                        _pct(r, "ttft", "90.00"),
+                        _pct(r, "tpot", "50.00"),
+                        _pct(r, "tpot", "90.00"),
                         _rate(r.served.tokens_per_s),
                     ],
                 ),
@@ -439,8 +456,8 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                         r.served.spec.label(True),
                         r.case.variant,
                         _max_rate(r),
-                        _ms(r.served.ttft(_key(r))),
-                        _ms(r.served.tpot(_key(r))),
+                        _pct(r, "ttft", _key(r)),
+                        _pct(r, "tpot", _key(r)),
                     ],
                 ),
             )
@@ -476,10 +493,10 @@ def _token_tables(results: Sequence[Result], band: float | None) -> list[Table]:
                         r.served.spec.label(True),
                         r.case.variant,
                         _rate(r.served.tokens_per_s),
-                        _ms(r.served.ttft("50.00")),
-                        _ms(r.served.ttft(_key(r))),
-                        _ms(r.served.tpot("50.00")),
-                        _ms(r.served.tpot(_key(r))),
+                        _pct(r, "ttft", "50.00"),
+                        _pct(r, "ttft", _key(r)),
+                        _pct(r, "tpot", "50.00"),
+                        _pct(r, "tpot", _key(r)),
                     ],
                 ),
             )
