@@ -53,6 +53,14 @@ def check_output(path: Path, what: str) -> None:
         raise SpecError(f"{what} {path}: cannot write in {parent} (read-only or no permission)")
     if target.exists() and not os.access(target, os.W_OK):
         raise SpecError(f"{what} {path}: the file exists and is not writable")
+    # access() answers yes to root for /proc and /sys, and of a read-only mount: a file
+    # made and removed there says whether the output can be written, before any work.
+    try:
+        fd, name = tempfile.mkstemp(prefix=".fwbench-check.", dir=parent)
+    except OSError as exc:
+        raise SpecError(f"{what} {path}: cannot write in {parent}: {exc.strerror}") from None
+    os.close(fd)
+    os.unlink(name)
 
 
 def write_atomically(path: Path, write: Callable[[Path], None], what: str = "output") -> None:

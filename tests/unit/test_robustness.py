@@ -184,6 +184,14 @@ def test_7_and_12_report_paths_and_formats_are_checked_up_front(tmp_path: Path) 
         report_format(tmp_path / "x.html", "md")
     with pytest.raises(SpecError, match="is a directory"):
         write_report([], tmp_path, "html", "t")
+    # access() says yes to root for /proc: a sweep measured for an hour, then its
+    # report could not be written.
+    from fwbench.outputs import check_output
+
+    with pytest.raises(SpecError, match=r"^report /proc/x\.html: cannot write in /proc: "):
+        check_output(Path("/proc/x.html"), "report")
+    check_output(tmp_path / "new" / "x.html", "report")
+    assert list(tmp_path.iterdir()) == []  # its probe left nothing
 
 
 @pytest.mark.slow
