@@ -44,15 +44,21 @@ def check_output(path: Path, what: str) -> None:
             raise SpecError(f"{what} {path}: not writable")
         return
     target = Path(os.path.realpath(path))
-    parent = target.parent
+    if target.exists() and not os.access(target, os.W_OK):
+        raise SpecError(f"{what} {path}: the file exists and is not writable")
+    _can_write_in(target.parent, path, what)
+
+
+def _can_write_in(folder: Path, path: Path, what: str) -> None:
+    """Refuse `path` (given as `what`) unless `folder`, or the nearest folder above it
+    that exists (where the missing ones will be made), can be written."""
+    parent = folder
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
         raise SpecError(f"{what} {path}: {parent} is a file, not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise SpecError(f"{what} {path}: cannot write in {parent} (read-only or no permission)")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise SpecError(f"{what} {path}: the file exists and is not writable")
     # access() answers yes to root for /proc and /sys, and of a read-only mount: a file
     # made and removed there says whether the output can be written, before any work.
     try:
@@ -61,6 +67,13 @@ def check_output(path: Path, what: str) -> None:
         raise SpecError(f"{what} {path}: cannot write in {parent}: {exc.strerror}") from None
     os.close(fd)
     os.unlink(name)
+
+
+def check_folder(path: Path, what: str) -> None:
+    """Refuse, before anything runs, a folder that cannot be made or written; one line."""
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"{what} {path}: is a file; give a folder")
+    _can_write_in(Path(os.path.realpath(path)), path, what)
 
 
 def write_atomically(path: Path, write: Callable[[Path], None], what: str = "output") -> None:

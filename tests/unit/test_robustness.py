@@ -333,3 +333,28 @@ def test_a_rank_the_kernel_killed_for_memory_is_an_oom_result(
     found = group._crashed(proc)  # type: ignore[arg-type]
     assert found.status == status, found.error
     assert "torchrun" in found.error
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--trace-dir", "FILE"], "--trace-dir FILE: is a file; give a folder"),
+        (["--trace-dir", "/proc/x"], "--trace-dir /proc/x: cannot write in /proc: "),
+        (["--steps", "999999999"], "--steps: profile 1 to 1000 steps (got 999999999)"),
+        (["--max-time", "0"], "--max-time: Input should be greater than 0"),
+    ],
+)
+def test_explains_bad_flags_are_one_line_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], says: str
+) -> None:
+    """A --trace-dir naming a file crashed with FileExistsError after the plan, /proc was
+    refused after it, --max-time 0 was called --run-time, --steps had no top."""
+    a_file = tmp_path / "sweep.yaml"
+    a_file.write_text("model: resnet18\n")
+    flags = [str(a_file) if f == "FILE" else f for f in flags]
+    db = tmp_path / "r.duckdb"
+    argv = ["explain", "--model", "resnet18", "--framework", "torch", *flags, "--db", str(db)]
+    code, out, err = cli(argv, capsys)
+    assert code == 2 and out == "", (out, err)
+    assert err.startswith("error: " + says.replace("FILE", str(a_file))), err
+    assert err.count("\n") == 1 and not db.exists()

@@ -31,7 +31,7 @@ from fwbench.cli.workload import Workload
 from fwbench.errors import SpecError
 from fwbench.explain.categories import load_rules
 from fwbench.launch import DEFAULT_TIMEOUT_S
-from fwbench.outputs import FileArg, database, refuse_overwrite
+from fwbench.outputs import FileArg, check_folder, database, refuse_overwrite
 
 if TYPE_CHECKING:
     from fwbench.case import Case
@@ -55,6 +55,10 @@ PHASE_TABLES = (
         "TPOT",
     ),
 )
+
+
+# A profile of every op of each step: its traces grow with them (a few MB a step).
+MAX_PROFILED_STEPS = 1000
 
 
 @takes(workload=Workload)
@@ -111,9 +115,10 @@ def command(
     frameworks = framework or core_frameworks()
     for fw in frameworks:
         get_framework(fw).can_explain.check(fw, "explain")
-    if steps < 1:
-        raise SpecError("steps: profile at least 1 step")
+    if not 1 <= steps <= MAX_PROFILED_STEPS:
+        raise SpecError(f"--steps: profile 1 to {MAX_PROFILED_STEPS} steps (got {steps})")
     traces = trace_dir or db.parent / "traces"
+    check_folder(traces, "--trace-dir")
     store = database("--db", db)
     rules_file = [FileArg("--categories", categories, "the category rules")] if categories else []
     refuse_overwrite(
@@ -124,7 +129,13 @@ def command(
     cases = workload.cases(model, frameworks, modes, options=framework_options)
     options = RunOptions(
         # One run: the figure here is the profile; the timing is context for its overhead.
-        timing=timing_config(max_time_s=max_time, run_time_s=max_time, min_runs=1, max_runs=1),
+        timing=timing_config(
+            {"max_time_s": "--max-time", "run_time_s": "--max-time"},
+            max_time_s=max_time,
+            run_time_s=max_time,
+            min_runs=1,
+            max_runs=1,
+        ),
         interleave=False,
         timeout_s=DEFAULT_TIMEOUT_S,
         count_flops=False,
