@@ -47,6 +47,19 @@ def search_space(
     if not INPUT_KINDS[spec.input_kind].images:
         layouts = (None,)
     task = str(workload.get("task") or TRAIN.name)
+    for mode in modes:
+        if not any(mode in FRAMEWORKS[fw].modes for fw in frameworks):
+            valid = sorted({m for fw in frameworks for m in FRAMEWORKS[fw].modes})
+            raise SpecError(
+                f"--mode: no {', '.join(frameworks)} mode {mode!r}; valid choices: "
+                + ", ".join(valid)
+            )
+    # Each value given, and why no candidate took it: a value every candidate refused
+    # is refused in its own words, not dropped from the search without one.
+    given: dict[str, set[Any]] = {"--precision": set(precisions), "--threads": set(threads)}
+    given["--options"] = {canonical_options(o) for o in options if o != "default"}
+    taken: set[tuple[str, Any]] = set()
+    refused: dict[tuple[str, Any], str] = {}
     candidates: list[Case] = []
     for fw in frameworks:
         info = FRAMEWORKS[fw]
@@ -70,12 +83,21 @@ def search_space(
             fields |= {"layout": layout, "autotune": autotune, "options": chosen}
             if n is not None:
                 fields["threads"] = n
+            values = {"--precision": precision, "--threads": n, "--options": chosen}
             try:
                 case = Case.build(**fields)
-            except SpecError:
-                continue  # e.g. mixed precision with TorchScript
+            except SpecError as exc:  # e.g. mixed precision with TorchScript
+                for flag, value in values.items():
+                    refused.setdefault((flag, value), str(exc))
+                continue
+            taken |= set(values.items())
             if case not in candidates:
                 candidates.append(case)
+    for flag, asked in given.items():
+        for value in sorted(asked, key=str):
+            if (flag, value) not in taken:
+                why = refused.get((flag, value), "no framework given runs it")
+                raise SpecError(f"{flag} {value}: no candidate can take it: {why}")
     if not candidates:
         raise SpecError("tune: no valid configuration to try; widen --mode / --precision")
     return candidates

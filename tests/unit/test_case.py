@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -315,6 +316,26 @@ def test_options_per_framework_in_commands_sweeps_and_tune() -> None:
     # A setting none of the frameworks has is refused with theirs, not left out.
     with pytest.raises(SpecError, match=r"no tensorflow setting 'onedn'; valid choices: .*onednn"):
         search_space(["tensorflow"], workload, options=["onedn=off"])
+    # A value no candidate can take was dropped from the search without a word (a mode,
+    # precision, thread count or setting's value beside a valid one), or all of them
+    # read "no valid configuration; widen --mode / --precision".
+    refused = {
+        "--mode: no torch mode 'nope'; valid choices: compile": {"modes": ["eager", "nope"]},
+        "--precision fp64: no candidate can take it: precision: invalid value 'fp64'": {
+            "precisions": ["fp32", "fp64"]
+        },
+        "--precision tf32: no candidate can take it: precision: tf32 is a tensor-core": {
+            "precisions": ["tf32"]
+        },
+        "--threads -1: no candidate can take it: threads: Input should be greater": {
+            "threads": [2, -1]
+        },
+    }
+    for says, given in refused.items():
+        with pytest.raises(SpecError, match="^" + re.escape(says)):
+            search_space(["torch"], workload, **given)  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=re.escape("--options onednn=maybe: no candidate can")):
+        search_space(["tensorflow"], workload, ["graph"], options=["onednn=on", "onednn=maybe"])
 
 
 def test_a_sequence_past_the_models_context_is_refused_for_every_task() -> None:
