@@ -358,3 +358,22 @@ def test_explains_bad_flags_are_one_line_before_anything_runs(
     assert code == 2 and out == "", (out, err)
     assert err.startswith("error: " + says.replace("FILE", str(a_file))), err
     assert err.count("\n") == 1 and not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["peak", "--threads", "-1"], "--threads: -1 is outside 1 to 1024 (0: physical cores)"),
+        (["peak", "--size", "99999999"], "--size: 99999999 is outside 16 to 16384"),
+        (["models", "--input-size", "999999999"], "input_size: 999999999 is past the largest"),
+    ],
+)
+def test_numbers_without_a_bound_are_refused_before_a_worker_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    """`peak --threads -1` reached its worker as OMP_NUM_THREADS=-1, `--size 99999999`
+    asked for a matrix of petabytes, `models --input-size 999999999` was described."""
+    db = tmp_path / "r.duckdb"
+    code, out, err = cli([*argv, *(["--db", str(db)] if argv[0] == "peak" else [])], capsys)
+    assert code == 2 and err.startswith("error: " + says), (out, err)
+    assert not db.exists()

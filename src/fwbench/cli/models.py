@@ -10,7 +10,7 @@ from rich.measure import Measurement
 
 from fwbench import user_models
 from fwbench.catalog.frameworks import FRAMEWORKS, get_framework
-from fwbench.catalog.models import all_models, get_model
+from fwbench.catalog.models import DIMENSIONS, all_models, get_model
 from fwbench.catalog.sources import get_source
 from fwbench.cli import choices
 from fwbench.cli.common import console, out, print_json
@@ -75,6 +75,8 @@ def command(
                     f"input_size: {input_size} is too small for {spec.name}; "
                     f"the smallest valid value is {spec.minimum('input_size')}"
                 )
+            if input_size > (most := DIMENSIONS["input_size"].maximum):
+                raise SpecError(f"input_size: {input_size} is past the largest, {most}")
             d["input_size"] = input_size
     shown = _frameworks(framework)
     installed = [fw for fw in shown if FRAMEWORKS[fw].installed()]

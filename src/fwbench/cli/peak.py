@@ -20,6 +20,11 @@ from fwbench.measure.timing import RunTiming
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
+# Three n x n matrices at 16384 are 3 GiB in fp32; a case's threads are capped alike.
+MAX_SIZE = 16384
+MAX_THREADS = 1024
+
+
 def command(
     device: DeviceOption = "cpu",
     dtype: Annotated[
@@ -47,8 +52,10 @@ def command(
         raise SpecError(f"device: invalid value {device!r}; valid choices: {', '.join(DEVICES)}")
     if device != "cuda" and "tf32" in dtypes:
         raise SpecError("dtype: tf32 is a tensor-core mode of NVIDIA GPUs (--device cuda only)")
-    if size < 16:
-        raise SpecError(f"size: {size} is too small to measure a peak; use 512 or more")
+    if not 16 <= size <= MAX_SIZE:
+        raise SpecError(f"--size: {size} is outside 16 to {MAX_SIZE} (512 or more measures a peak)")
+    if not 0 <= threads <= MAX_THREADS:
+        raise SpecError(f"--threads: {threads} is outside 1 to {MAX_THREADS} (0: physical cores)")
     threads = threads or default_threads()
     host = host_environment()
     # One run in the worker's own process: its blocks stop on the default precision
