@@ -377,3 +377,37 @@ def test_numbers_without_a_bound_are_refused_before_a_worker_starts(
     code, out, err = cli([*argv, *(["--db", str(db)] if argv[0] == "peak" else [])], capsys)
     assert code == 2 and err.startswith("error: " + says), (out, err)
     assert not db.exists()
+
+
+def test_a_dry_run_refuses_what_the_run_would_and_answers_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweep --dry-run --timeout -1` listed its cases, and a serving sweep's dry run
+    accepted --budget and --executor ray, which the run refuses; --dry-run --json
+    printed nothing on stdout."""
+    from fwbench.case import default_threads
+
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("model: resnet18\nframework: torch\ntask: infer\ninput_size: 32\n")
+    served = tmp_path / "served.yaml"
+    served.write_text(plain.read_text() + "serve:\n  - {scenario: offline}\n")
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    for argv, says in (
+        ([str(plain), "--timeout", "-1"], "timeout: must be a finite number of seconds"),
+        ([str(served), "--budget", "5m"], "--budget: a serving point makes a fixed number"),
+        ([str(served), "--executor", "ray"], "--executor ray: serving points run on this"),
+    ):
+        code, _, err = cli(["sweep", *argv, "--dry-run", *db], capsys)
+        assert code == 2 and err.startswith("error: " + says), err
+    code, out, err = cli(["sweep", str(plain), "--dry-run", "--json", *db], capsys)
+    assert code == 0, err
+    listed = json.loads(out)
+    assert [p["label"] for p in listed["planned"]] == [
+        "torch/eager resnet18 infer b32 32px c1000 cpu t" + str(default_threads())
+    ]
+    assert listed["summary"].startswith("1 cases; estimated")
+    argv = ["tune", "resnet18", "--framework", "torch", "--mode", "eager", "--dry-run"]
+    code, out, err = cli([*argv, "--json", *db], capsys)
+    assert code == 0 and len(json.loads(out)) >= 2, err
+    code, _, err = cli([*argv, "--timeout", "-1", *db], capsys)
+    assert code == 2 and err.startswith("error: --timeout: must be a finite number"), err

@@ -118,13 +118,13 @@ def command(
     if not 1 <= steps <= MAX_PROFILED_STEPS:
         raise SpecError(f"--steps: profile 1 to {MAX_PROFILED_STEPS} steps (got {steps})")
     traces = trace_dir or db.parent / "traces"
-    check_folder(traces, "--trace-dir")
     store = database("--db", db)
     rules_file = [FileArg("--categories", categories, "the category rules")] if categories else []
     refuse_overwrite(
         [store, FileArg("--trace-dir", traces, "the trace folder", replaces=False)],
         [store, *rules_file],
     )
+    check_folder(traces, "--trace-dir")
     rules = tuple(load_rules(categories)) if categories else ()
     cases = workload.cases(model, frameworks, modes, options=framework_options)
     options = RunOptions(

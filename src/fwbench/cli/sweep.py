@@ -26,10 +26,12 @@ from fwbench.errors import SpecError, duration_seconds
 from fwbench.launch import DEFAULT_SPREAD, DEFAULT_TIMEOUT_S
 from fwbench.outputs import FileArg, check_output, database, refuse_overwrite, report_output
 from fwbench.report.write import check_report_path, report_format, write_report
-from fwbench.scenario.spec import point_label
+from fwbench.scenario.spec import point_key, point_label
 
 if TYPE_CHECKING:
     from fwbench.api import RunOptions
+    from fwbench.case import Case
+    from fwbench.measure.settings import TimingConfig
 
 
 @takes(timing_flags=Timing)
@@ -129,21 +131,6 @@ def command(
     )
     # With --resume, what is left of the sweep is listed, estimated and confirmed.
     left = sweep.cases if sweep.serve else cases_left(sweep.cases, db, resume, retry_failed)
-    if dry_run:
-        for spec in sweep.serve or [None]:
-            for case in left:
-                console.print(point_label(case, spec) if spec else case.label())
-        points = len(sweep.cases) * len(sweep.serve)
-        if sweep.serve:
-            console.print(f"{points} serving points")
-        else:
-            found = sweeps.estimate(len(left), timing, budget_s)
-            done = len(sweep.cases) - len(left)
-            counted = f"{len(left)} cases"
-            if done:
-                counted = f"{len(left)} of {len(sweep.cases)} cases left ({done} recorded in {db})"
-            console.print(f"{counted}; {found.describe()}", markup=False)
-        return
     # An explicit --timeout wins, even a bad one (refused below, never silently ignored).
     timeout_s = timeout if timeout is not None else sweep.timeout_s or DEFAULT_TIMEOUT_S
     options = RunOptions(
@@ -155,7 +142,12 @@ def command(
         executor=runner,
     )
     if sweep.serve:
+        # What the run would refuse, a dry run refuses too.
         _check_serving(executor, budget_s)
+    if dry_run:
+        _dry_run(sweep, left, timing, budget_s, db, json)
+        return
+    if sweep.serve:
         _serve(sweep, db, options, reports, formats, json)
         return
     _confirm(sweep, len(left), sweeps.estimate(len(left), timing, budget_s), yes)
@@ -173,6 +165,37 @@ def command(
     for path, fmt in zip(reports, formats, strict=True):
         write_report(results, path, fmt, title=f"fwbench sweep {sweep.name}", study=sweep.study)
         console.print(f"report written to {path}")
+
+
+def _dry_run(
+    sweep: sweeps.Sweep,
+    left: list[Case],
+    timing: TimingConfig,
+    budget_s: float | None,
+    db: Path,
+    json: bool,
+) -> None:
+    """What the sweep would measure, and how long it would take; JSON with --json."""
+    planned = [
+        (point_label(case, spec), point_key(case, spec)) if spec else (case.label(), case.key())
+        for spec in sweep.serve or [None]
+        for case in left
+    ]
+    if sweep.serve:
+        said = f"{len(planned)} serving points"
+    else:
+        found = sweeps.estimate(len(left), timing, budget_s)
+        done = len(sweep.cases) - len(left)
+        said = f"{len(left)} cases"
+        if done:
+            said = f"{len(left)} of {len(sweep.cases)} cases left ({done} recorded in {db})"
+        said += f"; {found.describe()}"
+    if json:
+        print_json({"planned": [{"label": a, "key": k} for a, k in planned], "summary": said})
+        return
+    for label, _ in planned:
+        console.print(label, markup=False)
+    console.print(said, markup=False)
 
 
 def _confirm(sweep: sweeps.Sweep, count: int, found: sweeps.Estimate, yes: bool) -> None:

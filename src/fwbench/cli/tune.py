@@ -23,7 +23,7 @@ from fwbench.cli.options import (
     TimeoutOption,
 )
 from fwbench.cli.workload import Workload
-from fwbench.errors import SpecError
+from fwbench.errors import SpecError, positive_seconds
 from fwbench.launch import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def command(
     from fwbench.cli.execute import execute
     from fwbench.report.terminal import tune_table
 
-    timeout_s = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    timeout_s = positive_seconds(DEFAULT_TIMEOUT_S if timeout is None else timeout, "--timeout")
     # The core comparison, as --framework's help says (those installed).
     frameworks = framework or [n for n in core_frameworks() if FRAMEWORKS[n].installed()]
     for fw in frameworks:
@@ -113,8 +113,11 @@ def command(
     )
     cases = list(dict.fromkeys([*defaults.values(), *candidates]))
     if dry_run:
+        if json:
+            print_json([{"label": case.label(), "key": case.key()} for case in cases])
+            return
         for case in cases:
-            console.print(case.label())
+            console.print(case.label(), markup=False)
         console.print(f"{len(cases)} candidates")
         return
     console.print(f"tuning [bold]{model}[/bold] {workload.task}: {len(cases)} candidates into {db}")
