@@ -411,3 +411,16 @@ def test_a_dry_run_refuses_what_the_run_would_and_answers_json(
     assert code == 0 and len(json.loads(out)) >= 2, err
     code, _, err = cli([*argv, "--timeout", "-1", *db], capsys)
     assert code == 2 and err.startswith("error: --timeout: must be a finite number"), err
+
+
+def test_results_of_an_invocation_not_in_the_database_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped id read as an empty table and exit 0, while `report` refused it."""
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+    code, _, err = cli(["results", "--db", str(db), "--invocation", "nope"], capsys)
+    assert code == 2 and err == f"error: {db} holds no invocation 'nope'; see `fwbench results`\n"
+    code, out, err = cli(["results", "--db", str(db), "--invocation", "r", "--json"], capsys)
+    assert code == 0 and len(json.loads(out)) == 1, err
