@@ -87,3 +87,12 @@ def informative_line(text: str) -> str:
 
 def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {informative_line(str(exc))}"[:500]
+
+
+def broken_yaml(source: Any, exc: Exception) -> SpecError:
+    """A YAML parser's error in one line: where, and what (PyYAML's own message runs to
+    several, the document quoted)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or "invalid YAML"
+    return SpecError(f"{source}: broken YAML{where}: {problem}")

@@ -31,7 +31,7 @@ from fwbench.catalog.frameworks import FRAMEWORKS, core_frameworks
 from fwbench.catalog.models import all_dimensions, all_models, find_model
 from fwbench.catalog.sources import source_of
 from fwbench.catalog.strategies import get_strategy
-from fwbench.errors import SpecError, duration_seconds, positive_seconds
+from fwbench.errors import SpecError, broken_yaml, duration_seconds, positive_seconds
 from fwbench.measure.settings import PART_OF, PARTS, TimingConfig
 from fwbench.scenario.spec import ServeSpec, check_point
 from fwbench.tasks import find_task, task_dimensions
@@ -316,10 +316,7 @@ def parse(
             f"{source}: key {exc.key!r} is given twice, {where}; give each key once"
         ) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise SpecError(f"{source}: broken YAML{where}: {problem}") from None
+        raise broken_yaml(source, exc) from None
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a sweep must be a YAML mapping of keys like 'model: resnet18'")
     if _count_values(data, MAX_VALUES) > MAX_VALUES:

@@ -131,6 +131,14 @@ def test_user_rules_come_first_and_bad_ones_are_refused(tmp_path: Path) -> None:
     bad.write_text("broken: ['(']\n")
     with pytest.raises(SpecError, match="bad regular expression"):
         load_rules(bad)
+    # PyYAML's own message ran to eight lines, the document quoted.
+    bad.write_text("not: [valid")
+    with pytest.raises(SpecError) as said:
+        load_rules(bad)
+    assert str(said.value) == (
+        f"categories file {bad}: broken YAML at line 1, column 12: expected ',' or ']', "
+        "but got '<stream end>'"
+    )
     # Kept as written, matched without regard to case: `\S` is not `\s`, `\Z` no error.
     escapes = tmp_path / "escapes.yaml"
     escapes.write_text("glued: ['^aten::\\S+_\\Z']\nMine: ['MyKernel']\n")

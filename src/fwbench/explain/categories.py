@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from fwbench.errors import SpecError
+from fwbench.errors import SpecError, broken_yaml
 
 IDLE = "idle / framework overhead"
 OTHER = "other ops"
@@ -92,8 +92,10 @@ def load_rules(path: Path) -> list[tuple[str, str]]:
     """User rules from YAML `category: [regex, ...]`, validated."""
     try:
         data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read categories file {path}: {exc}") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read categories file {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise broken_yaml(f"categories file {path}", exc) from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: categories must be a mapping 'category: [regex, ...]'")
     rules = []
