@@ -151,7 +151,7 @@ def test_6_bad_values_are_one_line_and_write_nothing(
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     code, _, err = cli([*base[:-1], str(not_a_dir / "r.duckdb")], capsys)
-    assert code == 2 and "cannot create results file" in err
+    assert code == 2 and f"{not_a_dir} is a file, not a directory" in err
 
 
 def test_6_a_damaged_schema_version_is_one_line(tmp_path: Path) -> None:
@@ -424,3 +424,32 @@ def test_results_of_an_invocation_not_in_the_database_is_refused(
     assert code == 2 and err == f"error: {db} holds no invocation 'nope'; see `fwbench results`\n"
     code, out, err = cli(["results", "--db", str(db), "--invocation", "r", "--json"], capsys)
     assert code == 0 and len(json.loads(out)) == 1, err
+
+
+def test_an_error_names_the_problem_the_user_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A /proc database read as "only 0.0 MiB free"; an export to a folder as "unknown
+    export format ''"; an empty model name as a folder without a saved_model.pb; an
+    export whose -o and --format disagree was written as CSV into x.json."""
+    db = tmp_path / "r.duckdb"
+    with ResultStore(db) as store:
+        store.add(result("torch", "eager", 0.1, 0.001))
+    for argv, says in (
+        (
+            ["run", "--framework", "torch", "--model", "resnet18", "--db", "/proc/x.duckdb"],
+            "--db /proc/x.duckdb: cannot",
+        ),
+        (["export", "--db", str(db), "-o", str(tmp_path)], f"-o {tmp_path}: is a directory"),
+        (
+            ["export", "--db", str(db), "-o", str(tmp_path / "x.json"), "--format", "csv"],
+            f"-o {tmp_path / 'x.json'} says .json but --format says csv",
+        ),
+        (
+            ["run", "--framework", "torch", "--model", "", "--db", str(tmp_path / "n.duckdb")],
+            "model: empty; give a",
+        ),
+    ):
+        code, _, err = cli(argv, capsys)
+        assert code == 2 and err.startswith("error: " + says), (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.duckdb"]

@@ -377,6 +377,9 @@ def get_model(name: str) -> ModelSpec:
     """A model of the zoo (or a plugin's) by name, or a user's model by what names it (a
     file, a library architecture: fwbench.catalog.sources)."""
     models = all_models()
+    if not name.strip():
+        # "" is the current folder to a path: it was read as a SavedModel without one.
+        raise SpecError("model: empty; give a model name (see `fwbench models`) or a file")
     key = name.lower()
     if key in models:
         return models[key]

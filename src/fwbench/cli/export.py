@@ -9,7 +9,8 @@ import typer
 
 from fwbench.cli.common import console, note, warn
 from fwbench.cli.options import DEFAULT_DB, DbOption
-from fwbench.outputs import FileArg, database, refuse_overwrite
+from fwbench.errors import SpecError
+from fwbench.outputs import FileArg, check_output, database, refuse_overwrite
 from fwbench.store import EXPORT_FORMATS
 
 
@@ -26,7 +27,11 @@ def command(
     from fwbench.store.db import ResultStore
     from fwbench.store.export import export
 
-    fmt = format or output.suffix.lstrip(".").lower()
+    check_output(output, "-o")
+    named = output.suffix.lstrip(".").lower()
+    fmt = format or named
+    if format and named in EXPORT_FORMATS and named != format:
+        raise SpecError(f"-o {output} says .{named} but --format says {format}; give one")
     refuse_overwrite([FileArg("-o", output, "the export")], [database("--db", db)])
     with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         n = export(store, fmt, output)

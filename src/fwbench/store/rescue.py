@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.errors import StoreError
+from fwbench.outputs import check_output
 
 # Refused below this (bytes free on the database's filesystem): a result is a few hundred
 # kilobytes of DuckDB blocks, a sweep a few megabytes, and the workers' own temporary files
@@ -33,6 +34,8 @@ def check_free_space(db: Path, needed: int | None = None) -> None:
     """Refuse, before a measurement, a database whose filesystem has under `needed` bytes
     (MIN_FREE_BYTES) free: its results could not be stored. One line (StoreError, exit
     code 2)."""
+    # A place that cannot be written at all says so, not "0.0 MiB free" (/proc).
+    check_output(db, "--db")
     needed = MIN_FREE_BYTES if needed is None else needed
     where = db.parent
     while not where.exists() and where != where.parent:
