@@ -128,6 +128,28 @@ def test_results_of_one_group_pair_their_runs_by_round() -> None:
     assert short.verdict().runs == (3, 3)  # type: ignore[union-attr]
 
 
+def test_a_run_without_a_partner_in_its_round_is_left_out_of_its_sides_time_too() -> None:
+    """TensorFlow's fourth run failed; torch's fourth was slow (the machine busy). The
+    verdict read the three rounds both ran, torch faster; the table's times, ranking and
+    chart read all four, torch the slower-looking, the bar outside its own interval."""
+    from fwbench.report import figures
+    from fwbench.report.summary import summarise
+
+    torch = _grouped("torch", [0.100, 0.102, 0.101, 0.140], "g1")
+    tf = _grouped("tensorflow", [0.104, 0.106, 0.105], "g1")
+    _, (row,) = summarise([torch, tf])
+    verdict = row.comparison()
+    assert verdict is not None and verdict.faster == "torch/eager" and verdict.runs == (3, 3)
+    mine, theirs = row.shown("torch/eager"), row.shown("tensorflow/graph")
+    assert mine is not None and theirs is not None
+    assert mine.value < theirs.value and mine.runs == 3
+    assert row.best == "torch/eager"
+    (panel,) = figures.relative_time([torch, tf], "train", "cpu")
+    for points in panel.series.values():
+        (point,) = points
+        assert point.ci is not None and point.ci[0] <= point.value <= point.ci[1]
+
+
 def test_a_pair_is_paired_when_its_two_sides_were_measured_together() -> None:
     rounds = [1.00, 1.18, 0.91, 1.07]
     torch = [0.106 * f * (1 + e) for f, e in zip(rounds, (0.004, -0.003, 0.0, 0.002), strict=True)]

@@ -558,6 +558,28 @@ def matched(a: Variant, b: Variant) -> tuple[tuple[float, ...], tuple[float, ...
     return tuple(of_a[r] for r in common), tuple(of_b[r] for r in common)
 
 
+def _common_rounds(variants: tuple[Variant, ...]) -> tuple[Variant, ...]:
+    """The variants of each group, measured in rounds, read on the rounds they all ran
+    (where they share two or more): a run whose partner failed has no pair in its round,
+    and a paired verdict leaves it out; its side's time, interval and rank must too, or a
+    table shows the slower-looking time beside "faster" (one slow unpaired run)."""
+    groups: dict[str | None, list[Variant]] = {}
+    for v in variants:
+        if v.rounds is not None and v.group is not None:
+            groups.setdefault(v.group, []).append(v)
+    kept: dict[str, Variant] = {}
+    for members in groups.values():
+        common = set.intersection(*(set(v.rounds or ()) for v in members))
+        if len(members) < 2 or len(common) < 2:
+            continue
+        for v in members:
+            pairs = [(r, x) for r, x in zip(v.rounds or (), v.values, strict=True) if r in common]
+            kept[v.name] = dataclasses.replace(
+                v, values=tuple(x for _, x in pairs), rounds=tuple(r for r, _ in pairs)
+            )
+    return tuple(kept.get(v.name, v) for v in variants)
+
+
 @dataclass(frozen=True)
 class Comparison:
     variants: tuple[Variant, ...]
@@ -597,6 +619,7 @@ class Comparison:
             for name, v in values.items()
             if len(v) > 0
         )
+        variants = _common_rounds(variants)
         return cls(variants, rule, tuple(given), band, confidence, looks, estimator, figure)
 
     @property
