@@ -62,6 +62,8 @@ PLUGIN_MODELS = "plugin_models"
 # Validation context key: a stored case, checked field by field only (Case.stored).
 STORED = "stored"
 MAX_BATCH_SIZE = 1 << 24
+# The most intra-op threads a process is given (a case's, `peak`'s).
+MAX_THREADS = 1024
 # The most samples a step across its replicas may hold: the stored global batch is a
 # 32-bit integer (store.columns).
 MAX_GLOBAL_BATCH = (1 << 31) - 1
@@ -94,7 +96,7 @@ class Case(BaseModel):
     layout: Layout | None = None
     autotune: bool | None = None  # cudnn.benchmark / TF_CUDNN_USE_AUTOTUNE (CUDA only)
     # Intra-op and inter-op threads, set equally for every framework (METHODOLOGY rule 9).
-    threads: int = Field(default_factory=default_threads, ge=1, le=1024)
+    threads: int = Field(default_factory=default_threads, ge=1, le=MAX_THREADS)
     # Data parallelism (fwbench.distributed): a strategy and its replicas (processes for
     # ddp / multiworker, devices for dp / mirrored). None on single-device cases, so their
     # keys are unchanged. batch_size stays the per-replica batch; threads are per process.

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fwbench.case import DEVICES, default_threads
+from fwbench.case import DEVICES, MAX_THREADS, default_threads
 from fwbench.catalog.frameworks import FRAMEWORKS
 from fwbench.cli.common import console, out, print_json
 from fwbench.cli.options import DEFAULT_DB, DbOption, DeviceOption, JsonOption, ThreadsOption
@@ -20,9 +20,8 @@ from fwbench.measure.timing import RunTiming
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 
 
-# Three n x n matrices at 16384 are 3 GiB in fp32; a case's threads are capped alike.
+# Three n x n matrices at 16384 are 3 GiB in fp32.
 MAX_SIZE = 16384
-MAX_THREADS = 1024
 
 
 def command(
