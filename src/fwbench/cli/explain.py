@@ -20,6 +20,7 @@ from fwbench.cli.common import (
 )
 from fwbench.cli.options import (
     DEFAULT_DB,
+    ONE_RUN_TIME_FLAGS,
     CoreFrameworksOption,
     DbOption,
     JsonOption,
@@ -130,7 +131,7 @@ def command(
     options = RunOptions(
         # One run: the figure here is the profile; the timing is context for its overhead.
         timing=timing_config(
-            {"max_time_s": "--max-time", "run_time_s": "--max-time"},
+            ONE_RUN_TIME_FLAGS,
             max_time_s=max_time,
             run_time_s=max_time,
             min_runs=1,

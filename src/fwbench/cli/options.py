@@ -176,6 +176,9 @@ OneRunTimeOption = Annotated[
         "candidate's screening run, and its finalists are confirmed over three times this).",
     ),
 ]
+# The timing fields that --max-time (OneRunTimeOption) sets, by flag, for timing_config's
+# errors to name it.
+ONE_RUN_TIME_FLAGS = {"max_time_s": "--max-time", "run_time_s": "--max-time"}
 MinRunsOption = Annotated[
     int | None,
     typer.Option(

@@ -14,6 +14,7 @@ from fwbench.cli.bundles import take, takes
 from fwbench.cli.common import console, out, print_json, timing_config
 from fwbench.cli.options import (
     DEFAULT_DB,
+    ONE_RUN_TIME_FLAGS,
     BandOption,
     CoreFrameworksOption,
     DbOption,
@@ -100,7 +101,7 @@ def command(
     # Screening: one run per candidate. The fastest of many noisy estimates is biased low
     # (the winner's curse), so the pick is then confirmed, below, in fresh runs. Both are
     # checked before anything is listed or run; --max-time sets each run's time too.
-    flags = {"max_time_s": "--max-time", "run_time_s": "--max-time"}
+    flags = ONE_RUN_TIME_FLAGS
     # The band is recorded with every result, and the verdicts below read it.
     read = {"band": band} if band is not None else {}
     screen = timing_config(
