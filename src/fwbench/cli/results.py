@@ -37,8 +37,9 @@ def command(
     invocation = invocation_of(invocation, run)
     with ResultStore(db, read_only=True, on_skip=warn, on_snapshot=note) as store:
         results = store.results(invocation_id=invocation)
-        known = {r["invocation_id"] for r in store.invocations()}
-    if invocation is not None and not results and invocation not in known:
+        asked = invocation is not None and not results
+        known = {r["invocation_id"] for r in store.invocations()} if asked else set()
+    if asked and invocation not in known:
         # An id mistyped read as an empty table, as if that invocation measured nothing.
         raise SpecError(f"{db} holds no invocation {invocation!r}; see `fwbench results`")
     if json:
